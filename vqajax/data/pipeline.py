@@ -1,0 +1,102 @@
+"""Per-host tf.data input: deterministic, resumable train stream and padded eval batches.
+
+The train stream is a function of (seed, step): epoch e visits the questions in the
+order of a permutation seeded by (seed, e), so the input position of a checkpoint is
+just its step. Each host reads its own slice of every global batch.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import jax
+import numpy as np
+import tensorflow as tf
+
+from vqajax.data.features import FeatureStore
+
+tf.config.set_visible_devices([], "GPU")  # the accelerator belongs to JAX
+
+TRAIN_KEYS = ("tokens", "length", "label")
+
+
+class _Loader:
+  """Gathers rows of the split arrays and their image features."""
+
+  def __init__(self, arrays: dict[str, np.ndarray], store: FeatureStore, keys: Sequence[str]):
+    self.arrays, self.store, self.keys = arrays, store, tuple(keys)
+
+  def __call__(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+    batch = {k: self.arrays[k][rows] for k in self.keys}
+    batch["image"] = self.store.read(self.arrays["image_row"][rows])
+    return batch
+
+  def tf_map(self, make_rows):
+    """A tf.data map fn: step -> batch dict, through `make_rows(step)`."""
+    example = self(make_rows(np.int64(0)))
+    names = list(example)
+
+    def load(step):
+      batch = self(make_rows(step))
+      return [batch[k] for k in names]
+
+    def fn(step):
+      values = tf.numpy_function(load, [step], [tf.as_dtype(example[k].dtype) for k in names])
+      for v, k in zip(values, names):
+        v.set_shape(example[k].shape)
+      return dict(zip(names, values))
+
+    return fn
+
+
+def example_batch(arrays, store, n: int, keys: Sequence[str] = TRAIN_KEYS) -> dict[str, np.ndarray]:
+  """The first `n` train rows, for shape inference (model init)."""
+  return _Loader(arrays, store, keys)(np.arange(n))
+
+
+def _host_slice(global_batch: int) -> slice:
+  local = global_batch // jax.process_count()
+  return slice(jax.process_index() * local, (jax.process_index() + 1) * local)
+
+
+def train_rows(num_examples: int, global_batch: int, seed: int, step: int) -> np.ndarray:
+  """Rows of global batch `step` of the endless shuffled stream (repeat, then batch)."""
+  positions = step * global_batch + np.arange(global_batch, dtype=np.int64)
+  epochs, offsets = np.divmod(positions, num_examples)
+  rows = np.empty(global_batch, np.int64)
+  for epoch in np.unique(epochs):
+    order = np.random.default_rng([seed, int(epoch)]).permutation(num_examples)
+    rows[epochs == epoch] = order[offsets[epochs == epoch]]
+  return rows
+
+
+def train_dataset(arrays, store, global_batch: int, seed: int, start_step: int,
+                  keys: Sequence[str] = TRAIN_KEYS) -> tf.data.Dataset:
+  """This host's train batches from `start_step` on (endless)."""
+  n, host = len(arrays["label"]), _host_slice(global_batch)
+  loader = _Loader(arrays, store, keys)
+  make_rows = lambda step: train_rows(n, global_batch, seed, int(step))[host]
+  return (tf.data.Dataset.range(start_step, np.iinfo(np.int64).max)
+          .map(loader.tf_map(make_rows), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+          .prefetch(tf.data.AUTOTUNE))
+
+
+def eval_batches(arrays, store, global_batch: int, keys: Sequence[str]) -> Iterator[dict[str, np.ndarray]]:
+  """This host's slices of the eval batches, in file order; the last one padded, with `mask`."""
+  n, host = len(arrays["question_id"]), _host_slice(global_batch)
+  loader = _Loader(arrays, store, keys)
+
+  def make_rows(step):
+    positions = int(step) * global_batch + np.arange(global_batch)
+    return np.minimum(positions, n - 1)[host]
+
+  def with_mask(step, batch):
+    positions = step * global_batch + tf.range(global_batch, dtype=tf.int64)
+    batch["mask"] = (positions < n)[host.start:host.stop]
+    return batch
+
+  num_batches = -(-n // global_batch)
+  ds = tf.data.Dataset.range(num_batches)
+  ds = tf.data.Dataset.zip(ds, ds.map(loader.tf_map(make_rows), num_parallel_calls=tf.data.AUTOTUNE,
+                                      deterministic=True))
+  return ds.map(with_mask).prefetch(tf.data.AUTOTUNE).as_numpy_iterator()

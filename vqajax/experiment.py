@@ -1,0 +1,80 @@
+"""What training and evaluation share: data, model, optimizer and the train state."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+import optax
+
+from vqajax import sharding
+from vqajax.data import pipeline
+from vqajax.data import synthetic
+from vqajax.data import vqa_dataset
+from vqajax.models import vqa as vqa_models
+
+
+@flax.struct.dataclass
+class TrainState:
+  step: jax.Array
+  params: Any
+  opt_state: Any
+  rng: jax.Array
+
+
+def make_optimizer(cfg) -> optax.GradientTransformation:
+  lr = cfg.learning_rate
+  if cfg.lr_decay_per_step < 1:
+    lr = optax.exponential_decay(lr, transition_steps=1, decay_rate=cfg.lr_decay_per_step)
+  if cfg.name == "rmsprop":
+    opt = optax.rmsprop(lr, decay=cfg.rmsprop_decay, eps=cfg.eps)
+  elif cfg.name == "adam":
+    opt = optax.adam(lr, eps=cfg.eps)
+  else:
+    raise ValueError(f"config.optimizer.name '{cfg.name}' is not 'rmsprop' or 'adam'")
+  return optax.chain(optax.clip(cfg.grad_clip), opt) if cfg.grad_clip > 0 else opt
+
+
+def prepare_data(config) -> vqa_dataset.VQAData:
+  """Loads config.data, first writing the embedded synthetic dataset if asked and absent."""
+  data = config.data
+  if data.synthetic:
+    if not data.dir:
+      data.dir = os.path.join(os.path.expanduser("~/.cache/vqajax/synthetic"),
+                              f"{data.synthetic_scale}-seed{config.seed}")
+    synthetic.ensure(data.dir, seed=config.seed, scale=data.synthetic_scale)
+  return vqa_dataset.load(data)
+
+
+@dataclasses.dataclass
+class Experiment:
+  config: Any
+  mesh: Any
+  data: vqa_dataset.VQAData
+  model: vqa_models.LateFusionVQA
+  tx: optax.GradientTransformation
+
+  @classmethod
+  def build(cls, config) -> "Experiment":
+    mesh = sharding.data_mesh()
+    sharding.local_batch_size(config.batch_size, mesh)
+    data = prepare_data(config)
+    model = vqa_models.build(config.model, len(data.vocab), len(data.answers))
+    return cls(config, mesh, data, model, make_optimizer(config.optimizer))
+
+  def initial_state(self) -> TrainState:
+    """A fresh train state, created directly with replicated shardings."""
+    example = pipeline.example_batch(self.data.train, self.data.store, 2)
+
+    def init(rng):
+      params_rng, rng = jax.random.split(rng)
+      params = self.model.init(params_rng, example, train=False)["params"]
+      return TrainState(step=jnp.zeros((), jnp.int32), params=params,
+                        opt_state=self.tx.init(params), rng=rng)
+
+    return jax.jit(init, out_shardings=sharding.replicated(self.mesh))(
+        jax.random.PRNGKey(self.config.seed))

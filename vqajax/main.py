@@ -1,0 +1,78 @@
+"""Entry points: `vqajax-train` and `vqajax-eval`.
+
+  vqajax-train --config=experiments/vqa/deeper_lstm_norm_i.py[:runlocal] --workdir=DIR [--config.x=y]
+  vqajax-eval  --config=... --workdir=DIR [--step=N | --all]
+
+On several hosts pass --coordinator_address / --num_processes / --process_id (or set
+--distributed on TPU pods and clusters that jax.distributed detects by itself).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import jax  # pylint: disable=g-import-not-at-top
+from absl import app, flags, logging  # pylint: disable=g-import-not-at-top
+from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
+
+FLAGS = flags.FLAGS
+config_flags.DEFINE_config_file("config", None, "experiments/<file>.py[:arg]", lock_config=True)
+flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics and results.")
+flags.DEFINE_integer("step", None, "vqajax-eval: the checkpoint step to evaluate (default: latest).")
+flags.DEFINE_bool("all", False, "vqajax-eval: evaluate every saved checkpoint.")
+flags.DEFINE_bool("distributed", False, "Call jax.distributed.initialize() (auto-detected cluster).")
+flags.DEFINE_string("coordinator_address", None, "host:port of process 0 for multi-host runs.")
+flags.DEFINE_integer("num_processes", None, "Number of processes in a multi-host run.")
+flags.DEFINE_integer("process_id", None, "This process' index in a multi-host run.")
+flags.mark_flags_as_required(["config", "workdir"])
+
+
+def _initialise():
+  if FLAGS.coordinator_address:
+    jax.distributed.initialize(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id)
+  elif FLAGS.distributed:
+    jax.distributed.initialize()
+  logging.info("process %d of %d, %d local / %d global devices", jax.process_index(),
+               jax.process_count(), jax.local_device_count(), jax.device_count())
+
+
+def _train(argv):
+  del argv
+  from vqajax import train  # pylint: disable=g-import-not-at-top
+  _initialise()
+  metrics = train.train_and_evaluate(FLAGS.config, FLAGS.workdir)
+  if jax.process_index() == 0 and metrics:
+    from vqajax import reports  # pylint: disable=g-import-not-at-top
+    print(reports.accuracy_table({FLAGS.config.name: metrics}))
+
+
+def _eval(argv):
+  del argv
+  from vqajax import evaluate  # pylint: disable=g-import-not-at-top
+  _initialise()
+  evaluate.evaluate_checkpoints(FLAGS.config, FLAGS.workdir, step=FLAGS.step, every=FLAGS.all)
+
+
+def _run(main):
+  """Runs `main` under absl; bad input becomes one line on stderr and exit status 2."""
+  from vqajax.errors import InputError  # pylint: disable=g-import-not-at-top
+
+  def guarded(argv):
+    try:
+      main(argv)
+    except (InputError, FileNotFoundError) as e:
+      sys.stderr.write(f"error: {e}\n")
+      sys.exit(2)
+
+  app.run(guarded)
+
+
+def train_entry():
+  _run(_train)
+
+
+def eval_entry():
+  _run(_eval)

@@ -1,0 +1,32 @@
+"""One 1-D ('data',) mesh: batches are split over it, parameters are replicated."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+
+def data_mesh(devices=None) -> Mesh:
+  return Mesh(np.asarray(devices if devices is not None else jax.devices()), ("data",))
+
+
+def data_sharding(mesh: Mesh) -> NamedSharding:
+  return NamedSharding(mesh, P("data"))
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+  return NamedSharding(mesh, P())
+
+
+def local_batch_size(global_batch: int, mesh: Mesh) -> int:
+  """This host's share of a global batch; the batch must split evenly over devices."""
+  if global_batch % mesh.devices.size:
+    raise ValueError(f"batch size {global_batch} does not split over {mesh.devices.size} devices")
+  return global_batch // jax.process_count()
+
+
+def to_global(local_batch: dict[str, np.ndarray], mesh: Mesh) -> dict[str, jax.Array]:
+  """Assembles every host's slice into global arrays sharded over 'data'."""
+  sharding = data_sharding(mesh)
+  return {k: jax.make_array_from_process_local_data(sharding, v) for k, v in local_batch.items()}

@@ -1,0 +1,115 @@
+"""train_and_evaluate(config, workdir): jitted, sharded training with periodic evaluation.
+
+Restarting with the same workdir resumes from the newest checkpoint, including the
+input position, so the resumed run sees the batches the interrupted one would have.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import jax
+import numpy as np
+import optax
+from absl import logging
+from clu import periodic_actions
+
+from vqajax import checkpoint
+from vqajax import evaluate
+from vqajax import sharding
+from vqajax import writers
+from vqajax.data import pipeline
+from vqajax.experiment import Experiment, TrainState
+from vqajax.tasks import vqa as vqa_task
+
+
+class NonFiniteLossError(FloatingPointError):
+  pass
+
+
+def make_train_step(model, tx, mesh):
+  replicated, data = sharding.replicated(mesh), sharding.data_sharding(mesh)
+
+  @functools.partial(jax.jit, in_shardings=(replicated, data), out_shardings=(replicated, replicated),
+                     donate_argnums=0)
+  def train_step(state: TrainState, batch):
+    dropout_rng = jax.random.fold_in(state.rng, state.step)
+
+    def loss_fn(params):
+      logits = model.apply({"params": params}, batch, train=True, rngs={"dropout": dropout_rng})
+      return vqa_task.loss(logits, batch["label"])
+
+    loss, grads = jax.value_and_grad(loss_fn)(state.params)
+    updates, opt_state = tx.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
+    return new_state, {"loss": loss, "grad_norm": optax.global_norm(grads)}
+
+  return train_step
+
+
+class _Preemption:
+  """Turns SIGTERM into a flag that the loop checks between steps."""
+
+  def __init__(self):
+    self.requested = False
+    self._previous = signal.signal(signal.SIGTERM, self._handle)
+
+  def _handle(self, signum, frame):
+    del signum, frame
+    self.requested = True
+
+  def restore(self):
+    signal.signal(signal.SIGTERM, self._previous)
+
+
+def train_and_evaluate(config, workdir: str) -> dict:
+  """Trains `config` in `workdir`; returns the last evaluation's metrics."""
+  exp = Experiment.build(config)
+  mesh, data = exp.mesh, exp.data
+  state = exp.initial_state()
+
+  ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints)
+  start = ckpt.latest_step()
+  if start is not None:
+    state, meta = ckpt.restore(start, state)
+    logging.info("Resumed from step %d (input position %d)", start, meta["input_step"])
+    print(f"resumed from checkpoint at step {start}")
+  start = start or 0
+  evaluator = evaluate.Evaluator(config, data, exp.model, mesh)
+  writer = writers.create(workdir)
+  if start == 0:
+    writer.write_hparams({k: v for k, v in config.to_dict().items() if not isinstance(v, dict)})
+  report = periodic_actions.ReportProgress(num_train_steps=config.num_train_steps, writer=writer,
+                                           every_steps=config.log_every_steps)
+  train_step = make_train_step(exp.model, exp.tx, mesh)
+  batches = pipeline.train_dataset(data.train, data.store, config.batch_size, config.seed,
+                                   start).as_numpy_iterator()
+  preemption, metrics, eval_metrics = _Preemption(), [], {}
+  meta = lambda step: {"input_step": step, "seed": config.seed}
+  try:
+    for step in range(start + 1, config.num_train_steps + 1):
+      state, step_metrics = train_step(state, sharding.to_global(next(batches), mesh))
+      metrics.append(step_metrics)
+      report(step)
+      if step % config.log_every_steps == 0 or step == config.num_train_steps:
+        summary = {k: float(np.mean([m[k] for m in jax.device_get(metrics)])) for k in metrics[0]}
+        if not np.isfinite(summary["loss"]):
+          raise NonFiniteLossError(
+              f"non-finite training loss at step {step}; last good checkpoint: {ckpt.latest_step()}")
+        writer.write_scalars(step, {f"train/{k}": v for k, v in summary.items()})
+        metrics = []
+      if step % config.eval_every_steps == 0 or step == config.num_train_steps:
+        eval_metrics = evaluator.run(state.params, step)
+        writer.write_scalars(step, {f"val/{k}": v for k, v in eval_metrics.items()})
+        ckpt.save(step, state, meta(step), eval_metrics)
+      if preemption.requested:
+        ckpt.save(step, state, meta(step))
+        print(f"SIGTERM: saved checkpoint at step {step}; rerun the same command to resume")
+        break
+  finally:
+    preemption.restore()
+    writer.flush()
+    ckpt.close()
+  return eval_metrics

@@ -1,0 +1,60 @@
+"""Metric writers: clu's default (TensorBoard + log) plus a JSON-lines file in the workdir."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import jax
+import numpy as np
+from clu import metric_writers
+
+
+class JsonlWriter(metric_writers.MetricWriter):
+  """Appends one `{"step": s, name: value, ...}` line per write_scalars call."""
+
+  def __init__(self, path: str):
+    self._path = path
+
+  def write_scalars(self, step, scalars):
+    record = {"step": int(step), **{k: float(np.asarray(v)) for k, v in scalars.items()}}
+    with open(self._path, "a", encoding="utf-8") as f:
+      f.write(json.dumps(record) + "\n")
+
+  def write_summaries(self, step, values, metadata=None):
+    pass
+
+  def write_images(self, step, images):
+    pass
+
+  def write_videos(self, step, videos):
+    pass
+
+  def write_audios(self, step, audios, *, sample_rate):
+    pass
+
+  def write_texts(self, step, texts):
+    pass
+
+  def write_histograms(self, step, arrays, num_buckets=None):
+    pass
+
+  def write_hparams(self, hparams):
+    pass
+
+  def flush(self):
+    pass
+
+  def close(self):
+    pass
+
+
+def create(workdir: str, name: str = "metrics.jsonl") -> metric_writers.MetricWriter:
+  """Only the first process writes files; the others log."""
+  if jax.process_index() > 0:
+    return metric_writers.create_default_writer(just_logging=True)
+  os.makedirs(workdir, exist_ok=True)
+  return metric_writers.MultiWriter([
+      metric_writers.create_default_writer(workdir, asynchronous=False),
+      JsonlWriter(os.path.join(workdir, name)),
+  ])
