@@ -1,0 +1,51 @@
+import os
+
+import numpy as np
+import pytest
+
+from vqajax.data.features import FeatureStore, FeatureStoreError, write_store
+
+
+@pytest.mark.parametrize("ext,dtype", [("h5", np.float16), ("npy", np.float32), ("hdf5", np.float32)])
+def test_round_trip_reads_rows_in_any_order(tmp_path, ext, dtype):
+  feats = np.random.default_rng(0).normal(size=(5, 3, 2)).astype(dtype)
+  path = str(tmp_path / f"f.{ext}")
+  write_store(path, [10, 11, 12, 13, 14], feats)
+  store = FeatureStore(path)
+  assert store.shape == (3, 2) and store.dtype == dtype
+  rows = store.rows([14, 10, 14])
+  np.testing.assert_array_equal(rows, [4, 0, 4])
+  out = store.read(rows)
+  assert out.dtype == np.float32
+  np.testing.assert_array_equal(out, feats[[4, 0, 4]].astype(np.float32))
+
+
+def test_npy_store_is_memory_mapped(tmp_path):
+  path = str(tmp_path / "f.npy")
+  write_store(path, np.arange(4), np.zeros((4, 8), np.float32))
+  assert isinstance(FeatureStore(path)._features, np.memmap)
+
+
+def test_unknown_image_id_names_store_and_source(tmp_path):
+  path = str(tmp_path / "f.h5")
+  write_store(path, [1, 2], np.zeros((2, 4), np.float32))
+  with pytest.raises(FeatureStoreError, match=r"f\.h5: no features for image_id 7 \(needed by q\.json\)"):
+    FeatureStore(path).rows([1, 7], source="q.json")
+
+
+def test_dimension_mismatch_is_reported(tmp_path):
+  path = str(tmp_path / "f.h5")
+  write_store(path, [1], np.zeros((1, 4), np.float32))
+  with pytest.raises(FeatureStoreError, match=r"shape \(4,\) per image, the config expects \(4096,\)"):
+    FeatureStore(path).check_shape((4096,))
+
+
+def test_bad_stores_are_rejected_without_leftovers(tmp_path):
+  with pytest.raises(FeatureStoreError, match="float16/float32 features"):
+    write_store(str(tmp_path / "f.h5"), [1], np.zeros((1, 4), np.int32))
+  assert os.listdir(tmp_path) == []
+  path = str(tmp_path / "g.npy")
+  np.save(path, np.zeros((3, 2), np.float32))
+  np.save(str(tmp_path / "g.image_ids.npy"), np.array([1, 1, 2]))
+  with pytest.raises(FeatureStoreError, match="duplicate image ids"):
+    FeatureStore(path)

@@ -1,0 +1,55 @@
+import jax
+import numpy as np
+
+from vqajax import sharding
+from vqajax.data import pipeline
+from vqajax.data.features import FeatureStore, write_store
+
+
+def _split(tmp_path, n=10):
+  path = str(tmp_path / "f.h5")
+  write_store(path, np.arange(100, 100 + n), np.arange(n * 3, dtype=np.float32).reshape(n, 3))
+  arrays = {"tokens": np.arange(n * 2, dtype=np.int32).reshape(n, 2), "length": np.full(n, 2, np.int32),
+            "label": np.arange(n, dtype=np.int32), "question_id": np.arange(n, dtype=np.int64) + 1000,
+            "image_row": np.arange(n, dtype=np.int32)[::-1].copy()}
+  return arrays, FeatureStore(path)
+
+
+def test_train_rows_visit_every_example_once_per_epoch_and_cross_epochs():
+  rows = np.concatenate([pipeline.train_rows(10, 4, seed=3, step=s) for s in range(5)])  # 2 epochs
+  assert sorted(rows[:10]) == list(range(10)) and sorted(rows[10:20]) == list(range(10))
+  assert not np.array_equal(rows[:10], rows[10:20])  # reshuffled each epoch
+  np.testing.assert_array_equal(pipeline.train_rows(10, 4, seed=3, step=3), rows[12:16])
+
+
+def test_train_dataset_resumes_at_any_step_with_the_same_batches(tmp_path):
+  arrays, store = _split(tmp_path)
+  full = list(pipeline.train_dataset(arrays, store, 4, seed=1, start_step=0).take(6).as_numpy_iterator())
+  resumed = list(pipeline.train_dataset(arrays, store, 4, seed=1, start_step=4).take(2).as_numpy_iterator())
+  for a, b in zip(full[4:], resumed):
+    for k in a:
+      np.testing.assert_array_equal(a[k], b[k])
+  batch = full[0]
+  rows = pipeline.train_rows(10, 4, seed=1, step=0)
+  np.testing.assert_array_equal(batch["label"], rows)
+  np.testing.assert_array_equal(batch["image"], store.read(arrays["image_row"][rows]))
+
+
+def test_eval_batches_cover_file_order_once_with_padded_masked_last_batch(tmp_path):
+  arrays, store = _split(tmp_path)
+  batches = list(pipeline.eval_batches(arrays, store, 4, keys=("question_id",)))
+  assert len(batches) == 3
+  np.testing.assert_array_equal(batches[-1]["mask"], [True, True, False, False])
+  ids = np.concatenate([b["question_id"] for b in batches])[np.concatenate([b["mask"] for b in batches])]
+  np.testing.assert_array_equal(ids, arrays["question_id"])
+
+
+def test_global_batch_is_sharded_over_all_devices(tmp_path):
+  arrays, store = _split(tmp_path, n=16)
+  mesh = sharding.data_mesh()
+  assert mesh.devices.size == 8
+  local = next(pipeline.train_dataset(arrays, store, 8, seed=0, start_step=0).as_numpy_iterator())
+  batch = sharding.to_global(local, mesh)
+  assert batch["image"].shape == (8, 3)
+  assert len(batch["image"].addressable_shards) == 8
+  np.testing.assert_array_equal(jax.device_get(batch["label"]), local["label"])

@@ -1,0 +1,39 @@
+import numpy as np
+
+from vqajax.data import text
+
+
+def test_tokenize_lowercases_and_drops_punctuation():
+  assert text.tokenize("What's the man HOLDING?") == ["what's", "the", "man", "holding"]
+  assert text.tokenize("Is it 3:30, or 4?") == ["is", "it", "3", "30", "or", "4"]
+  assert text.tokenize("  ?! ") == []
+
+
+def test_vocab_min_count_orders_by_count_then_word_and_maps_rare_words_to_unk():
+  tokens = [["a", "b", "c"], ["a", "b"], ["a", "d"]]
+  vocab = text.Vocab.build(tokens, min_count=2)
+  assert vocab.words == ["<pad>", "<unk>", "a", "b"]
+  ids, lengths = vocab.encode([["b", "c", "a"], []], max_len=4)
+  np.testing.assert_array_equal(ids, [[3, text.UNK, 2, 0], [0, 0, 0, 0]])
+  np.testing.assert_array_equal(lengths, [3, 0])
+
+
+def test_encode_keeps_the_first_max_len_words():
+  vocab = text.Vocab.build([["w%d" % i for i in range(30)]])
+  ids, lengths = vocab.encode([["w%d" % i for i in range(30)]], max_len=26)
+  assert lengths[0] == 26 and ids.shape == (1, 26)
+  assert vocab.words[ids[0, -1]] == "w25"
+
+
+def test_answer_table_top_k_by_frequency_ties_alphabetical():
+  table = text.AnswerTable.build(["yes", "no", "2", "yes", "no", "red"], k=3)
+  assert table.answers == ["no", "yes", "2"]
+  np.testing.assert_array_equal(table.index(["red", "yes", "2"]), [-1, 1, 2])
+
+
+def test_confident_only_keeps_questions_with_five_confident_answers():
+  def ann(qid, n_yes):
+    return {"question_id": qid, "answers": [{"answer": "x", "answer_confidence": "yes" if i < n_yes else "maybe"}
+                                            for i in range(10)]}
+  kept = text.confident_only([ann(1, 4), ann(2, 5), ann(3, 10)])
+  assert [a["question_id"] for a in kept] == [2, 3]

@@ -1,0 +1,81 @@
+import json
+
+import pytest
+
+from vqajax.data import vqa_files
+from vqajax.data.vqa_files import DataFileError
+
+
+def _write(tmp_path, name, obj):
+  path = tmp_path / name
+  path.write_text(obj if isinstance(obj, str) else json.dumps(obj))
+  return str(path)
+
+
+def _answers(*strings):
+  return [{"answer": a, "answer_confidence": "yes", "answer_id": i + 1} for i, a in enumerate(strings)]
+
+
+def _annotation(qid, image_id=1, **changes):
+  record = {"question_id": qid, "image_id": image_id, "question_type": "is the", "answer_type": "yes/no",
+            "multiple_choice_answer": "yes", "answers": _answers(*["yes"] * 10)}
+  record.update(changes)
+  return record
+
+
+def test_reads_official_layout_and_joins_in_annotation_order(tmp_path):
+  q = _write(tmp_path, "q.json", {"task_type": "Open-Ended", "questions": [
+      {"question_id": 11, "image_id": 1, "question": "Is it?"},
+      {"question_id": 12, "image_id": 2, "question": "Is the cat black?"}]})
+  a = _write(tmp_path, "a.json", {"annotations": [_annotation(12, 2), _annotation(11, 1)]})
+  pairs = vqa_files.join(vqa_files.read_questions(q), vqa_files.read_annotations(a), q, a)
+  assert [(qq["question"], aa["question_id"]) for qq, aa in pairs] == [("Is the cat black?", 12), ("Is it?", 11)]
+
+
+@pytest.mark.parametrize("content,message", [
+    ('{"questions": [', r"q\.json: not valid JSON"),
+    ('[]', r"q\.json: expected a JSON object with a list 'questions'"),
+    ('{"questions": [{"question_id": 1, "image_id": 2}]}', r"questions\[0\] \(question_id=1\) has no 'question'"),
+    ('{"questions": [{"question_id": "1", "image_id": 2, "question": "x"}]}', r"questions\[0\] field 'question_id' is str, expected int"),
+    ('{"questions": [{"question_id": 1, "image_id": 2, "question": "x"}, {"question_id": 1, "image_id": 3, "question": "y"}]}',
+     r"questions\[1\] repeats question_id 1"),
+    ('{"questions": [{"question_id": 1, "image_id": 2, "question": "x", "multiple_choices": []}]}', r"multiple_choices"),
+])
+def test_malformed_questions(tmp_path, content, message):
+  with pytest.raises(DataFileError, match=message):
+    vqa_files.read_questions(_write(tmp_path, "q.json", content))
+
+
+def test_missing_file(tmp_path):
+  with pytest.raises(DataFileError, match="nope.json: file not found"):
+    vqa_files.read_questions(str(tmp_path / "nope.json"))
+
+
+@pytest.mark.parametrize("record,message", [
+    (_annotation(5, answers=[]), r"annotations\[0\] \(question_id=5\) has no answers"),
+    (_annotation(5, answers=[{"answer_id": 1}]), r"answers\[0\] must be an object with a string 'answer'"),
+    ({k: v for k, v in _annotation(5).items() if k != "answer_type"}, r"\(question_id=5\) has no 'answer_type'"),
+])
+def test_malformed_annotations(tmp_path, record, message):
+  with pytest.raises(DataFileError, match=message):
+    vqa_files.read_annotations(_write(tmp_path, "a.json", {"annotations": [record]}))
+
+
+def test_join_reports_unmatched_ids_and_image_mismatch(tmp_path):
+  questions = {"questions": [{"question_id": 1, "image_id": 1, "question": "x"}]}
+  with pytest.raises(DataFileError, match=r"a\.json: 1 annotated question ids are not in q\.json \(e\.g\. \[2\]\)"):
+    vqa_files.join(questions, {"annotations": [_annotation(2)]}, "q.json", "a.json")
+  with pytest.raises(DataFileError, match="has image_id 9, q.json says 1"):
+    vqa_files.join(questions, {"annotations": [_annotation(1, 9)]}, "q.json", "a.json")
+
+
+def test_vizwiz_records_become_vqa_style(tmp_path):
+  path = _write(tmp_path, "val.json", [
+      {"image": "VizWiz_val_00000012.jpg", "question": "What color is this shirt?", "answer_type": "other",
+       "answerable": 1, "answers": [{"answer": "blue", "answer_confidence": "yes"}] * 6 +
+                                  [{"answer": "navy", "answer_confidence": "maybe"}] * 4}])
+  questions, annotations = vqa_files.read_vizwiz(path)
+  assert questions["questions"] == [{"question_id": 0, "image_id": 12, "question": "What color is this shirt?"}]
+  ann = annotations["annotations"][0]
+  assert ann["multiple_choice_answer"] == "blue" and ann["question_type"] == "what color is"
+  assert [a["answer_id"] for a in ann["answers"]] == list(range(1, 11))
