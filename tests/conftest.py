@@ -14,5 +14,5 @@ def tiny_data(tmp_path_factory):
   """The embedded synthetic dataset at scale 'tiny', written once per session."""
   from vqajax.data import synthetic  # pylint: disable=g-import-not-at-top
   out = str(tmp_path_factory.mktemp("synthetic_tiny"))
-  synthetic.ensure(out, seed=0, scale="tiny")
+  synthetic.generate(out, seed=0, scale="tiny")
   return out

@@ -46,7 +46,8 @@ def prepare_data(config) -> vqa_dataset.VQAData:
     if not data.dir:
       data.dir = os.path.join(os.path.expanduser("~/.cache/vqajax/synthetic"),
                               f"{data.synthetic_scale}-seed{config.seed}")
-    synthetic.ensure(data.dir, seed=config.seed, scale=data.synthetic_scale)
+    if not os.path.exists(os.path.join(data.dir, "MANIFEST.json")):  # written last: complete
+      synthetic.generate(data.dir, seed=config.seed, scale=data.synthetic_scale)
   return vqa_dataset.load(data)
 
 

@@ -19,10 +19,16 @@ cover the same question ids, and every annotation to have at least one answer.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
+import itertools
 import json
+import operator
 import os
 import sys
-from typing import Any, Sequence
+from typing import Any, Callable, Collection, Iterator, Sequence
+
+import numpy as np
 
 from vqajax.metrics.vqa_accuracy import (Interner, aggregate_official, encode_predictions,
                                          encode_targets, percent_per_question,
@@ -35,11 +41,20 @@ class InputError(Exception):
     """Malformed user input; the message is one line naming the file and record."""
 
 
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC: JSON trees are acyclic, and with millions of live containers
+    its repeated full passes would double the loading time."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
-def _some(ids: Sequence[int] | set[int]) -> str:
+def _some(ids: Collection[int]) -> str:
     shown = sorted(ids)[:_SHOW_IDS]
     return ', '.join(map(str, shown)) + (', ...' if len(ids) > _SHOW_IDS else '')
 
@@ -55,53 +70,71 @@ def load_json(path: str) -> Any:
 
 
 def _records(path: str, data: Any, key: str) -> list[Any]:
-    """The list under `key` of a top-level object (the official files' layout)."""
-    if not isinstance(data, dict) or not isinstance(data.get(key), list):
-        raise InputError(f'{path}: expected a JSON object with a "{key}" list')
-    if not data[key]:
-        raise InputError(f'{path}: "{key}" is empty')
+    """The non-empty list under `key` of a top-level object (the official files' layout)."""
+    if not isinstance(data, dict) or not isinstance(data.get(key), list) or not data[key]:
+        raise InputError(f'{path}: expected a JSON object with a non-empty "{key}" list')
     return data[key]
 
 
-def _ids_by_position(path: str, records: list[Any], what: str) -> dict[int, int]:
-    """{question_id: index} of a list of objects, checking ids are unique ints."""
-    positions: dict[int, int] = {}
-    for i, rec in enumerate(records):
-        if not isinstance(rec, dict):
-            raise InputError(f'{path}: {what}[{i}]: expected an object, got {type(rec).__name__}')
-        qid = rec.get('question_id')
-        if not _is_int(qid):
-            raise InputError(f'{path}: {what}[{i}]: expected an integer "question_id", '
-                             f'got {qid!r}')
-        if positions.setdefault(qid, i) != i:
-            raise InputError(f'{path}: {what}[{i}]: duplicate question_id {qid} '
-                             f'(first at {what}[{positions[qid]}])')
-    return positions
+def _column(records: list[Any], key: str, types: set[type], expected: str,
+            where: Callable[[int], str]) -> list[Any]:
+    """[record[key]] checked to be objects holding `types` (exact JSON types, so bool is no
+    int). Checked in bulk; record by record only to name the first bad record."""
+    try:
+        values = list(map(operator.itemgetter(key), records))
+    except (TypeError, KeyError):
+        values = None
+    if values is None or not set(map(type, values)) <= types:
+        for k, record in enumerate(records):
+            if not isinstance(record, dict):
+                raise InputError(f'{where(k)}: expected an object, got {type(record).__name__}')
+            if type(record.get(key)) not in types:
+                raise InputError(f'{where(k)}: expected {expected} "{key}", '
+                                 f'got {record.get(key)!r}')
+    return values
+
+
+def _question_ids(path: str, records: list[Any], what: str) -> list[int]:
+    """The records' question ids, checked to be unique integers."""
+    ids = _column(records, 'question_id', {int}, 'an integer', lambda i: f'{path}: {what}[{i}]')
+    if len(set(ids)) != len(ids):
+        first: dict[int, int] = {}
+        for i, qid in enumerate(ids):
+            if first.setdefault(qid, i) != i:
+                raise InputError(f'{path}: {what}[{i}]: duplicate question_id {qid} '
+                                 f'(first at {what}[{first[qid]}])')
+    return ids
 
 
 def read_questions(path: str) -> list[dict[str, Any]]:
     """Question records of an official questions file (ids checked, unique)."""
     questions = _records(path, load_json(path), 'questions')
-    _ids_by_position(path, questions, 'questions')
+    _question_ids(path, questions, 'questions')
     return questions
 
 
 def read_annotations(path: str) -> list[dict[str, Any]]:
     """Annotation records of an official annotations file, checked for what scoring reads."""
     annotations = _records(path, load_json(path), 'annotations')
-    _ids_by_position(path, annotations, 'annotations')
-    for i, ann in enumerate(annotations):
-        where = f'{path}: annotations[{i}] (question_id {ann["question_id"]})'
-        for key in ('question_type', 'answer_type'):
-            if not isinstance(ann.get(key), str):
-                raise InputError(f'{where}: expected a string "{key}", got {ann.get(key)!r}')
-        answers = ann.get('answers')
-        if not isinstance(answers, list) or not answers:
-            raise InputError(f'{where}: expected a non-empty "answers" list')
-        for j, a in enumerate(answers):
-            if not isinstance(a, dict) or not isinstance(a.get('answer'), str):
-                raise InputError(f'{where}: answers[{j}]: expected an object with a string '
-                                 f'"answer"')
+    ids = _question_ids(path, annotations, 'annotations')
+
+    def where(i: int) -> str:
+        return f'{path}: annotations[{i}] (question_id {ids[i]})'
+
+    _column(annotations, 'question_type', {str}, 'a string', where)
+    _column(annotations, 'answer_type', {str}, 'a string', where)
+    answer_lists = _column(annotations, 'answers', {list}, 'a list', where)
+    counts = np.fromiter(map(len, answer_lists), np.int64, len(answer_lists))
+    if not counts.all():
+        raise InputError(f'{where(int(np.argmin(counts)))}: expected at least one answer')
+    starts = np.cumsum(counts) - counts
+
+    def where_answer(k: int) -> str:
+        i = int(np.searchsorted(starts, k, side='right')) - 1
+        return f'{where(i)}: answers[{k - starts[i]}]'
+
+    _column(list(itertools.chain.from_iterable(answer_lists)), 'answer', {str}, 'a string',
+            where_answer)
     return annotations
 
 
@@ -122,21 +155,20 @@ def read_results(path: str, annotations: list[dict[str, Any]]) -> dict[int, str]
     if not isinstance(records, list):
         raise InputError(f'{path}: expected a JSON list of {{"question_id", "answer"}} objects, '
                          f'got {type(records).__name__}')
-    positions = _ids_by_position(path, records, 'results')
-    for qid, i in positions.items():
-        if not isinstance(records[i].get('answer'), str):
-            raise InputError(f'{path}: results[{i}] (question_id {qid}): expected a string '
-                             f'"answer", got {records[i].get("answer")!r}')
+    ids = _question_ids(path, records, 'results')
+    answers = _column(records, 'answer', {str}, 'a string',
+                      lambda i: f'{path}: results[{i}] (question_id {ids[i]})')
+    results = dict(zip(ids, answers))
     expected = {a['question_id'] for a in annotations}
-    missing = expected - positions.keys()
+    missing = expected - results.keys()
     if missing:
         raise InputError(f'{path}: no result for {len(missing)} of {len(expected)} annotated '
                          f'question ids: {_some(missing)}')
-    unknown = positions.keys() - expected
+    unknown = results.keys() - expected
     if unknown:
         raise InputError(f'{path}: {len(unknown)} question ids are not in the annotations: '
                          f'{_some(unknown)}')
-    return {qid: records[i]['answer'] for qid, i in positions.items()}
+    return results
 
 
 def check_multiple_choice(results_path: str, results: dict[int, str], questions_path: str,
@@ -156,6 +188,12 @@ def check_multiple_choice(results_path: str, results: dict[int, str], questions_
 def evaluate_files(questions_path: str, annotations_path: str, results_path: str,
                    multiple_choice: bool = False) -> tuple[dict[str, Any], dict[int, float]]:
     """Official (`accuracy`, `evalQA`) of a results file; raises InputError on bad input."""
+    with _gc_paused():
+        return _evaluate_files(questions_path, annotations_path, results_path, multiple_choice)
+
+
+def _evaluate_files(questions_path: str, annotations_path: str, results_path: str,
+                    multiple_choice: bool) -> tuple[dict[str, Any], dict[int, float]]:
     questions = read_questions(questions_path)
     annotations = read_annotations(annotations_path)
     check_same_questions(questions_path, questions, annotations_path, annotations)

@@ -13,7 +13,9 @@ Everything here is deterministic given a `random.Random`.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import itertools
 import random
 
 # --- the vocabulary of the world ---------------------------------------------------
@@ -228,23 +230,41 @@ class Image:
     return self.secondaries.get(noun, 0)
 
 
-def weighted(r: random.Random, table) -> str:
-  """One key of a {key: weight} dict (or (key, weight) pairs), in a fixed order."""
-  items = list(table.items()) if isinstance(table, dict) else list(table)
-  total = sum(w for _, w in items)
-  x = r.random() * total
-  for key, w in items:
-    x -= w
-    if x < 0:
-      return key
-  return items[-1][0]
+class Table:
+  """A {key: weight} dict (or (key, weight) pairs) prepared for repeated draws."""
+  __slots__ = ("keys", "cum")
+
+  def __init__(self, table):
+    items = list(table.items()) if isinstance(table, dict) else list(table)
+    self.keys = [k for k, _ in items]
+    self.cum = list(itertools.accumulate(w for _, w in items))
 
 
-_COUNT_WEIGHTS = {1: 26, 2: 30, 3: 16, 4: 9, 5: 6, 6: 4, 7: 3, 8: 2, 9: 2, 10: 2}
-_PEOPLE_WEIGHTS = {1: 50, 2: 25, 3: 10, 4: 6, 5: 4, 6: 3, 8: 2}
-_SEC_COUNT_WEIGHTS = {1: 55, 2: 25, 3: 12, 4: 8}
-_CATEGORY_WEIGHTS = [(i, KIND_WEIGHT[c[2]] * c[6] / sum(d[6] for d in CATEGORIES if d[2] == c[2]))
-                     for i, c in enumerate(CATEGORIES)]
+def weighted(r: random.Random, table):
+  """One key of `table` (a `Table`, a {key: weight} dict or (key, weight) pairs)."""
+  if not isinstance(table, Table):
+    table = Table(table)
+  i = bisect.bisect_right(table.cum, r.random() * table.cum[-1])
+  return table.keys[min(i, len(table.keys) - 1)]
+
+
+_COUNT_WEIGHTS = Table({1: 22, 2: 32, 3: 18, 4: 9, 5: 6, 6: 4, 7: 3, 8: 2, 9: 2, 10: 2})
+_PEOPLE_WEIGHTS = Table({1: 38, 2: 32, 3: 12, 4: 8, 5: 5, 6: 3, 8: 2})
+_SEC_COUNT_WEIGHTS = Table({1: 40, 2: 35, 3: 15, 4: 10})
+_CATEGORY_WEIGHTS = Table([(i, KIND_WEIGHT[c[2]] * c[6] / sum(d[6] for d in CATEGORIES if d[2] == c[2]))
+                           for i, c in enumerate(CATEGORIES)])
+_COLOUR_TABLES = [Table(c[3]) for c in CATEGORIES]
+_SCENE_TABLES = [Table(c[4]) for c in CATEGORIES]
+_ANIMAL_TABLES = {name: Table(t) for name, t in ANIMAL_ACTIVITIES.items()}
+_GRAZERS = Table(GRAZERS)
+_SPORT_PERSON = Table({"man": 55, "woman": 25, "boy": 12, "girl": 8})
+_IDLE = Table({"standing": 4, "sitting": 3, "walking": 2, "talking on phone": 1})
+_HOLDABLES = Table(HOLDABLES)
+_SHIRTS = Table(SHIRT_COLOURS)
+_OUTDOOR_WEATHER = Table({"sunny": 55, "cloudy": 30, "rainy": 15})
+_NUMBERS = Table({n: n ** -0.7 for n in range(1, 100)})
+_BRAND_TABLES = {name: Table(t) for name, t in BRANDS.items()}
+_CLOTHING = Table(CLOTHING_BRANDS)
 
 
 def _box(r: random.Random, lo: int, hi: int) -> tuple[int, int, int, int]:
@@ -256,15 +276,15 @@ def _box(r: random.Random, lo: int, hi: int) -> tuple[int, int, int, int]:
 def sample_image(r: random.Random, image_id: int, split: str) -> Image:
   """Draws one image's latent attributes."""
   cat = weighted(r, _CATEGORY_WEIGHTS)
-  name, _, kind, colours, scenes, sport, _ = CATEGORIES[cat]
-  colour = weighted(r, colours)
+  name, _, kind, _, _, sport, _ = CATEGORIES[cat]
+  colour = weighted(r, _COLOUR_TABLES[cat])
   count = weighted(r, _COUNT_WEIGHTS)
-  if kind in ("sport", "object") and r.random() < 0.7:
+  if kind in ("sport", "object") and r.random() < 0.3:
     count = 1
-  scene = weighted(r, scenes)
+  scene = weighted(r, _SCENE_TABLES[cat])
   indoor = scene in INDOOR
   p_person = {"animal": 0.3, "vehicle": 0.45, "food": 0.35, "object": 0.3, "sport": 1.0}[kind]
-  person = weighted(r, {"man": 55, "woman": 25, "boy": 12, "girl": 8}) if r.random() < p_person else None
+  person = weighted(r, _SPORT_PERSON) if r.random() < p_person else None
   people = 0
   activity = holding = None
   if person is not None:
@@ -274,8 +294,7 @@ def sample_image(r: random.Random, image_id: int, split: str) -> Image:
       holding = name if sport not in ("surfing", "skateboarding", "snowboarding", "soccer") else (
           name if r.random() < 0.5 else "nothing")
     else:
-      activity = {"food": "eating", "vehicle": "riding" if name in ("bicycle", "motorcycle", "horse") else None,
-                  }.get(kind)
+      activity = "eating" if kind == "food" else "riding" if name in ("bicycle", "motorcycle") else None
       if name == "horse":
         activity = "riding horse"
       elif name == "kite":
@@ -285,17 +304,17 @@ def sample_image(r: random.Random, image_id: int, split: str) -> Image:
       elif name == "laptop":
         activity = "typing"
       if activity is None:
-        activity = weighted(r, {"standing": 4, "sitting": 3, "walking": 2, "talking on phone": 1})
-      holding = name if kind == "food" or name in ("umbrella", "kite") else weighted(r, HOLDABLES)
+        activity = weighted(r, _IDLE)
+      holding = name if kind == "food" or name in ("umbrella", "kite") else weighted(r, _HOLDABLES)
       if activity == "talking on phone":
         holding = "phone"
   animal_activity = None
   if kind == "animal":
-    animal_activity = weighted(r, ANIMAL_ACTIVITIES.get(name, GRAZERS))
+    animal_activity = weighted(r, _ANIMAL_TABLES.get(name, _GRAZERS))
   night = (not indoor and r.random() < 0.12) or (indoor and r.random() < 0.25)
   weather = None
   if not indoor:
-    weather = "snowy" if scene == "snow" else weighted(r, {"sunny": 55, "cloudy": 30, "rainy": 15})
+    weather = "snowy" if scene == "snow" else weighted(r, _OUTDOOR_WEATHER)
   secondaries = {}
   for sec, _, p, where in SECONDARIES:
     if where == ("out" if indoor else "in") or sec == name:
@@ -304,8 +323,8 @@ def sample_image(r: random.Random, image_id: int, split: str) -> Image:
       secondaries[sec] = weighted(r, _SEC_COUNT_WEIGHTS)
   if name == "umbrella" and weather == "sunny" and r.random() < 0.5:
     weather = "rainy"
-  number = weighted(r, {n: 1.0 / n for n in range(1, 100)}) if r.random() < 0.96 else 100 * r.randint(10, 99)
-  brand_table = BRANDS.get(name) or (BRANDS["phone"] if holding == "phone" else CLOTHING_BRANDS)
+  number = weighted(r, _NUMBERS) if r.random() < 0.96 else 100 * r.randint(10, 99)
+  brand_table = _BRAND_TABLES.get(name) or (_BRAND_TABLES["phone"] if holding == "phone" else _CLOTHING)
   brand = weighted(r, brand_table)
   width, height = IMAGE_SIZES[r.randrange(len(IMAGE_SIZES))]
   boxes = []
@@ -317,7 +336,7 @@ def sample_image(r: random.Random, image_id: int, split: str) -> Image:
     boxes.append(("sec:" + sec,) + _box(r, 1, 3))
   return Image(image_id=image_id, split=split, category=cat, colour=colour, count=count, scene=scene,
                person=person, people=people, person_activity=activity, holding=holding,
-               hand="right" if r.random() < 0.65 else "left", shirt=weighted(r, SHIRT_COLOURS), sport=sport,
+               hand="right" if r.random() < 0.65 else "left", shirt=weighted(r, _SHIRTS), sport=sport,
                animal_activity=animal_activity, night=night, weather=weather, secondaries=secondaries,
                number=number, brand=brand, width=width, height=height, boxes=boxes)
 

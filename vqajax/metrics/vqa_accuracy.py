@@ -19,6 +19,8 @@ the host scorer is bit-identical with `reference.reference_accuracy`.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from types import ModuleType
 from typing import Any, Hashable, Sequence
 
@@ -64,25 +66,35 @@ def _processed_ids(strings: Sequence[str], interner: Interner) -> tuple[np.ndarr
     return raw_ids[codes], norm_ids[codes]
 
 
-def _dup_counts(annotations: Sequence[dict[str, Any]], gt_ids: np.ndarray,
-                gt_valid: np.ndarray) -> np.ndarray:
+def _answer_id_codes(flat: list[dict[str, Any]]) -> np.ndarray | None:
+    """Values equal exactly where the dicts' answer_ids are equal; None if unhashable."""
+    try:
+        ids = list(map(operator.itemgetter('answer_id'), flat))
+    except KeyError:
+        ids = list(map(operator.methodcaller('get', 'answer_id'), flat))
+    if set(map(type, ids)) == {int}:
+        return np.array(ids)  # the official files' case; object dtype beyond int64
+    try:
+        return _unique_codes(ids)[1]
+    except TypeError:
+        return None
+
+
+def _dup_counts(answer_lists: Sequence[list[dict[str, Any]]], flat: list[dict[str, Any]],
+                gt_ids: np.ndarray, gt_valid: np.ndarray) -> np.ndarray:
     """`gt_dup`: per answer dict, the number of the question's dicts equal to it."""
     same = (gt_ids[:, :, None] == gt_ids[:, None, :]) & gt_valid[:, :, None] & gt_valid[:, None, :]
     # Equal dicts need equal answer_ids too, which normally differ within a question:
-    # that rules out almost every row at array speed (unless an answer_id is unhashable).
-    try:
-        _, answer_ids = _unique_codes([a.get('answer_id') for q in annotations
-                                       for a in q['answers']])
-    except TypeError:
-        answer_ids = None
+    # that rules out almost every row at array speed.
+    answer_ids = _answer_id_codes(flat)
     if answer_ids is not None:
-        padded = np.full(gt_ids.shape, -1)
+        padded = np.zeros(gt_ids.shape, answer_ids.dtype)
         padded[gt_valid] = answer_ids
         same &= padded[:, :, None] == padded[:, None, :]
     dup = np.ones(gt_ids.shape, np.int32)
     for row in np.flatnonzero((same.sum(axis=2) > 1).any(axis=1)):
         keys = [(gt_ids[row, j], {k: v for k, v in a.items() if k != 'answer'})
-                for j, a in enumerate(annotations[row]['answers'])]
+                for j, a in enumerate(answer_lists[row])]
         dup[row, :len(keys)] = [keys.count(key) for key in keys]
     return dup
 
@@ -90,21 +102,21 @@ def _dup_counts(annotations: Sequence[dict[str, Any]], gt_ids: np.ndarray,
 def encode_targets(annotations: Sequence[dict[str, Any]], interner: Interner,
                    max_answers: int = 10) -> dict[str, np.ndarray]:
     """Padded id arrays (see module docstring) for official annotation records."""
-    counts = np.fromiter((len(q['answers']) for q in annotations), np.int64, len(annotations))
+    answer_lists = list(map(operator.itemgetter('answers'), annotations))
+    counts = np.fromiter(map(len, answer_lists), np.int64, len(answer_lists))
     bad = np.flatnonzero((counts == 0) | (counts > max_answers))
     if bad.size:
-        q = annotations[bad[0]]
-        raise ValueError(f"question_id {q['question_id']}: has {len(q['answers'])} answers, "
-                         f"expected 1 to {max_answers}")
-    raw, norm = _processed_ids([a['answer'] for q in annotations for a in q['answers']],
-                               interner)
+        raise ValueError(f"question_id {annotations[bad[0]]['question_id']}: has "
+                         f"{counts[bad[0]]} answers, expected 1 to {max_answers}")
+    flat = list(itertools.chain.from_iterable(answer_lists))
+    raw, norm = _processed_ids(list(map(operator.itemgetter('answer'), flat)), interner)
     gt_valid = np.arange(max_answers) < counts[:, None]
     raw_ids = np.full(gt_valid.shape, -1, np.int32)
     raw_ids[gt_valid] = raw  # row-major order of the mask is the flattened answer order
     unanimous = ((raw_ids == raw_ids[:, :1]) | ~gt_valid).all(axis=1)
     gt_ids = np.full(gt_valid.shape, -1, np.int32)
     gt_ids[gt_valid] = np.where(np.repeat(unanimous, counts), raw, norm)
-    return {'gt_ids': gt_ids, 'gt_dup': _dup_counts(annotations, gt_ids, gt_valid),
+    return {'gt_ids': gt_ids, 'gt_dup': _dup_counts(answer_lists, flat, gt_ids, gt_valid),
             'gt_valid': gt_valid, 'unanimous': unanimous}
 
 

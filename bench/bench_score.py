@@ -1,0 +1,174 @@
+"""Benchmark: `vqajax-score` vs the plain reference loop on 200k synthetic questions.
+
+Run from the repository root (CPU is fine, about a minute):
+
+    python bench/bench_score.py [--questions 200000] [--seed 0]
+
+Writes official-format questions/annotations/results files to a temp dir, then times
+  1. end to end, JSON loading included: `vqajax.score.evaluate_files` (what the CLI runs)
+     vs loading the same files + `vqajax.metrics.reference.reference_accuracy`;
+  2. the jitted `question_accuracy` kernel alone (encoded arrays already on device) vs the
+     reference loop alone.
+Asserts identical overall / per-type / per-question numbers and prints the ratios, the
+end-to-end one (target >= 10x) last. Also prints the time of JSON parsing alone, which
+both sides pay and which therefore bounds the end-to-end ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+from vqajax.metrics.reference import reference_accuracy  # noqa: E402
+from vqajax.metrics.vqa_accuracy import (Interner, encode_predictions,  # noqa: E402
+                                         encode_targets, question_accuracy)
+from vqajax.score import evaluate_files  # noqa: E402
+
+_OBJECTS = ['dog', 'cat', 'man', 'woman', 'car', 'bus', 'tree', 'table', 'pizza', 'horse',
+            'frisbee', 'kite', 'umbrella', 'train', 'clock', 'bench', 'sheep', 'laptop']
+_COLORS = ['red', 'blue', 'green', 'white', 'black', 'brown', 'yellow', 'gray', 'orange']
+_NUMBER_WORDS = ['zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight',
+                 'nine', 'ten']
+_QUESTION_TYPES = {
+    'yes/no': ['is the', 'is this', 'are there', 'does the', 'is there a', 'can you',
+               'do you', 'are the', 'is it', 'has the'],
+    'number': ['how many', 'how many people are', 'what number is', 'how many people are in'],
+    'other': ['what color is the', 'what is the', 'what', 'what is', 'what is the man',
+              'where is the', 'what kind of', 'what type of', 'why', 'who is', 'which'],
+}
+
+
+def _variants(rng: random.Random, answer_type: str) -> tuple[str, list[str]]:
+    """A canonical answer and spellings annotators and models use for it."""
+    if answer_type == 'yes/no':
+        word = rng.choice(['yes', 'no'])
+        return word, [word, word.capitalize(), f'{word}!', f'{word} .', f' {word}\n']
+    if answer_type == 'number':
+        n = rng.randrange(11) if rng.random() < 0.9 else rng.randrange(11, 3000)
+        forms = [str(n), f'{n}.', f'{n} ']
+        if n <= 10:
+            forms += [_NUMBER_WORDS[n], _NUMBER_WORDS[n].capitalize()]
+        if n >= 1000:
+            forms.append(f'{n // 1000},{n % 1000:03d}')
+        return str(n), forms
+    obj, color = rng.choice(_OBJECTS), rng.choice(_COLORS)
+    phrase = rng.choice([obj, f'{color} {obj}', f'{obj}s', f"{obj}'s", f'{color} and white',
+                         f'{obj}-{rng.choice(_OBJECTS)}', "don't know", f'on {obj}'])
+    return phrase, [phrase, f'a {phrase}', f'the {phrase}.', phrase.upper(), f'{phrase}?',
+                    f'({phrase})', phrase.replace(' ', '  ')]
+
+
+def make_dataset(n: int, seed: int) -> tuple[dict, dict, list]:
+    rng = random.Random(seed)
+    questions, annotations, results = [], [], []
+    for i in range(n):
+        qid, image_id = 1000 * i + rng.randrange(3), i // 3
+        answer_type = rng.choices(list(_QUESTION_TYPES), weights=[38, 12, 50])[0]
+        canonical, forms = _variants(rng, answer_type)
+        _, other_forms = _variants(rng, answer_type)
+        agreement = rng.random()
+        answers = []
+        for j in range(10):
+            pool = forms if rng.random() < agreement else other_forms
+            answer = canonical if rng.random() < 0.5 else rng.choice(pool)
+            answers.append({'answer': answer, 'answer_confidence':
+                            rng.choice(['yes', 'yes', 'maybe', 'no']), 'answer_id': j + 1})
+        questions.append({'question_id': qid, 'image_id': image_id,
+                          'question': f'question {i}?'})
+        annotations.append({'question_id': qid, 'image_id': image_id,
+                            'question_type': rng.choice(_QUESTION_TYPES[answer_type]),
+                            'answer_type': answer_type, 'multiple_choice_answer': canonical,
+                            'answers': answers})
+        guess = rng.choice(forms + other_forms + [canonical] * 4)
+        results.append({'question_id': qid, 'answer': guess})
+    rng.shuffle(results)
+    return ({'questions': questions, 'task_type': 'Open-Ended', 'data_subtype': 'synthetic'},
+            {'annotations': annotations}, results)
+
+
+def _load(path: str):
+    with open(path, 'rb') as f:
+        return json.loads(f.read())
+
+
+def _timed(fn):
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--questions', type=int, default=200_000)
+    parser.add_argument('--seed', type=int, default=0)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [os.path.join(tmp, name) for name in ('q.json', 'a.json', 'r.json')]
+        for path, obj in zip(paths, make_dataset(args.questions, args.seed)):
+            with open(path, 'w') as f:
+                json.dump(obj, f)
+        sizes = ', '.join(f'{os.path.basename(p)} {os.path.getsize(p) / 2**20:.0f} MiB'
+                          for p in paths)
+        print(f'{args.questions} questions ({sizes})')
+
+        def json_only():
+            gc.disable()  # as evaluate_files does
+            try:
+                return [_load(p) for p in paths]
+            finally:
+                gc.enable()
+
+        t_json = _timed(json_only)[1]
+        (fast, fast_per_q), t_fast = _timed(lambda: evaluate_files(*paths))
+
+        def reference():
+            _load(paths[0])
+            annotations = _load(paths[1])['annotations']
+            results = {r['question_id']: r['answer'] for r in _load(paths[2])}
+            loop_start = time.perf_counter()
+            accuracy, per_question = reference_accuracy(annotations, results)
+            return accuracy, per_question, annotations, results, time.perf_counter() - loop_start
+
+        (ref, ref_per_q, annotations, results, t_loop), t_ref = _timed(reference)
+
+    assert fast == ref, (fast, ref)
+    assert fast_per_q == ref_per_q
+    print(f'identical: overall {fast["overall"]}, perAnswerType {fast["perAnswerType"]}, '
+          f'{len(fast["perQuestionType"])} question types, {len(fast_per_q)} questions')
+
+    interner = Interner()
+    targets = encode_targets(annotations, interner)
+    pred = encode_predictions([results[a['question_id']] for a in annotations],
+                              targets['unanimous'], interner)
+    arrays = jax.device_put((pred, targets['gt_ids'], targets['gt_dup'], targets['gt_valid']))
+    kernel = jax.jit(question_accuracy)
+    kernel(*arrays).block_until_ready()
+    t_kernel = min(_timed(lambda: kernel(*arrays).block_until_ready())[1] for _ in range(20))
+    device_acc = np.asarray(kernel(*arrays), np.float64)
+    per_q = np.array([ref_per_q[a['question_id']] for a in annotations]) / 100
+    assert np.abs(device_acc - per_q).max() < 1e-4
+
+    print(f'reference loop alone   {t_loop:8.3f} s')
+    print(f'jitted kernel alone    {t_kernel * 1e3:8.3f} ms on {jax.devices()[0].platform}')
+    print(f'kernel speedup {t_loop / t_kernel:.0f}x (target >= 1000x)')
+    print(f'reference end to end   {t_ref:8.3f} s (JSON loading included)')
+    print(f'JSON parsing alone     {t_json:8.3f} s (paid by both: caps the end-to-end '
+          f'speedup at {t_ref / t_json:.1f}x)')
+    print(f'vqajax-score end to end {t_fast:7.3f} s (JSON loading included)')
+    print(f'end-to-end speedup {t_ref / t_fast:.1f}x (target >= 10x)')
+
+
+if __name__ == '__main__':
+    main()

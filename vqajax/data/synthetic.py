@@ -1,0 +1,407 @@
+"""The embedded synthetic VQA dataset, written in the official file formats.
+
+`generate(out_dir, seed, scale)` writes, deterministically (same seed and scale give
+byte-identical files) and atomically (each file via a temp file and `os.replace`;
+`MANIFEST.json` last, so a directory with a manifest is complete):
+
+  v2_OpenEnded_mscoco_{train,val}2014_questions.json   VQA v2 open-ended questions
+  v2_mscoco_{train,val}2014_annotations.json           VQA v2 annotations, 10 answers each
+  MultipleChoice_mscoco_{train,val}2014_questions.json VQA v1 multiple choice, 18 choices
+  captions_{train,val}2014.json                        COCO captions, 5 per image
+  features/fc7.h5                                      [N, 4096] float16, train+val images
+  features/conv5_grid.npy (+ .image_ids.npy)           [N, 7, 7, 64] float16
+  features/grid_layout.json                            object boxes in grid cells per image
+  MANIFEST.json                                        scale, seed, counts, files
+
+The images, questions and answers come from `synthetic_world`, `synthetic_questions`
+and `synthetic_annotators`;
+`sample(seed, scale)` returns them in memory (with each question's true answer) for
+tests and oracles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import tempfile
+from collections import Counter
+
+import numpy as np
+
+from vqajax.data import synthetic_annotators as SA
+from vqajax.data import synthetic_questions as SQ
+from vqajax.data import synthetic_world as W
+from vqajax.data.features import write_store
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+  train_images: int
+  val_images: int
+  questions_per_image: int = 3
+
+
+SCALES = {
+    "tiny": Scale(120, 60),          # ~360 train questions: unit tests
+    "small": Scale(1000, 500),       # ~3k: CPU smoke runs
+    "medium": Scale(10000, 5000),    # ~30k
+    "large": Scale(34000, 12000),    # ~100k: benchmarks
+}
+SPLITS = ("train", "val")
+FC7_DIM = 4096
+GRID_CHANNELS = 64
+MANIFEST = "MANIFEST.json"
+FORMAT = "vqajax-synthetic/1"
+
+FILES = {
+    "train_questions": "v2_OpenEnded_mscoco_train2014_questions.json",
+    "val_questions": "v2_OpenEnded_mscoco_val2014_questions.json",
+    "train_annotations": "v2_mscoco_train2014_annotations.json",
+    "val_annotations": "v2_mscoco_val2014_annotations.json",
+    "train_mc_questions": "MultipleChoice_mscoco_train2014_questions.json",
+    "val_mc_questions": "MultipleChoice_mscoco_val2014_questions.json",
+    "train_captions": "captions_train2014.json",
+    "val_captions": "captions_val2014.json",
+    "features": "features/fc7.h5",
+    "grid_features": "features/conv5_grid.npy",
+    "grid_image_ids": "features/conv5_grid.image_ids.npy",
+    "grid_layout": "features/grid_layout.json",
+}
+_LICENSE = {"url": "http://creativecommons.org/licenses/by/4.0/",
+            "name": "Creative Commons Attribution 4.0 International License"}
+
+
+@dataclasses.dataclass
+class World:
+  seed: int
+  scale: str
+  images: dict[str, list[W.Image]]
+  questions: dict[str, list[SA.Question]]
+
+
+def _random(seed: int, purpose: str) -> random.Random:
+  return random.Random(f"vqajax-synthetic/{seed}/{purpose}")
+
+
+def sample(seed: int = 0, scale: str = "tiny") -> World:
+  """Images (latent attributes) and questions (with annotations) of the dataset."""
+  if scale not in SCALES:
+    raise ValueError(f"unknown synthetic scale {scale!r}; expected one of {sorted(SCALES)}")
+  sc = SCALES[scale]
+  n = sc.train_images + sc.val_images
+  ids = np.random.default_rng([seed, 0]).choice(581_929, size=n, replace=False) + 1
+  split_ids = {"train": sorted(ids[:sc.train_images].tolist()), "val": sorted(ids[sc.train_images:].tolist())}
+  r_img, r_q = _random(seed, "images"), _random(seed, "questions")
+  images, questions = {}, {}
+  for split in SPLITS:
+    images[split] = [W.sample_image(r_img, i, split) for i in split_ids[split]]
+    questions[split] = [SA.make_question(img, k, name, spec, r_q)
+                        for img in images[split]
+                        for k, (name, spec) in enumerate(SQ.ask(img, r_q, sc.questions_per_image))]
+  return World(seed, scale, images, questions)
+
+
+# --- file contents -----------------------------------------------------------------
+
+def _info(world: World, what: str) -> dict:
+  return {"description": f"vqajax synthetic {what} (seed {world.seed}, scale {world.scale}); "
+                         "not real data, for tests and CPU runs",
+          "url": "http://visualqa.org", "version": "2.0", "year": 2017,
+          "contributor": "vqajax synthetic generator", "date_created": "2017-04-26 17:00:00"}
+
+
+def _questions_json(world, split, mc_choices=None) -> dict:
+  qs = []
+  for q in world.questions[split]:
+    entry = {"image_id": q.image_id, "question": q.question}
+    if mc_choices is not None:
+      entry["multiple_choices"] = mc_choices[q.question_id]
+    entry["question_id"] = q.question_id
+    qs.append(entry)
+  return {"info": _info(world, "questions"),
+          "task_type": "Open-Ended" if mc_choices is None else "Multiple-Choice",
+          "data_type": "mscoco", "license": _LICENSE, "data_subtype": f"{split}2014", "questions": qs}
+
+
+def _annotations_json(world, split) -> dict:
+  anns = [{"question_type": q.question_type, "multiple_choice_answer": q.multiple_choice_answer,
+           "answers": q.answers, "image_id": q.image_id, "answer_type": q.answer_type,
+           "question_id": q.question_id} for q in world.questions[split]]
+  return {"info": _info(world, "annotations"), "license": _LICENSE, "data_subtype": f"{split}2014",
+          "annotations": anns}
+
+
+def multiple_choices(world: World) -> dict[int, list[str]]:
+  """18 unique choices per question, as in VQA v1: the correct answer, 3 plausible
+  answers (drawn from the question type's answer prior, as people answering without the
+  image would), the 10 most popular answers, random dataset answers to fill; shuffled."""
+  train_mc = [q.multiple_choice_answer for q in world.questions["train"]]
+  popular = [a for a, _ in sorted(Counter(train_mc).items(), key=lambda kv: (-kv[1], kv[0]))[:10]]
+  prior: dict[str, Counter] = {}
+  for q in world.questions["train"]:
+    prior.setdefault(q.question_type, Counter())[q.multiple_choice_answer] += 1
+  prior_tables = {t: W.Table(sorted(c.items())) for t, c in prior.items()}
+  fallback = W.Table(sorted(Counter(train_mc).items()))
+  pool = sorted(set(train_mc) | set(W.COLOURS) | set(W.CATEGORY_NAMES) | {str(i) for i in range(21)}
+                | set(W.SPORTS) | set(W.ROOMS) | {"yes", "no"})
+  r = _random(world.seed, "multiple-choice")
+  out = {}
+  for split in SPLITS:
+    for q in world.questions[split]:
+      choices = [q.multiple_choice_answer]
+      seen = {q.multiple_choice_answer}
+      table = prior_tables.get(q.question_type, fallback)
+      for _ in range(12):  # plausible: 3 "blind" answers from the type's prior
+        if len(choices) == 4:
+          break
+        a = W.weighted(r, table)
+        if a not in seen:
+          seen.add(a)
+          choices.append(a)
+      for a in popular:
+        if a not in seen:
+          seen.add(a)
+          choices.append(a)
+      while len(choices) < 18:
+        a = pool[r.randrange(len(pool))]
+        if a not in seen:
+          seen.add(a)
+          choices.append(a)
+      r.shuffle(choices)
+      out[q.question_id] = choices
+  return out
+
+
+_SCENE_PHRASES = {
+    "kitchen": ("in a kitchen", "on a kitchen counter"), "living room": ("in a living room", "in a cozy living room"),
+    "bedroom": ("in a bedroom", "on a bed"), "bathroom": ("in a bathroom", "in a small bathroom"),
+    "office": ("on a desk", "in an office"), "restaurant": ("on a table", "at a restaurant"),
+    "street": ("on a city street", "on the street", "on a road"), "city": ("in the city", "in a busy city"),
+    "parking lot": ("in a parking lot",), "train station": ("at a train station", "on the tracks"),
+    "airport": ("at an airport", "on the runway", "on a tarmac"), "park": ("in a park", "on the grass"),
+    "field": ("in a grassy field", "in a field", "on the grass"), "beach": ("on the beach", "on a sandy beach"),
+    "ocean": ("in the ocean", "on the water", "on a wave"), "harbor": ("in a harbor", "at the dock"),
+    "zoo": ("at the zoo", "in an enclosure"), "forest": ("in the woods", "in a forest"),
+    "snow": ("on a snowy slope", "down a snow covered hill", "on a mountain"),
+    "tennis court": ("on a tennis court", "on a court"), "baseball field": ("on a baseball field", "at a game"),
+    "skate park": ("at a skate park", "on a ramp"),
+}
+_CAPTION_SYNONYMS = {"couch": "sofa", "tv": "television", "bicycle": "bike", "airplane": "plane",
+                     "refrigerator": "fridge", "dog": "puppy", "cat": "kitty", "motorcycle": "motorbike",
+                     "donut": "doughnut", "boat": "ship", "laptop": "computer", "tennis racket": "racquet"}
+_NUMBER_WORDS = ("no", "one", "two", "three", "four")
+
+
+def _caption(img: W.Image, r: random.Random) -> str:
+  name = img.name
+  if name in _CAPTION_SYNONYMS and r.random() < 0.3:
+    name = _CAPTION_SYNONYMS[name]
+  colour = img.colour + " " if r.random() < 0.5 else ""
+  place = r.choice(_SCENE_PHRASES[img.scene])
+  if img.count == 1:
+    things = SA.article(colour + name)
+  elif img.count <= 4 and r.random() < 0.7:
+    things = f"{_NUMBER_WORDS[img.count]} {colour}{W.PLURAL.get(name, name + 's')}"
+  else:
+    things = f"{r.choice(('a group of', 'several', 'many', 'some'))} {colour}{W.PLURAL.get(name, name + 's')}"
+  options = [f"{things} {place}", f"{r.choice(('a picture of', 'an image of', 'a photo of', 'a close up of'))} "
+             f"{things}"]
+  if img.animal_activity:
+    options.append(f"{things} {img.animal_activity} {place}")
+  if img.person is not None:
+    options += [f"a {img.person} {img.person_activity} {place}"] * 2
+    if img.holding not in (None, "nothing"):
+      options.append(f"a {img.person} holding {SA.article(img.holding)}")
+  if img.secondaries:
+    sec = list(img.secondaries)[r.randrange(len(img.secondaries))]
+    options.append(f"there {'is' if img.count == 1 else 'are'} {things} next to {SA.article(sec)}")
+  if img.night:
+    options.append(f"{things} {place} at night")
+  elif img.weather in ("sunny", "cloudy"):
+    options.append(f"{things} {place} on a {img.weather} day")
+  text = options[r.randrange(len(options))]
+  if r.random() < 0.03:  # a typo
+    i = r.randrange(max(1, len(text) - 1))
+    text = text[:i] + text[i + 1:i + 2] + text[i:i + 1] + text[i + 2:]
+  if r.random() < 0.8:
+    text = text[0].upper() + text[1:]
+  return text + ("." if r.random() < 0.6 else "") + (" " if r.random() < 0.02 else "")
+
+
+def _captions_json(world, split, first_id: int) -> dict:
+  r = _random(world.seed, f"captions/{split}")
+  images, anns, next_id = [], [], first_id
+  for img in world.images[split]:
+    images.append({"license": 1, "file_name": f"COCO_{split}2014_{img.image_id:012d}.jpg", "coco_url": "",
+                   "height": img.height, "width": img.width, "date_captured": "2013-11-14 16:28:13",
+                   "flickr_url": "", "id": img.image_id})
+    for _ in range(5):
+      anns.append({"image_id": img.image_id, "id": next_id, "caption": _caption(img, r)})
+      next_id += 1
+  return {"info": _info(world, "captions"), "images": images,
+          "licenses": [{"url": _LICENSE["url"], "id": 1, "name": _LICENSE["name"]}], "annotations": anns}
+
+
+# --- features ----------------------------------------------------------------------
+
+def _latent_matrix(images: list[W.Image]) -> np.ndarray:
+  """One row per image: gain-weighted one-hot groups of its latent attributes."""
+  groups = [("category", W.CATEGORY_NAMES, 1.5), ("kind", tuple(W.KIND_WEIGHT), 0.8), ("colour", W.COLOURS, 0.8),
+            ("count", tuple(range(1, 11)), 0.6), ("scene", W.SCENES, 1.0), ("sport", W.SPORTS, 0.7),
+            ("person", W.PERSONS, 0.7), ("weather", W.WEATHERS, 0.5), ("secondary", W.SECONDARY_NAMES, 0.5)]
+  offset, index = 0, {}
+  for name, values, gain in groups:
+    index[name] = ({v: offset + i for i, v in enumerate(values)}, gain)
+    offset += len(values)
+  z = np.zeros((len(images), offset + 2), np.float32)
+  for row, img in enumerate(images):
+    for name, value in (("category", img.name), ("kind", img.kind), ("colour", img.colour), ("count", img.count),
+                        ("scene", img.scene), ("sport", img.sport), ("person", img.person), ("weather", img.weather)):
+      cols, gain = index[name]
+      if value in cols:
+        z[row, cols[value]] = gain
+    cols, gain = index["secondary"]
+    for sec in img.secondaries:
+      z[row, cols[sec]] = gain
+    z[row, offset] = 0.5 * min(img.people, 8) / 8
+    z[row, offset + 1] = 0.6 * img.night
+  return z
+
+
+def fc7_features(images: list[W.Image], seed: int, chunk: int = 4096, latent_noise: float = 0.35) -> np.ndarray:
+  """fc7-like [N, 4096] float16: ReLU(fixed random projection of the latents + noise).
+
+  Noise enters twice: in the latent space (the "camera" misses or confuses attributes,
+  so no readout is perfect: counts and colours are harder to read than categories) and
+  per output unit.
+  """
+  z = _latent_matrix(images)
+  rng = np.random.default_rng([seed, 1])
+  proj = rng.standard_normal((z.shape[1], FC7_DIM), dtype=np.float32)
+  bias = rng.normal(-1.0, 0.5, FC7_DIM).astype(np.float32)
+  out = np.empty((len(images), FC7_DIM), np.float16)
+  for s in range(0, len(images), chunk):
+    zc = z[s:s + chunk] + latent_noise * rng.standard_normal(z[s:s + chunk].shape, dtype=np.float32)
+    pre = zc @ proj
+    noise = rng.standard_normal(pre.shape, dtype=np.float32)
+    noise *= 1.5
+    pre += noise
+    pre += bias
+    np.maximum(pre, 0.0, out=pre)
+    pre *= 0.5
+    out[s:s + chunk] = pre
+  return out
+
+
+def grid_features(images: list[W.Image], seed: int, chunk: int = 4096) -> np.ndarray:
+  """[N, 7, 7, 64] float16: each object's embedding fills its box, over a scene background."""
+  rng = np.random.default_rng([seed, 2])
+  label_emb = rng.standard_normal((len(W.BOX_LABELS), GRID_CHANNELS), dtype=np.float32)
+  colour_emb = 0.7 * rng.standard_normal((len(W.COLOURS), GRID_CHANNELS), dtype=np.float32)
+  scene_emb = 0.6 * rng.standard_normal((len(W.SCENES), GRID_CHANNELS), dtype=np.float32)
+  label_of = {l: i for i, l in enumerate(W.BOX_LABELS)}
+  k = max(len(img.boxes) for img in images)
+  n = len(images)
+  emb = np.zeros((n, k, GRID_CHANNELS), np.float32)
+  boxes = np.zeros((n, k, 4), np.int32)
+  for row, img in enumerate(images):
+    for j, (label, *box) in enumerate(img.boxes):
+      emb[row, j] = label_emb[label_of[label]]
+      if label == img.name:
+        emb[row, j] += colour_emb[W.COLOURS.index(img.colour)]
+      boxes[row, j] = box
+  background = scene_emb[[W.SCENES.index(img.scene) for img in images]]
+  cells = np.arange(W.GRID)
+  out = np.empty((n, W.GRID, W.GRID, GRID_CHANNELS), np.float16)
+  for s in range(0, n, chunk):
+    b = boxes[s:s + chunk]
+    in_x = (cells >= b[..., 0, None]) & (cells < b[..., 2, None])   # [n, k, 7]
+    in_y = (cells >= b[..., 1, None]) & (cells < b[..., 3, None])
+    mask = (in_y[..., :, None] & in_x[..., None, :]).astype(np.float32)  # [n, k, y, x]
+    g = np.einsum("nkyx,nkc->nyxc", mask, emb[s:s + chunk]) + background[s:s + chunk, None, None, :]
+    g += 0.5 * rng.standard_normal(g.shape, dtype=np.float32)
+    out[s:s + chunk] = np.maximum(g, 0.0)
+  return out
+
+
+# --- writing -----------------------------------------------------------------------
+
+def _umask() -> int:
+  mask = os.umask(0o022)
+  os.umask(mask)
+  return mask
+
+
+def _write_bytes(path: str, data: bytes) -> None:
+  directory = os.path.dirname(os.path.abspath(path))
+  os.makedirs(directory, exist_ok=True)
+  fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
+  try:
+    with os.fdopen(fd, "wb") as f:
+      f.write(data)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; datasets are shared read-only
+    os.replace(tmp, path)
+  finally:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+
+
+def _write_json(path: str, obj) -> None:
+  _write_bytes(path, json.dumps(obj).encode("utf-8"))
+
+
+def answer_type_shares(questions) -> dict[str, float]:
+  counts = Counter(q.answer_type for q in questions)
+  return {t: round(counts[t] / max(1, len(questions)), 4) for t in ("yes/no", "number", "other")}
+
+
+def generate(out_dir: str, seed: int = 0, scale: str = "tiny") -> dict[str, str]:
+  """Writes the dataset under `out_dir`; returns {role: path} including 'manifest'."""
+  world = sample(seed, scale)
+  paths = {role: os.path.join(out_dir, rel) for role, rel in FILES.items()}
+  os.makedirs(os.path.join(out_dir, "features"), exist_ok=True)
+  manifest_path = os.path.join(out_dir, MANIFEST)
+  if os.path.exists(manifest_path):  # the directory is incomplete until we finish
+    os.remove(manifest_path)
+  choices = multiple_choices(world)
+  caption_id = 1
+  for split in SPLITS:
+    _write_json(paths[f"{split}_questions"], _questions_json(world, split))
+    _write_json(paths[f"{split}_annotations"], _annotations_json(world, split))
+    _write_json(paths[f"{split}_mc_questions"], _questions_json(world, split, choices))
+    _write_json(paths[f"{split}_captions"], _captions_json(world, split, caption_id))
+    caption_id += 5 * len(world.images[split])
+  images = world.images["train"] + world.images["val"]
+  ids = np.array([img.image_id for img in images], np.int64)
+  write_store(paths["features"], ids, fc7_features(images, seed))
+  write_store(paths["grid_features"], ids, grid_features(images, seed))
+  for role in ("features", "grid_features", "grid_image_ids"):
+    os.chmod(paths[role], 0o666 & ~_umask())
+  _write_json(paths["grid_layout"], {
+      "grid_size": W.GRID, "box_format": "[label, x0, y0, x1, y1] in grid cells, x1 and y1 exclusive",
+      "images": {str(img.image_id): [list(b) for b in img.boxes] for img in images}})
+  counts = {f"{split}_{what}": len(getattr(world, what)[split]) for split in SPLITS for what in ("images", "questions")}
+  counts["feature_rows"] = len(images)
+  _write_json(manifest_path, {
+      "format": FORMAT, "scale": scale, "seed": seed, "counts": counts,
+      "answer_type_shares": {split: answer_type_shares(world.questions[split]) for split in SPLITS},
+      "files": dict(FILES)})
+  paths["manifest"] = manifest_path
+  return paths
+
+
+def read_manifest(out_dir: str) -> dict | None:
+  """The manifest of a complete dataset under `out_dir`, or None if there is none."""
+  path = os.path.join(out_dir, MANIFEST)
+  try:
+    with open(path) as f:
+      manifest = json.load(f)
+  except (OSError, ValueError):
+    return None
+  if manifest.get("format") != FORMAT:
+    return None
+  if not all(os.path.exists(os.path.join(out_dir, rel)) for rel in manifest.get("files", {}).values()):
+    return None
+  return manifest
