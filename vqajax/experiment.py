@@ -60,8 +60,8 @@ class Experiment:
   tx: optax.GradientTransformation
 
   @classmethod
-  def build(cls, config) -> "Experiment":
-    mesh = sharding.data_mesh()
+  def build(cls, config, devices=None) -> "Experiment":
+    mesh = sharding.data_mesh(devices)
     sharding.local_batch_size(config.batch_size, mesh)
     data = prepare_data(config)
     model = vqa_models.build(config.model, len(data.vocab), len(data.answers))

@@ -64,9 +64,9 @@ class _Preemption:
     signal.signal(signal.SIGTERM, self._previous)
 
 
-def train_and_evaluate(config, workdir: str) -> dict:
-  """Trains `config` in `workdir`; returns the last evaluation's metrics."""
-  exp = Experiment.build(config)
+def train_and_evaluate(config, workdir: str, devices=None) -> dict:
+  """Trains `config` in `workdir` on `devices` (default: all); returns the last val metrics."""
+  exp = Experiment.build(config, devices)
   mesh, data = exp.mesh, exp.data
   state = exp.initial_state()
 

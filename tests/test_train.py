@@ -1,0 +1,85 @@
+"""End-to-end training on the tiny synthetic set: sharding, checkpoints, resume, results."""
+
+import json
+import os
+
+import jax
+import numpy as np
+import pytest
+
+from experiments.vqa import deeper_lstm_norm_i
+from vqajax import checkpoint
+from vqajax import evaluate
+from vqajax import train
+from vqajax.metrics.reference import reference_accuracy
+
+
+def _config(data_dir, **changes):
+  config = deeper_lstm_norm_i.get_config("runlocal")
+  config.data.dir = data_dir
+  for key, value in changes.items():
+    target = config
+    *path, name = key.split(".")
+    for p in path:
+      target = target[p]
+    target[name] = value
+  return config
+
+
+def _losses(workdir):
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    return [r["train/loss"] for r in map(json.loads, f) if "train/loss" in r]
+
+
+def _params(workdir, config):
+  ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"))
+  from vqajax.experiment import Experiment  # pylint: disable=g-import-not-at-top
+  exp = Experiment.build(config)
+  state, _ = ckpt.restore(ckpt.latest_step(), exp.initial_state())
+  ckpt.close()
+  return jax.device_get(state.params)
+
+
+def test_eight_devices_give_the_losses_of_one(tiny_data, tmp_path):
+  config = _config(tiny_data, num_train_steps=6, log_every_steps=1, eval_every_steps=6)
+  train.train_and_evaluate(config, str(tmp_path / "eight"))
+  train.train_and_evaluate(config, str(tmp_path / "one"), devices=jax.devices()[:1])
+  assert len(_losses(tmp_path / "eight")) == 6
+  np.testing.assert_allclose(_losses(tmp_path / "eight"), _losses(tmp_path / "one"), rtol=2e-5)
+
+
+def test_resume_continues_from_the_last_checkpoint_exactly(tiny_data, tmp_path):
+  full = _config(tiny_data, num_train_steps=20, log_every_steps=5, eval_every_steps=10)
+  train.train_and_evaluate(full, str(tmp_path / "full"))
+  first = _config(tiny_data, num_train_steps=10, log_every_steps=5, eval_every_steps=10)
+  train.train_and_evaluate(first, str(tmp_path / "split"))
+  train.train_and_evaluate(full, str(tmp_path / "split"))  # resumes at step 10
+  assert _losses(tmp_path / "split") == _losses(tmp_path / "full")
+  a, b = _params(tmp_path / "full", full), _params(tmp_path / "split", full)
+  jax.tree.map(np.testing.assert_array_equal, a, b)
+
+
+def test_results_files_are_official_and_scored_like_the_device(tiny_data, tmp_path):
+  config = _config(tiny_data, num_train_steps=10, eval_every_steps=10, log_every_steps=5)
+  workdir = str(tmp_path / "run")
+  metrics = train.train_and_evaluate(config, workdir)
+  evaluated = evaluate.evaluate_checkpoints(config, workdir)
+  assert evaluated[10] == pytest.approx(metrics, abs=1e-4)
+  out = os.path.join(workdir, "results", "step_10")
+  name = "v2_OpenEnded_mscoco_val2014_deeper_lstm_q_norm_i_results.json"
+  with open(os.path.join(out, name)) as f:
+    results = json.load(f)
+  with open(os.path.join(tiny_data, "v2_mscoco_val2014_annotations.json")) as f:
+    annotations = json.load(f)["annotations"]
+  assert [r["question_id"] for r in results] == [a["question_id"] for a in annotations]
+  official, _ = reference_accuracy(annotations, {r["question_id"]: r["answer"] for r in results})
+  assert metrics["accuracy"] == pytest.approx(official["overall"], abs=0.01)
+  for answer_type, value in official["perAnswerType"].items():
+    assert metrics[f"accuracy/{answer_type}"] == pytest.approx(value, abs=0.01)
+  with open(os.path.join(out, "MultipleChoice_mscoco_val2014_deeper_lstm_q_norm_i_results.json")) as f:
+    mc = {r["question_id"]: r["answer"] for r in json.load(f)}
+  with open(os.path.join(tiny_data, "MultipleChoice_mscoco_val2014_questions.json")) as f:
+    choices = {q["question_id"]: q["multiple_choices"] for q in json.load(f)["questions"]}
+  assert all(mc[q] in choices[q] for q in choices)
+  mc_official, _ = reference_accuracy(annotations, mc)
+  assert metrics["mc_accuracy"] == pytest.approx(mc_official["overall"], abs=0.01)
