@@ -53,3 +53,12 @@ def test_global_batch_is_sharded_over_all_devices(tmp_path):
   assert batch["image"].shape == (8, 3)
   assert len(batch["image"].addressable_shards) == 8
   np.testing.assert_array_equal(jax.device_get(batch["label"]), local["label"])
+
+
+def test_tokens_are_cut_to_the_length_bucket_of_the_global_batch(tmp_path):
+  arrays, store = _split(tmp_path, n=8)
+  arrays["tokens"] = np.zeros((8, 26), np.int32)
+  arrays["length"] = np.array([3, 9, 2, 2, 2, 2, 2, 2], np.int32)
+  assert [pipeline.bucket_length(n, 26) for n in (1, 8, 9, 13, 16, 17, 26)] == [8, 8, 12, 16, 16, 26, 26]
+  batches = list(pipeline.eval_batches(arrays, store, 4, keys=("tokens",)))
+  assert [b["tokens"].shape for b in batches] == [(4, 12), (4, 8)]

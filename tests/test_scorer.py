@@ -29,6 +29,12 @@ def _annotation(qid, answers, question_type='what color is the', answer_type='ot
             'answer_type': answer_type, 'answers': answers}
 
 
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory, monkeypatch):
+    """Keep vqajax-score's cache of encoded annotations out of the user's ~/.cache."""
+    monkeypatch.setenv('VQAJAX_CACHE', str(tmp_path_factory.mktemp('cache')))
+
+
 def _fast(annotations, predictions):
     interner = Interner()
     t = encode_targets(annotations, interner, max_answers=10)
@@ -280,7 +286,7 @@ def _broken(annotations, results):
                                 ['r.json', '1 question ids', '8']),
         'duplicate result': ('r.json', results + [{'question_id': 2, 'answer': 'x'}],
                              ['r.json', 'results[3]', 'duplicate question_id 2', 'results[2]']),
-        'missing file': ('r.json', None, ['r.json', 'cannot read']),
+        'missing file': ('r.json', None, ['r.json', 'file not found']),
     }
 
 

@@ -55,8 +55,8 @@ class Evaluator:
   def run(self, params, step: int, workdir: str | None = None) -> dict[str, float]:
     """Metrics in percent; with `workdir`, also the official results files of this step."""
     totals, kept = None, []
-    for local in pipeline.eval_batches(self.data.val, self.data.store, self.config.eval_batch_size,
-                                       self.keys):
+    batch_size = sharding.padded_batch_size(self.config.eval_batch_size, self.mesh)
+    for local in pipeline.eval_batches(self.data.val, self.data.store, batch_size, self.keys):
       batch = sharding.to_global(local, self.mesh)
       predictions, sums = self._eval_step(params, batch)
       totals = sums if totals is None else jax.tree.map(lambda a, b: a + b, totals, sums)

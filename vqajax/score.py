@@ -1,13 +1,19 @@
 """`vqajax-score`: the official VQA accuracy of a results file, fast and strict.
 
     vqajax-score --questions Q.json --annotations A.json --results R.json \\
-        [--per-question FILE] [--multiple-choice] [--out FILE]
+        [--per-question FILE] [--multiple-choice] [--out FILE] [--no-cache]
 
 Prints the official `accuracy` dict (`overall`, `perQuestionType`, `perAnswerType`,
 percentages rounded to 2 decimals); `--out` also writes it to FILE and `--per-question`
 writes the official `evalQA` ({question_id: percent}). Numbers are identical to the
 official `vqaEval.py` (see `vqajax.metrics.reference`); each distinct string is
-normalised once and the rest is vectorised numpy.
+normalised once and the rest is vectorised numpy. `accuracy_of` gives the same numbers
+for records already in memory.
+
+Parsing the annotations file dominates the run time, so what scoring needs of it (and of
+the questions file) is cached on disk, keyed by path, size and mtime: scoring more
+results files against the same val set skips parsing them (`--no-cache` disables this;
+see `vqajax.metrics.score_cache` for where and how). Numbers are identical either way.
 
 Stricter than the official tools: any malformed input is one line on stderr naming the
 file, the record and what was expected, with exit status 2 and no output written.
@@ -24,21 +30,22 @@ import gc
 import itertools
 import json
 import operator
-import os
 import sys
-from typing import Any, Callable, Collection, Iterator, Sequence
+from typing import Any, Callable, Collection, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from vqajax.metrics.vqa_accuracy import (Interner, aggregate_official, encode_predictions,
-                                         encode_targets, percent_per_question,
-                                         question_accuracy_exact)
+from vqajax.data.vqa_files import load_json
+from vqajax.errors import InputError
+from vqajax.files import write_atomic_many
+from vqajax.metrics.score_cache import (EncodedAnnotations, QuestionInfo, cached,
+                                        encode_annotations, question_info)
+from vqajax.metrics.vqa_accuracy import (aggregate_official, encode_predictions,
+                                         percent_per_question, question_accuracy_exact)
+
+__all__ = ['InputError', 'accuracy_of', 'evaluate_files', 'main', 'score_encoded']
 
 _SHOW_IDS = 5
-
-
-class InputError(Exception):
-    """Malformed user input; the message is one line naming the file and record."""
 
 
 @contextlib.contextmanager
@@ -57,16 +64,6 @@ def _gc_paused() -> Iterator[None]:
 def _some(ids: Collection[int]) -> str:
     shown = sorted(ids)[:_SHOW_IDS]
     return ', '.join(map(str, shown)) + (', ...' if len(ids) > _SHOW_IDS else '')
-
-
-def load_json(path: str) -> Any:
-    try:
-        with open(path, 'rb') as f:
-            return json.loads(f.read())
-    except OSError as e:
-        raise InputError(f'{path}: cannot read: {e.strerror}') from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f'{path}: not valid JSON: {e}') from None
 
 
 def _records(path: str, data: Any, key: str) -> list[Any]:
@@ -138,10 +135,9 @@ def read_annotations(path: str) -> list[dict[str, Any]]:
     return annotations
 
 
-def check_same_questions(questions_path: str, questions: list[dict[str, Any]],
-                         annotations_path: str, annotations: list[dict[str, Any]]) -> None:
-    question_ids = {q['question_id'] for q in questions}
-    annotation_ids = {a['question_id'] for a in annotations}
+def check_same_questions(questions_path: str, question_ids: Collection[int],
+                         annotations_path: str, annotation_ids: Collection[int]) -> None:
+    question_ids, annotation_ids = set(question_ids), set(annotation_ids)
     for path, extra, other in ((questions_path, question_ids - annotation_ids, annotations_path),
                                (annotations_path, annotation_ids - question_ids, questions_path)):
         if extra:
@@ -149,7 +145,17 @@ def check_same_questions(questions_path: str, questions: list[dict[str, Any]],
                              f'{_some(extra)}')
 
 
-def read_results(path: str, annotations: list[dict[str, Any]]) -> dict[int, str]:
+def _check_covered(where: str, results: Mapping[int, str], question_ids: Collection[int]
+                   ) -> set[int]:
+    expected = set(question_ids)
+    missing = expected - results.keys()
+    if missing:
+        raise InputError(f'{where}no result for {len(missing)} of {len(expected)} annotated '
+                         f'question ids: {_some(missing)}')
+    return expected
+
+
+def read_results(path: str, annotated_ids: Collection[int]) -> dict[int, str]:
     """{question_id: answer} of a results file covering exactly the annotated questions."""
     records = load_json(path)
     if not isinstance(records, list):
@@ -159,11 +165,7 @@ def read_results(path: str, annotations: list[dict[str, Any]]) -> dict[int, str]
     answers = _column(records, 'answer', {str}, 'a string',
                       lambda i: f'{path}: results[{i}] (question_id {ids[i]})')
     results = dict(zip(ids, answers))
-    expected = {a['question_id'] for a in annotations}
-    missing = expected - results.keys()
-    if missing:
-        raise InputError(f'{path}: no result for {len(missing)} of {len(expected)} annotated '
-                         f'question ids: {_some(missing)}')
+    expected = _check_covered(f'{path}: ', results, annotated_ids)
     unknown = results.keys() - expected
     if unknown:
         raise InputError(f'{path}: {len(unknown)} question ids are not in the annotations: '
@@ -171,67 +173,73 @@ def read_results(path: str, annotations: list[dict[str, Any]]) -> dict[int, str]
     return results
 
 
-def check_multiple_choice(results_path: str, results: dict[int, str], questions_path: str,
-                          questions: list[dict[str, Any]]) -> None:
-    """Every answer must be one of its question's `multiple_choices` (as given, uncleaned)."""
-    for q in questions:
-        choices = q.get('multiple_choices')
-        if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
-            raise InputError(f'{questions_path}: question_id {q["question_id"]}: expected a '
+def check_multiple_choice(results_path: str, results: Mapping[int, str], questions_path: str,
+                          questions: QuestionInfo) -> None:
+    """Every answer must be one of its question's `multiple_choices` (as given, uncleaned);
+    the first question (in file order) that breaks this is reported."""
+    index = {c: i for i, c in enumerate(questions.choices)}
+    ids = questions.question_ids
+    answer_codes = np.array([index.get(results[q], -1) for q in ids], np.int64)
+    rows = np.repeat(np.arange(len(ids)), questions.choice_counts)
+    hit = np.zeros(len(ids), bool)
+    hit[rows[questions.choice_codes == answer_codes[rows]]] = True
+    bad = np.flatnonzero(~hit)
+    if bad.size:
+        i = int(bad[0])
+        if not questions.has_choices[i]:
+            raise InputError(f'{questions_path}: question_id {ids[i]}: expected a '
                              f'"multiple_choices" list of strings (needed by --multiple-choice)')
-        answer = results[q['question_id']]
-        if answer not in choices:
-            raise InputError(f'{results_path}: question_id {q["question_id"]}: answer '
-                             f'{answer!r} is not one of its {len(choices)} multiple_choices')
+        raise InputError(f'{results_path}: question_id {ids[i]}: answer {results[ids[i]]!r} '
+                         f'is not one of its {questions.choice_counts[i]} multiple_choices')
+
+
+def score_encoded(annotations: EncodedAnnotations, results: Mapping[int, str]
+                  ) -> tuple[dict[str, Any], dict[int, float]]:
+    """Official (`accuracy`, `evalQA`) of encoded annotations and a result per question."""
+    ids = annotations.question_ids
+    pred_ids = encode_predictions([results[q] for q in ids], annotations.targets['unanimous'],
+                                  annotations.interner())
+    t = annotations.targets
+    acc = question_accuracy_exact(pred_ids, t['gt_ids'], t['gt_dup'], t['gt_valid'])
+    accuracy = aggregate_official(acc, annotations.question_types, annotations.answer_types)
+    return accuracy, dict(zip(ids, percent_per_question(acc)))
+
+
+def accuracy_of(annotations: Sequence[dict[str, Any]], results: Mapping[int, str]
+                ) -> tuple[dict[str, Any], dict[int, float]]:
+    """Official (`accuracy`, `evalQA`) of annotation records already in memory.
+
+    `annotations`: official records (`question_id`, `question_type`, `answer_type`, a
+    non-empty `answers` list of {"answer": str, ...}), as `vqa_files.read_annotations`
+    returns them; not re-validated. `results`: {question_id: answer}; every annotated
+    question needs one (else InputError), others are ignored. Same numbers, and same code
+    path, as `evaluate_files` and the official `vqaEval.py`.
+    """
+    _check_covered('', results, map(operator.itemgetter('question_id'), annotations))
+    with _gc_paused():
+        return score_encoded(encode_annotations(annotations), results)
 
 
 def evaluate_files(questions_path: str, annotations_path: str, results_path: str,
-                   multiple_choice: bool = False) -> tuple[dict[str, Any], dict[int, float]]:
-    """Official (`accuracy`, `evalQA`) of a results file; raises InputError on bad input."""
+                   multiple_choice: bool = False, cache: bool = True
+                   ) -> tuple[dict[str, Any], dict[int, float]]:
+    """Official (`accuracy`, `evalQA`) of a results file; raises InputError on bad input.
+
+    With `cache`, the encoded questions and annotations come from (or go to) the cache
+    of `vqajax.metrics.score_cache`.
+    """
     with _gc_paused():
-        return _evaluate_files(questions_path, annotations_path, results_path, multiple_choice)
-
-
-def _evaluate_files(questions_path: str, annotations_path: str, results_path: str,
-                    multiple_choice: bool) -> tuple[dict[str, Any], dict[int, float]]:
-    questions = read_questions(questions_path)
-    annotations = read_annotations(annotations_path)
-    check_same_questions(questions_path, questions, annotations_path, annotations)
-    results = read_results(results_path, annotations)
-    if multiple_choice:
-        check_multiple_choice(results_path, results, questions_path, questions)
-    interner = Interner()
-    targets = encode_targets(annotations, interner,
-                             max_answers=max(len(a['answers']) for a in annotations))
-    question_ids = [a['question_id'] for a in annotations]
-    pred_ids = encode_predictions([results[q] for q in question_ids], targets['unanimous'],
-                                  interner)
-    acc = question_accuracy_exact(pred_ids, targets['gt_ids'], targets['gt_dup'],
-                                  targets['gt_valid'])
-    accuracy = aggregate_official(acc, [a['question_type'] for a in annotations],
-                                  [a['answer_type'] for a in annotations])
-    return accuracy, dict(zip(question_ids, percent_per_question(acc)))
-
-
-def write_json_atomic(outputs: dict[str, Any]) -> None:
-    """Write {path: object} as JSON; files appear whole or not at all (temp + os.replace)."""
-    temps: dict[str, str] = {}
-    path = ''
-    try:
-        for path, obj in outputs.items():
-            head, tail = os.path.split(path)
-            temp = os.path.join(head, f'.{tail}.{os.getpid()}.tmp')
-            with open(temp, 'x') as f:
-                temps[path] = temp
-                json.dump(obj, f)
-        for path, temp in temps.items():
-            os.replace(temp, path)
-    except OSError as e:
-        raise InputError(f'{path}: cannot write: {e.strerror}') from None
-    finally:
-        for temp in temps.values():
-            if os.path.exists(temp):
-                os.remove(temp)
+        questions = cached('questions', questions_path,
+                           lambda: question_info(read_questions(questions_path)), cache)
+        annotations = cached('annotations', annotations_path,
+                             lambda: encode_annotations(read_annotations(annotations_path)),
+                             cache)
+        check_same_questions(questions_path, questions.question_ids, annotations_path,
+                             annotations.question_ids)
+        results = read_results(results_path, annotations.question_ids)
+        if multiple_choice:
+            check_multiple_choice(results_path, results, questions_path, questions)
+        return score_encoded(annotations, results)
 
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -243,6 +251,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument('--multiple-choice', action='store_true',
                         help="check every answer is one of its question's multiple_choices")
     parser.add_argument('--out', metavar='FILE', help='also write the accuracy JSON here')
+    parser.add_argument('--no-cache', action='store_true',
+                        help='neither read nor write the cache of encoded annotations/questions')
     return parser.parse_args(argv)
 
 
@@ -250,13 +260,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_args(argv)
     try:
         accuracy, per_question = evaluate_files(args.questions, args.annotations, args.results,
-                                                args.multiple_choice)
+                                                args.multiple_choice, cache=not args.no_cache)
         outputs: dict[str, Any] = {}
         if args.out:
             outputs[args.out] = accuracy
         if args.per_question:
             outputs[args.per_question] = per_question
-        write_json_atomic(outputs)
+        write_atomic_many(outputs)
     except InputError as e:
         print(f'vqajax-score: error: {e}', file=sys.stderr)
         return 2

@@ -22,7 +22,8 @@ def replicated(mesh: Mesh) -> NamedSharding:
 def local_batch_size(global_batch: int, mesh: Mesh) -> int:
   """This host's share of a global batch; the batch must split evenly over devices."""
   if global_batch % mesh.devices.size:
-    raise ValueError(f"batch size {global_batch} does not split over {mesh.devices.size} devices")
+    raise ValueError(f"batch size {global_batch} does not split over {mesh.devices.size} devices; "
+                     "choose a multiple of the device count")
   return global_batch // jax.process_count()
 
 
@@ -30,3 +31,8 @@ def to_global(local_batch: dict[str, np.ndarray], mesh: Mesh) -> dict[str, jax.A
   """Assembles every host's slice into global arrays sharded over 'data'."""
   sharding = data_sharding(mesh)
   return {k: jax.make_array_from_process_local_data(sharding, v) for k, v in local_batch.items()}
+
+
+def padded_batch_size(batch: int, mesh: Mesh) -> int:
+  """`batch` rounded up to a multiple of the device count (eval batches are masked)."""
+  return -(-batch // mesh.devices.size) * mesh.devices.size

@@ -18,32 +18,46 @@ from vqajax.data.features import FeatureStore
 tf.config.set_visible_devices([], "GPU")  # the accelerator belongs to JAX
 
 TRAIN_KEYS = ("tokens", "length", "label")
+LENGTH_BUCKETS = (8, 12, 16)  # and the padded length itself
+
+
+def bucket_length(longest: int, max_len: int) -> int:
+  """The shortest bucket that holds `longest` words: a few static shapes for jit."""
+  return next((b for b in LENGTH_BUCKETS if longest <= b < max_len), max_len)
 
 
 class _Loader:
-  """Gathers rows of the split arrays and their image features."""
+  """Gathers rows of the split arrays and their image features.
+
+  Token ids are cut to the length bucket of the longest question in the GLOBAL batch,
+  which every host can tell from the global rows, so all hosts agree on the shape.
+  """
 
   def __init__(self, arrays: dict[str, np.ndarray], store: FeatureStore, keys: Sequence[str]):
     self.arrays, self.store, self.keys = arrays, store, tuple(keys)
 
-  def __call__(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+  def __call__(self, global_rows: np.ndarray, host: slice = slice(None)) -> dict[str, np.ndarray]:
+    rows = global_rows[host]
     batch = {k: self.arrays[k][rows] for k in self.keys}
+    if "tokens" in batch:
+      longest = int(self.arrays["length"][global_rows].max())
+      batch["tokens"] = batch["tokens"][:, :bucket_length(longest, batch["tokens"].shape[1])]
     batch["image"] = self.store.read(self.arrays["image_row"][rows])
     return batch
 
-  def tf_map(self, make_rows):
-    """A tf.data map fn: step -> batch dict, through `make_rows(step)`."""
-    example = self(make_rows(np.int64(0)))
+  def tf_map(self, make_rows, host: slice):
+    """A tf.data map fn: step -> this host's batch, from the global `make_rows(step)`."""
+    example = self(make_rows(np.int64(0)), host)
     names = list(example)
 
     def load(step):
-      batch = self(make_rows(step))
+      batch = self(make_rows(step), host)
       return [batch[k] for k in names]
 
     def fn(step):
       values = tf.numpy_function(load, [step], [tf.as_dtype(example[k].dtype) for k in names])
       for v, k in zip(values, names):
-        v.set_shape(example[k].shape)
+        v.set_shape((None,) * example[k].ndim if k == "tokens" else example[k].shape)
       return dict(zip(names, values))
 
     return fn
@@ -75,9 +89,9 @@ def train_dataset(arrays, store, global_batch: int, seed: int, start_step: int,
   """This host's train batches from `start_step` on (endless)."""
   n, host = len(arrays["label"]), _host_slice(global_batch)
   loader = _Loader(arrays, store, keys)
-  make_rows = lambda step: train_rows(n, global_batch, seed, int(step))[host]
+  make_rows = lambda step: train_rows(n, global_batch, seed, int(step))
   return (tf.data.Dataset.range(start_step, np.iinfo(np.int64).max)
-          .map(loader.tf_map(make_rows), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+          .map(loader.tf_map(make_rows, host), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
           .prefetch(tf.data.AUTOTUNE))
 
 
@@ -88,7 +102,7 @@ def eval_batches(arrays, store, global_batch: int, keys: Sequence[str]) -> Itera
 
   def make_rows(step):
     positions = int(step) * global_batch + np.arange(global_batch)
-    return np.minimum(positions, n - 1)[host]
+    return np.minimum(positions, n - 1)
 
   def with_mask(step, batch):
     positions = step * global_batch + tf.range(global_batch, dtype=tf.int64)
@@ -97,6 +111,6 @@ def eval_batches(arrays, store, global_batch: int, keys: Sequence[str]) -> Itera
 
   num_batches = -(-n // global_batch)
   ds = tf.data.Dataset.range(num_batches)
-  ds = tf.data.Dataset.zip(ds, ds.map(loader.tf_map(make_rows), num_parallel_calls=tf.data.AUTOTUNE,
+  ds = tf.data.Dataset.zip(ds, ds.map(loader.tf_map(make_rows, host), num_parallel_calls=tf.data.AUTOTUNE,
                                       deterministic=True))
   return ds.map(with_mask).prefetch(tf.data.AUTOTUNE).as_numpy_iterator()

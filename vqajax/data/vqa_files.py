@@ -24,6 +24,8 @@ def load_json(path: str) -> Any:
       return json.load(f)
   except FileNotFoundError:
     raise DataFileError(f"{path}: file not found") from None
+  except OSError as e:
+    raise DataFileError(f"{path}: cannot read ({e.strerror})") from None
   except (json.JSONDecodeError, UnicodeDecodeError) as e:
     raise DataFileError(f"{path}: not valid JSON ({e})") from None
 

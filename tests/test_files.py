@@ -1,0 +1,50 @@
+import json
+import os
+import stat
+
+import pytest
+
+from vqajax import files
+from vqajax.errors import InputError
+
+
+def test_write_json_atomic_replaces_whole_file_with_default_permissions(tmp_path):
+  path = tmp_path / "out.json"
+  path.write_text("old")
+  files.write_json_atomic(str(path), {"a": [1, 2.5]})
+  assert json.loads(path.read_text()) == {"a": [1, 2.5]}
+  umask = os.umask(0)
+  os.umask(umask)
+  assert stat.S_IMODE(os.stat(path).st_mode) == 0o666 & ~umask
+  assert os.listdir(tmp_path) == ["out.json"]
+
+
+def test_write_json_atomic_failures_leave_nothing(tmp_path):
+  path = tmp_path / "out.json"
+  path.write_text("old")
+  with pytest.raises(TypeError):
+    files.write_json_atomic(str(path), {"a": object()})
+  assert path.read_text() == "old" and os.listdir(tmp_path) == ["out.json"]
+  with pytest.raises(InputError, match=r"missing/x\.json: cannot write"):
+    files.write_json_atomic(str(tmp_path / "missing" / "x.json"), {})
+  files.write_json_atomic(str(tmp_path / "made" / "x.json"), [], make_dirs=True)
+  assert json.loads((tmp_path / "made" / "x.json").read_text()) == []
+
+
+def test_write_atomic_many_is_all_or_nothing(tmp_path):
+  a, b = str(tmp_path / "a.json"), str(tmp_path / "b.json")
+  with pytest.raises(TypeError):
+    files.write_atomic_many({a: {"ok": 1}, b: {"bad": {1, 2}}})
+  assert os.listdir(tmp_path) == []
+  with pytest.raises(InputError, match="nowhere/c.json: cannot write"):
+    files.write_atomic_many({a: 1, str(tmp_path / "nowhere" / "c.json"): 2})
+  assert os.listdir(tmp_path) == []
+  files.write_atomic_many({a: 1, b: 2})
+  assert sorted(os.listdir(tmp_path)) == ["a.json", "b.json"]
+  assert json.loads(open(b).read()) == 2
+
+
+def test_write_atomic_binary(tmp_path):
+  path = tmp_path / "x.bin"
+  files.write_atomic(str(path), lambda f: f.write(b"\x00\x01"), fsync=False)
+  assert path.read_bytes() == b"\x00\x01"
