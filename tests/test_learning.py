@@ -24,7 +24,8 @@ def _train(data_dir, workdir, use_image):
   config.data.dir = data_dir
   config.model.use_image = use_image
   config.num_train_steps = config.eval_every_steps = 800
-  return train.train_and_evaluate(config, workdir)
+  # one device: long runs with 8 fake devices on 2 cores can starve XLA's CPU collectives
+  return train.train_and_evaluate(config, workdir, devices=jax.devices()[:1])
 
 
 def test_image_model_beats_question_only_and_prior_yes(small_data, tmp_path):
