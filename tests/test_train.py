@@ -73,6 +73,8 @@ def test_results_files_are_official_and_scored_like_the_device(tiny_data, tmp_pa
     annotations = json.load(f)["annotations"]
   assert [r["question_id"] for r in results] == [a["question_id"] for a in annotations]
   official, _ = reference_accuracy(annotations, {r["question_id"]: r["answer"] for r in results})
+  with open(os.path.join(out, name.replace("_results", "_accuracy"))) as f:
+    assert json.load(f) == official
   assert metrics["accuracy"] == pytest.approx(official["overall"], abs=0.01)
   for answer_type, value in official["perAnswerType"].items():
     assert metrics[f"accuracy/{answer_type}"] == pytest.approx(value, abs=0.01)

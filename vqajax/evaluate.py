@@ -2,36 +2,23 @@
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 
 import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
+from vqajax import score
 from vqajax import sharding
 from vqajax.data import pipeline
 from vqajax.data.vqa_dataset import ANSWER_TYPES
+from vqajax.files import write_atomic_many
 from vqajax.tasks import vqa as vqa_task
 
 
 def results_name(prefix: str, task: str, info: dict, alg: str, kind: str = "results") -> str:
   """Official naming, e.g. v2_OpenEnded_mscoco_val2014_<alg>_results.json."""
   return f"{prefix}{task}_{info['data_type']}_{info['data_subtype']}_{alg}_{kind}.json"
-
-
-def write_json_atomic(path: str, obj) -> None:
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
-  try:
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-      json.dump(obj, f)
-    os.replace(tmp, path)
-  except BaseException:
-    os.remove(tmp)
-    raise
 
 
 class Evaluator:
@@ -87,16 +74,22 @@ class Evaluator:
     mask = np.concatenate([m for _, m in gathered]).astype(bool)
     take = lambda key: np.concatenate([p[key] for p, _ in gathered])[mask]
     questions = [q for q, _ in self.data.val_records]
+    annotations = [a for _, a in self.data.val_records]
     out = os.path.join(workdir, "results", f"step_{step}")
     prefix, info, alg = self.config.data.results_prefix, self.data.val_info, self.config.name
     answers = self.data.answers.answers
-    write_json_atomic(os.path.join(out, results_name(prefix, "OpenEnded", info, alg)), [
-        {"question_id": q["question_id"], "answer": answers[i]} for q, i in zip(questions, take("answer"))])
+    predicted = {"OpenEnded": (prefix, {q["question_id"]: answers[i] for q, i in zip(questions, take("answer"))})}
     if self.multiple_choice:
-      write_json_atomic(os.path.join(out, results_name("", "MultipleChoice", info, alg)), [
-          {"question_id": q["question_id"], "answer": q["multiple_choices"][c]}
-          for q, c in zip(questions, take("mc_choice"))])
-    write_json_atomic(os.path.join(out, "metrics.json"), {"step": step, **metrics})
+      predicted["MultipleChoice"] = ("", {q["question_id"]: q["multiple_choices"][c]
+                                          for q, c in zip(questions, take("mc_choice"))})
+    outputs = {os.path.join(out, "metrics.json"): {"step": step, **metrics}}
+    for task, (task_prefix, results) in predicted.items():
+      name = lambda kind: os.path.join(out, results_name(task_prefix, task, info, alg, kind))
+      accuracy, per_question = score.accuracy_of(annotations, results)
+      outputs[name("results")] = [{"question_id": q, "answer": a} for q, a in results.items()]
+      outputs[name("accuracy")] = accuracy
+      outputs[name("evalQA")] = per_question
+    write_atomic_many(outputs, make_dirs=True)
 
 
 def evaluate_checkpoints(config, workdir: str, step: int | None = None, every: bool = False) -> dict:
