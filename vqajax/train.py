@@ -105,7 +105,8 @@ def train_and_evaluate(config, workdir: str, devices=None) -> dict:
         writer.write_scalars(step, {f"val/{k}": v for k, v in eval_metrics.items()})
         ckpt.save(step, state, meta(step), eval_metrics)
       if preemption.requested:
-        ckpt.save(step, state, meta(step))
+        if ckpt.latest_step() != step:
+          ckpt.save(step, state, meta(step))
         print(f"SIGTERM: saved checkpoint at step {step}; rerun the same command to resume")
         break
   finally:

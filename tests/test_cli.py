@@ -1,0 +1,120 @@
+"""The console scripts as a user runs them: bad input, kill -9 and SIGTERM."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIG = f"{ROOT}/experiments/vqa/deeper_lstm_norm_i.py:runlocal"
+
+
+def _train_cmd(data_dir, workdir, *flags):
+  return [sys.executable, "-c", "from vqajax.main import train_entry; train_entry()",
+          f"--config={CONFIG}", f"--workdir={workdir}", f"--config.data.dir={data_dir}", *flags]
+
+
+def _env():
+  return {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+
+
+@pytest.fixture
+def data_copy(tiny_data, tmp_path):
+  out = str(tmp_path / "data")
+  shutil.copytree(tiny_data, out)
+  return out
+
+
+def _fails_cleanly(cmd, expected, workdir):
+  proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  last = proc.stderr.strip().splitlines()[-1]
+  assert last.startswith("error: ") and expected in last, last
+  assert not os.path.exists(os.path.join(workdir, "checkpoints")) or not os.listdir(
+      os.path.join(workdir, "checkpoints"))
+
+
+def test_broken_json_is_one_error_line(data_copy, tmp_path):
+  path = os.path.join(data_copy, "v2_mscoco_val2014_annotations.json")
+  with open(path) as f:
+    text = f.read()
+  with open(path, "w") as f:
+    f.write(text[: len(text) // 2])
+  _fails_cleanly(_train_cmd(data_copy, tmp_path / "w"),
+                 "v2_mscoco_val2014_annotations.json: not valid JSON", tmp_path / "w")
+
+
+def test_missing_key_names_the_record(data_copy, tmp_path):
+  path = os.path.join(data_copy, "v2_OpenEnded_mscoco_train2014_questions.json")
+  with open(path) as f:
+    data = json.load(f)
+  del data["questions"][3]["question"]
+  with open(path, "w") as f:
+    json.dump(data, f)
+  _fails_cleanly(_train_cmd(data_copy, tmp_path / "w"), "questions[3] (question_id=", tmp_path / "w")
+
+
+def test_wrong_feature_dimension(data_copy, tmp_path):
+  _fails_cleanly(_train_cmd(data_copy, tmp_path / "w", "--config.data.feature_shape=(2048,)"),
+                 "expects (2048,)", tmp_path / "w")
+
+
+def test_unknown_image_id(data_copy, tmp_path):
+  path = os.path.join(data_copy, "v2_OpenEnded_mscoco_val2014_questions.json")
+  with open(path) as f:
+    data = json.load(f)
+  data["questions"][0]["image_id"] = 999999999
+  with open(path, "w") as f:
+    json.dump(data, f)
+  ann_path = os.path.join(data_copy, "v2_mscoco_val2014_annotations.json")
+  with open(ann_path) as f:
+    anns = json.load(f)
+  for a in anns["annotations"]:
+    if a["question_id"] == data["questions"][0]["question_id"]:
+      a["image_id"] = 999999999
+  with open(ann_path, "w") as f:
+    json.dump(anns, f)
+  _fails_cleanly(_train_cmd(data_copy, tmp_path / "w"), "no features for image_id 999999999", tmp_path / "w")
+
+
+def _start_and_wait_for_checkpoint(cmd, workdir):
+  proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+  ckpt_dir = os.path.join(workdir, "checkpoints")
+  deadline = time.time() + 240
+  while time.time() < deadline and proc.poll() is None:
+    if os.path.isdir(ckpt_dir) and any(d.isdigit() for d in os.listdir(ckpt_dir)):
+      return proc
+    time.sleep(0.2)
+  proc.kill()
+  pytest.fail("no checkpoint appeared")
+
+
+def test_kill_9_then_rerun_resumes_from_the_last_checkpoint(tiny_data, tmp_path):
+  workdir = str(tmp_path / "w")
+  cmd = _train_cmd(tiny_data, workdir, "--config.num_train_steps=3000", "--config.eval_every_steps=10")
+  proc = _start_and_wait_for_checkpoint(cmd, workdir)
+  proc.send_signal(signal.SIGKILL)
+  proc.wait()
+  saved = max(int(d) for d in os.listdir(os.path.join(workdir, "checkpoints")) if d.isdigit())
+  done = subprocess.run(cmd[:-2] + ["--config.num_train_steps=%d" % (saved + 10), "--config.eval_every_steps=10"],
+                        env=_env(), capture_output=True, text=True, timeout=300)
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert f"resumed from checkpoint at step {saved}" in done.stdout
+  assert str(saved + 10) in os.listdir(os.path.join(workdir, "checkpoints"))
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tiny_data, tmp_path):
+  workdir = str(tmp_path / "w")
+  cmd = _train_cmd(tiny_data, workdir, "--config.num_train_steps=100000", "--config.eval_every_steps=10")
+  proc = _start_and_wait_for_checkpoint(cmd, workdir)
+  proc.send_signal(signal.SIGTERM)
+  out, _ = proc.communicate(timeout=120)
+  assert proc.returncode == 0
+  assert "SIGTERM: saved checkpoint at step" in out
+  step = int(out.split("SIGTERM: saved checkpoint at step ")[1].split(";")[0])
+  assert str(step) in os.listdir(os.path.join(workdir, "checkpoints"))
