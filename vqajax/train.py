@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import signal
+
 import jax
 import numpy as np
 import optax
