@@ -1,0 +1,60 @@
+import json
+import os
+
+import numpy as np
+
+from experiments.vqa import deeper_lstm_norm_i
+from vqajax.data import text, vqa_dataset
+
+
+def _load(data_dir, **changes):
+  config = deeper_lstm_norm_i.get_config("runlocal")
+  config.data.dir = data_dir
+  for key, value in changes.items():
+    config.data[key] = value
+  return vqa_dataset.load(config.data)
+
+
+def _train_annotations(data_dir):
+  with open(os.path.join(data_dir, "v2_mscoco_train2014_annotations.json")) as f:
+    return json.load(f)["annotations"]
+
+
+def test_arrays_follow_the_files(tiny_data):
+  data = _load(tiny_data, num_answers=20)
+  annotations = _train_annotations(tiny_data)
+  counts = {}
+  for a in annotations:
+    counts[a["multiple_choice_answer"]] = counts.get(a["multiple_choice_answer"], 0) + 1
+  top = sorted(counts, key=lambda a: (-counts[a], a))[:20]
+  assert data.answers.answers == top
+  kept = [a for a in annotations if a["multiple_choice_answer"] in top]  # drop_unknown_answers
+  np.testing.assert_array_equal(data.train["question_id"], [a["question_id"] for a in kept])
+  assert [data.answers.answers[i] for i in data.train["label"]] == [a["multiple_choice_answer"] for a in kept]
+  val = data.val
+  assert len(val["question_id"]) == len(data.val_records)
+  assert val["tokens"].shape[1] == 26 and (val["length"] <= 26).all()
+  assert val["choice_index"].shape[1] == 18  # v1 multiple-choice file
+  q0 = data.val_records[0][0]
+  assert [data.answers.answers[i] if i >= 0 else None for i in val["choice_index"][0]] == [
+      c if c in top else None for c in q0["multiple_choices"]]
+  assert data.store.image_ids[val["image_row"][0]] == q0["image_id"]
+
+
+def test_vocabulary_threshold_and_confidence_filter(tiny_data):
+  full = _load(tiny_data, num_answers=1000, drop_unknown_answers=False)
+  at5 = _load(tiny_data, num_answers=1000, drop_unknown_answers=False, vocab_min_count=5)
+  counts = {}
+  for q, _ in [(q["question"], None) for q in json.load(open(
+      os.path.join(tiny_data, "v2_OpenEnded_mscoco_train2014_questions.json")))["questions"]]:
+    for t in text.tokenize(q):
+      counts[t] = counts.get(t, 0) + 1
+  assert len(full.vocab) == len(counts) + 2
+  assert len(at5.vocab) == sum(c >= 5 for c in counts.values()) + 2 < len(full.vocab)
+  assert (at5.train["tokens"] == text.UNK).sum() > 0 and (full.train["tokens"] == text.UNK).sum() == 0
+  confident = _load(tiny_data, num_answers=1000, drop_unknown_answers=False, confident_only=True)
+  expected = [a["question_id"] for a in _train_annotations(tiny_data)
+              if sum(x["answer_confidence"] == "yes" for x in a["answers"]) >= 5]
+  assert 0 < len(expected) < len(full.train["question_id"])
+  np.testing.assert_array_equal(confident.train["question_id"], expected)
+  assert len(confident.val["question_id"]) == len(full.val["question_id"])  # val never filtered
