@@ -8,6 +8,7 @@ interrupted one would have. The last `keep` checkpoints and the best one by
 
 from __future__ import annotations
 
+import os
 from typing import Any, Optional
 
 import jax
@@ -26,6 +27,8 @@ class Checkpointer:
     ])
     options = ocp.CheckpointManagerOptions(preservation_policy=policy, create=True,
                                            enable_async_checkpointing=False)
+    if "://" not in directory:  # orbax wants absolute local paths; gs:// etc. pass through
+      directory = os.path.abspath(directory)
     self.manager = ocp.CheckpointManager(directory, options=options, item_names=("state", "meta"))
 
   def save(self, step: int, state: Any, meta: dict, metrics: Optional[dict] = None) -> None:
