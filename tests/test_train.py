@@ -40,10 +40,11 @@ def _params(workdir, config):
   return jax.device_get(state.params)
 
 
-def test_eight_devices_give_the_losses_of_one(tiny_data, tmp_path):
+def test_eight_devices_give_the_losses_of_one(tiny_data, tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)  # relative workdirs work too
   config = _config(tiny_data, num_train_steps=6, log_every_steps=1, eval_every_steps=6)
-  train.train_and_evaluate(config, str(tmp_path / "eight"))
-  train.train_and_evaluate(config, str(tmp_path / "one"), devices=jax.devices()[:1])
+  train.train_and_evaluate(config, "eight")
+  train.train_and_evaluate(config, "one", devices=jax.devices()[:1])
   assert len(_losses(tmp_path / "eight")) == 6
   np.testing.assert_allclose(_losses(tmp_path / "eight"), _losses(tmp_path / "one"), rtol=2e-5)
 

@@ -34,11 +34,11 @@ def test_reads_official_layout_and_joins_in_annotation_order(tmp_path):
 
 @pytest.mark.parametrize("content,message", [
     ('{"questions": [', r"q\.json: not valid JSON"),
-    ('[]', r"q\.json: expected a JSON object with a list 'questions'"),
-    ('{"questions": [{"question_id": 1, "image_id": 2}]}', r"questions\[0\] \(question_id=1\) has no 'question'"),
-    ('{"questions": [{"question_id": "1", "image_id": 2, "question": "x"}]}', r"questions\[0\] field 'question_id' is str, expected int"),
+    ('[]', r'q\.json: expected a JSON object with a non-empty "questions" list'),
+    ('{"questions": [{"question_id": 1, "image_id": 2}]}', r'questions\[0\] \(question_id=1\): expected a string "question", got none'),
+    ('{"questions": [{"question_id": "1", "image_id": 2, "question": "x"}]}', r"questions\[0\]: expected an integer \"question_id\", got '1'"),
     ('{"questions": [{"question_id": 1, "image_id": 2, "question": "x"}, {"question_id": 1, "image_id": 3, "question": "y"}]}',
-     r"questions\[1\] repeats question_id 1"),
+     r"questions\[1\]: duplicate question_id 1 \(first at questions\[0\]\)"),
     ('{"questions": [{"question_id": 1, "image_id": 2, "question": "x", "multiple_choices": []}]}', r"multiple_choices"),
 ])
 def test_malformed_questions(tmp_path, content, message):
@@ -52,9 +52,9 @@ def test_missing_file(tmp_path):
 
 
 @pytest.mark.parametrize("record,message", [
-    (_annotation(5, answers=[]), r"annotations\[0\] \(question_id=5\) has no answers"),
-    (_annotation(5, answers=[{"answer_id": 1}]), r"answers\[0\] must be an object with a string 'answer'"),
-    ({k: v for k, v in _annotation(5).items() if k != "answer_type"}, r"\(question_id=5\) has no 'answer_type'"),
+    (_annotation(5, answers=[]), r"annotations\[0\] \(question_id=5\): expected at least one answer"),
+    (_annotation(5, answers=[{"answer_id": 1}]), r'annotations\[0\] \(question_id=5\): answers\[0\]: expected a string "answer", got none'),
+    ({k: v for k, v in _annotation(5).items() if k != "answer_type"}, r'\(question_id=5\): expected a string "answer_type", got none'),
 ])
 def test_malformed_annotations(tmp_path, record, message):
   with pytest.raises(DataFileError, match=message):

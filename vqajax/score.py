@@ -19,7 +19,9 @@ Stricter than the official tools: any malformed input is one line on stderr nami
 file, the record and what was expected, with exit status 2 and no output written.
 Where the official silently keeps the last of several results for one question_id, we
 reject duplicate question ids; we also require the questions and annotations files to
-cover the same question ids, and every annotation to have at least one answer.
+cover the same question ids, every annotation to have at least one answer, and any
+`multiple_choices` to be a non-empty list of strings. The questions and annotations files
+are validated by `vqajax.data.vqa_files`, as for training, on the fields scoring reads.
 """
 
 from __future__ import annotations
@@ -27,15 +29,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import itertools
 import json
 import operator
 import sys
-from typing import Any, Callable, Collection, Iterator, Mapping, Sequence
+from typing import Any, Collection, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from vqajax.data.vqa_files import load_json
+from vqajax.data import vqa_files
 from vqajax.errors import InputError
 from vqajax.files import write_atomic_many
 from vqajax.metrics.score_cache import (EncodedAnnotations, QuestionInfo, cached,
@@ -46,6 +47,8 @@ from vqajax.metrics.vqa_accuracy import (aggregate_official, encode_predictions,
 __all__ = ['InputError', 'accuracy_of', 'evaluate_files', 'main', 'score_encoded']
 
 _SHOW_IDS = 5
+# Validated besides question ids and answers (scoring reads nothing else of the files).
+_SCORED_FIELDS = {'question_type': str, 'answer_type': str}
 
 
 @contextlib.contextmanager
@@ -66,73 +69,14 @@ def _some(ids: Collection[int]) -> str:
     return ', '.join(map(str, shown)) + (', ...' if len(ids) > _SHOW_IDS else '')
 
 
-def _records(path: str, data: Any, key: str) -> list[Any]:
-    """The non-empty list under `key` of a top-level object (the official files' layout)."""
-    if not isinstance(data, dict) or not isinstance(data.get(key), list) or not data[key]:
-        raise InputError(f'{path}: expected a JSON object with a non-empty "{key}" list')
-    return data[key]
-
-
-def _column(records: list[Any], key: str, types: set[type], expected: str,
-            where: Callable[[int], str]) -> list[Any]:
-    """[record[key]] checked to be objects holding `types` (exact JSON types, so bool is no
-    int). Checked in bulk; record by record only to name the first bad record."""
-    try:
-        values = list(map(operator.itemgetter(key), records))
-    except (TypeError, KeyError):
-        values = None
-    if values is None or not set(map(type, values)) <= types:
-        for k, record in enumerate(records):
-            if not isinstance(record, dict):
-                raise InputError(f'{where(k)}: expected an object, got {type(record).__name__}')
-            if type(record.get(key)) not in types:
-                raise InputError(f'{where(k)}: expected {expected} "{key}", '
-                                 f'got {record.get(key)!r}')
-    return values
-
-
-def _question_ids(path: str, records: list[Any], what: str) -> list[int]:
-    """The records' question ids, checked to be unique integers."""
-    ids = _column(records, 'question_id', {int}, 'an integer', lambda i: f'{path}: {what}[{i}]')
-    if len(set(ids)) != len(ids):
-        first: dict[int, int] = {}
-        for i, qid in enumerate(ids):
-            if first.setdefault(qid, i) != i:
-                raise InputError(f'{path}: {what}[{i}]: duplicate question_id {qid} '
-                                 f'(first at {what}[{first[qid]}])')
-    return ids
-
-
 def read_questions(path: str) -> list[dict[str, Any]]:
-    """Question records of an official questions file (ids checked, unique)."""
-    questions = _records(path, load_json(path), 'questions')
-    _question_ids(path, questions, 'questions')
-    return questions
+    """Question records of an official questions file, checked for what scoring reads."""
+    return vqa_files.read_questions(path, fields={})['questions']
 
 
 def read_annotations(path: str) -> list[dict[str, Any]]:
     """Annotation records of an official annotations file, checked for what scoring reads."""
-    annotations = _records(path, load_json(path), 'annotations')
-    ids = _question_ids(path, annotations, 'annotations')
-
-    def where(i: int) -> str:
-        return f'{path}: annotations[{i}] (question_id {ids[i]})'
-
-    _column(annotations, 'question_type', {str}, 'a string', where)
-    _column(annotations, 'answer_type', {str}, 'a string', where)
-    answer_lists = _column(annotations, 'answers', {list}, 'a list', where)
-    counts = np.fromiter(map(len, answer_lists), np.int64, len(answer_lists))
-    if not counts.all():
-        raise InputError(f'{where(int(np.argmin(counts)))}: expected at least one answer')
-    starts = np.cumsum(counts) - counts
-
-    def where_answer(k: int) -> str:
-        i = int(np.searchsorted(starts, k, side='right')) - 1
-        return f'{where(i)}: answers[{k - starts[i]}]'
-
-    _column(list(itertools.chain.from_iterable(answer_lists)), 'answer', {str}, 'a string',
-            where_answer)
-    return annotations
+    return vqa_files.read_annotations(path, fields=_SCORED_FIELDS)['annotations']
 
 
 def check_same_questions(questions_path: str, question_ids: Collection[int],
@@ -157,13 +101,13 @@ def _check_covered(where: str, results: Mapping[int, str], question_ids: Collect
 
 def read_results(path: str, annotated_ids: Collection[int]) -> dict[int, str]:
     """{question_id: answer} of a results file covering exactly the annotated questions."""
-    records = load_json(path)
+    records = vqa_files.load_json(path)
     if not isinstance(records, list):
         raise InputError(f'{path}: expected a JSON list of {{"question_id", "answer"}} objects, '
                          f'got {type(records).__name__}')
-    ids = _question_ids(path, records, 'results')
-    answers = _column(records, 'answer', {str}, 'a string',
-                      lambda i: f'{path}: results[{i}] (question_id {ids[i]})')
+    ids = vqa_files.question_ids(path, 'results', records)
+    answers = vqa_files.column(records, 'answer', str,
+                               lambda i: f'{path}: results[{i}] (question_id={ids[i]})')
     results = dict(zip(ids, answers))
     expected = _check_covered(f'{path}: ', results, annotated_ids)
     unknown = results.keys() - expected
@@ -210,10 +154,10 @@ def accuracy_of(annotations: Sequence[dict[str, Any]], results: Mapping[int, str
     """Official (`accuracy`, `evalQA`) of annotation records already in memory.
 
     `annotations`: official records (`question_id`, `question_type`, `answer_type`, a
-    non-empty `answers` list of {"answer": str, ...}), as `vqa_files.read_annotations`
-    returns them; not re-validated. `results`: {question_id: answer}; every annotated
-    question needs one (else InputError), others are ignored. Same numbers, and same code
-    path, as `evaluate_files` and the official `vqaEval.py`.
+    non-empty `answers` list of {"answer": str, ...}), as in the "annotations" list of
+    `vqa_files.read_annotations`; not re-validated. `results`: {question_id: answer};
+    every annotated question needs one (else InputError), others are ignored. Same
+    numbers, and same code path, as `evaluate_files` and the official `vqaEval.py`.
     """
     _check_covered('', results, map(operator.itemgetter('question_id'), annotations))
     with _gc_paused():

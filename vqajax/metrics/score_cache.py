@@ -11,8 +11,8 @@ therefore keeps the encoding on disk:
         questions-<hash of the absolute path>.npz
 
 An entry is used only if its stored key equals the file's current key: format version,
-absolute path, size, mtime_ns and a fingerprint of the code that computes the encoding
-(so a fix to the normalisation never meets stale ids). A changed file, or a newer
+absolute path, size, mtime_ns and a fingerprint of the code that validates and encodes
+the file (so a fix to the normalisation never meets stale ids). A changed file, or a newer
 version of the code, rewrites the entry in place. Entries are written atomically and
 only from files that passed validation; one that cannot be read is logged, ignored and
 rebuilt. As in git's "racy clean" rule, a file modified less than `RACY_SECONDS` before
@@ -36,6 +36,7 @@ from typing import Any, Callable, Sequence, TypeVar
 import numpy as np
 
 from vqajax import files
+from vqajax.data import vqa_files
 from vqajax.errors import InputError
 from vqajax.metrics import normalize, vqa_accuracy
 from vqajax.metrics.vqa_accuracy import Interner, encode_targets
@@ -151,7 +152,7 @@ def encode_annotations(annotations: Sequence[dict[str, Any]]) -> EncodedAnnotati
 class QuestionInfo:
     """Question ids in file order and the `multiple_choices` of each question."""
     question_ids: list[int]
-    has_choices: np.ndarray  # [N] bool: "multiple_choices" is a list of strings
+    has_choices: np.ndarray  # [N] bool: the question has "multiple_choices"
     choice_counts: np.ndarray  # [N] int64: its length (0 where has_choices is False)
     choice_codes: np.ndarray  # [sum(choice_counts)] int32: indices into `choices`
     choices: list[str]  # distinct choice strings
@@ -175,11 +176,11 @@ class QuestionInfo:
 
 
 def question_info(questions: Sequence[dict[str, Any]]) -> QuestionInfo:
-    """QuestionInfo of question records (each with an integer `question_id`)."""
-    lists = [q.get('multiple_choices') for q in questions]
-    has = np.array([isinstance(c, list) and all(isinstance(s, str) for s in c)
-                    for c in lists], bool).reshape(-1)
-    kept = [c if ok else [] for c, ok in zip(lists, has.tolist())]
+    """QuestionInfo of question records as `vqa_files.read_questions` checked them (an
+    integer `question_id`; `multiple_choices`, if any, a list of strings)."""
+    lists = list(map(operator.methodcaller('get', 'multiple_choices'), questions))
+    has = np.array([c is not None for c in lists], bool).reshape(-1)
+    kept = [c or [] for c in lists]
     choices, codes = _codes([s for c in kept for s in c])
     return QuestionInfo(question_ids=[q['question_id'] for q in questions], has_choices=has,
                         choice_counts=np.fromiter(map(len, kept), np.int64, len(kept)),
@@ -199,7 +200,7 @@ def cache_dir() -> str:
 @functools.lru_cache(maxsize=None)
 def _code_fingerprint() -> str:
     digest = hashlib.sha256()
-    for module in (normalize, vqa_accuracy):
+    for module in (normalize, vqa_accuracy, vqa_files):  # vqa_files: what passes validation
         with open(module.__file__, 'rb') as f:
             digest.update(f.read())
     with open(__file__, 'rb') as f:
