@@ -11,6 +11,7 @@ import pytest
 
 from vqajax.data import cli
 from vqajax.data import synthetic
+from vqajax.data import synthetic_features
 from vqajax.data.features import FeatureStore
 from vqajax.data.question_types import MSCOCO_QUESTION_TYPES, question_type
 
@@ -305,7 +306,7 @@ def test_fc7_carries_the_main_object(data, world):
   # More images: the category reads out well, the hard attributes (count) do not, exactly.
   small = synthetic.sample(seed=0, scale="small")
   images = small.images["train"] + small.images["val"]
-  x = synthetic.fc7_features(images, seed=0).astype(np.float32)
+  x = synthetic_features.fc7_features(images, seed=0).astype(np.float32)
   n = len(small.images["train"])
   category = np.array([img.category for img in images])
   count = np.array([img.count for img in images])

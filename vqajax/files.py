@@ -16,14 +16,15 @@ from typing import IO, Any, Callable
 from vqajax.errors import InputError
 
 
-def _temp_path(path: str) -> str:
+def temp_path(path: str) -> str:
+  """A fresh temp name next to `path` (same directory, so os.replace is atomic)."""
   head, tail = os.path.split(path)
   return os.path.join(head, f".{tail}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
 
 
 def _write_temp(path: str, write: Callable[[IO[bytes]], None], fsync: bool) -> str:
   """Writes a temp file next to `path` with `write(binary file)`; returns its path."""
-  temp = _temp_path(path)
+  temp = temp_path(path)
   try:
     # O_EXCL: never clobber; mode 0o666 & ~umask like a plain open(), unlike mkstemp's 0o600.
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)

@@ -13,6 +13,7 @@ import sys
 import time
 
 from vqajax.data import synthetic
+from vqajax.data import synthetic_features
 
 
 def _synth(args) -> int:
@@ -35,7 +36,7 @@ def _synth(args) -> int:
   file_text = ", ".join(f"{role}={path}" for role, path in paths.items())
   print(f"Wrote the synthetic VQA dataset (scale {args.scale}, seed {args.seed}) to {args.out} in "
         f"{time.time() - start:.1f}s. {split_text}; {counts['feature_rows']} feature rows "
-        f"(fc7 {synthetic.FC7_DIM}-d, grid 7x7x{synthetic.GRID_CHANNELS}). Files: {file_text}.")
+        f"(fc7 {synthetic_features.FC7_DIM}-d, grid 7x7x{synthetic_features.GRID_CHANNELS}). Files: {file_text}.")
   return 0
 
 

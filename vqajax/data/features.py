@@ -11,12 +11,12 @@ Rows are read on demand, so a store larger than RAM trains.
 from __future__ import annotations
 
 import os
-import tempfile
 
 import h5py
 import numpy as np
 
 from vqajax.errors import InputError
+from vqajax.files import temp_path
 
 _FLOAT_DTYPES = (np.float16, np.float32)
 
@@ -95,11 +95,9 @@ def write_store(path: str, image_ids, features) -> None:
   features = np.asarray(features)
   if features.dtype not in _FLOAT_DTYPES or len(features) != len(image_ids):
     raise FeatureStoreError(f"{path}: need float16/float32 features with one row per image id")
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   suffix = ".h5" if path.endswith((".h5", ".hdf5")) else ".npy"
-  fd, tmp = tempfile.mkstemp(dir=directory, suffix=suffix)
-  os.close(fd)
+  tmp = temp_path(path) + suffix
   try:
     if suffix == ".h5":
       with h5py.File(tmp, "w") as f:

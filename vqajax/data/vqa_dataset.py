@@ -38,7 +38,7 @@ def resolve(config_data, name: str) -> str:
   return path if os.path.isabs(path) else os.path.join(config_data.dir, path)
 
 
-def _read_split(config_data, split: str):
+def read_split(config_data, split: str):
   questions_path = resolve(config_data, f"{split}_questions")
   annotations_path = resolve(config_data, f"{split}_annotations")
   if config_data.format == "vizwiz":  # one file holds questions and answers
@@ -94,14 +94,21 @@ def _arrays(records, source, vocab, answers, store, interner, type_index, max_le
   return out
 
 
+def read_train_records(config_data):
+  """The training (question, annotation) records and their source file, after the
+  confidence filter when `config_data.confident_only`."""
+  records, source, _ = read_split(config_data, "train")
+  if config_data.confident_only:
+    kept = {a["question_id"] for a in text.confident_only([a for _, a in records])}
+    logging.info("Confidence filter keeps %d of %d training questions", len(kept), len(records))
+    records = [(q, a) for q, a in records if a["question_id"] in kept]
+  return records, source
+
+
 def load(config_data) -> VQAData:
   """Reads train and val files and the feature store named by `config.data`."""
-  train_records, train_source, _ = _read_split(config_data, "train")
-  val_records, val_source, val_info = _read_split(config_data, "val")
-  if config_data.confident_only:
-    kept = {a["question_id"] for a in text.confident_only([a for _, a in train_records])}
-    logging.info("Confidence filter keeps %d of %d training questions", len(kept), len(train_records))
-    train_records = [(q, a) for q, a in train_records if a["question_id"] in kept]
+  train_records, train_source = read_train_records(config_data)
+  val_records, val_source, val_info = read_split(config_data, "val")
 
   answers = text.AnswerTable.build((a["multiple_choice_answer"] for _, a in train_records),
                                    config_data.num_answers)
