@@ -1,5 +1,8 @@
 """The four non-neural baselines: hand-computed cases, MC choice, word vectors, ordering."""
 
+import json
+import os
+
 import numpy as np
 import pytest
 
@@ -167,3 +170,20 @@ def test_paper_ordering_on_the_small_set(small_runs):
     for q, _ in data.val_records:
       assert run["mc_results"][q["question_id"]] in q["multiple_choices"]
   assert runs["random"]["mc_accuracy"]["overall"] > oe["random"]  # choosing helps chance
+
+
+def test_run_and_write_gives_official_files_scored_like_the_reference(tiny_data, tmp_path):
+  from vqajax.metrics.reference import reference_accuracy  # pylint: disable=g-import-not-at-top
+  config = deeper_lstm_norm_i.get_config("runlocal")
+  config.data.dir = tiny_data
+  rows = baselines.run_and_write(config, str(tmp_path), ["prior", "q_type_prior"])
+  with open(os.path.join(tiny_data, "v2_mscoco_val2014_annotations.json")) as f:
+    annotations = json.load(f)["annotations"]
+  out = tmp_path / "results" / "q_type_prior"
+  with open(out / "v2_OpenEnded_mscoco_val2014_q_type_prior_results.json") as f:
+    results = {r["question_id"]: r["answer"] for r in json.load(f)}
+  expected, _ = reference_accuracy(annotations, results)
+  with open(out / "v2_OpenEnded_mscoco_val2014_q_type_prior_accuracy.json") as f:
+    assert json.load(f) == expected
+  assert rows["q_type_prior"]["accuracy"] == expected["overall"]
+  assert rows["prior"]["mc_accuracy/yes/no"] == rows["prior"]["accuracy/yes/no"]  # "yes" is a choice

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import os
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -216,29 +217,55 @@ BASELINES: dict[str, Callable[[Records, vqa_dataset.VQAData, int], Results]] = {
 }
 
 
-def run_baseline(name: str, config_data, word_vectors: str | WordVectors | None = None,
-                 seed: int = 0, data: vqa_dataset.VQAData | None = None,
-                 train_records: Records | None = None) -> dict[str, Any]:
-  """Runs baseline `name` on the files of `config_data` and scores it officially.
+def predict_baseline(name: str, data: vqa_dataset.VQAData, train: Records,
+                     word_vectors: str | WordVectors | None = None, seed: int = 0) -> dict[str, Results]:
+  """{'OpenEnded': results, 'MultipleChoice': results (when the val split has choices)}.
 
   `word_vectors`: a word2vec/GloVe text file or a loaded {word: vector} map (MC only).
-  `data` / `train_records`: already loaded ones, to share them between baselines.
-  Returns {'results', 'mc_results', 'accuracy', 'mc_accuracy'}; the MC entries are None
-  when the config names no multiple-choice val file.
   """
   if name not in BASELINES:
     raise InputError(f"unknown baseline {name!r}; expected one of {sorted(BASELINES)}")
-  data = vqa_dataset.load(config_data) if data is None else data
-  train = vqa_dataset.read_train_records(config_data)[0] if train_records is None else train_records
   results = BASELINES[name](train, data, seed)
-  annotations = [a for _, a in data.val_records]
-  out = {"results": results, "accuracy": score.accuracy_of(annotations, results)[0],
-         "mc_results": None, "mc_accuracy": None}
+  predicted = {"OpenEnded": results}
   if data.val_records and data.val_records[0][0].get("multiple_choices"):
     if isinstance(word_vectors, str):
       words = {w for q, _ in data.val_records for s in q["multiple_choices"] for w in answer_words(s)}
       words.update(w for s in set(results.values()) for w in answer_words(s))
       word_vectors = read_word_vectors(word_vectors, keep=words)
-    out["mc_results"] = multiple_choice_answers(results, data.val_records, word_vectors)
-    out["mc_accuracy"] = score.accuracy_of(annotations, out["mc_results"])[0]
-  return out
+    predicted["MultipleChoice"] = multiple_choice_answers(results, data.val_records, word_vectors)
+  return predicted
+
+
+def run_baseline(name: str, config_data, word_vectors: str | WordVectors | None = None,
+                 seed: int = 0, data: vqa_dataset.VQAData | None = None,
+                 train_records: Records | None = None) -> dict[str, Any]:
+  """Runs baseline `name` on the files of `config_data` and scores it officially.
+
+  `data` / `train_records`: already loaded ones, to share them between baselines.
+  Returns {'results', 'mc_results', 'accuracy', 'mc_accuracy'}; the MC entries are None
+  when the config names no multiple-choice val file.
+  """
+  data = vqa_dataset.load(config_data) if data is None else data
+  train = vqa_dataset.read_train_records(config_data)[0] if train_records is None else train_records
+  predicted = predict_baseline(name, data, train, word_vectors, seed)
+  annotations = [a for _, a in data.val_records]
+  mc = predicted.get("MultipleChoice")
+  return {"results": predicted["OpenEnded"], "mc_results": mc,
+          "accuracy": score.accuracy_of(annotations, predicted["OpenEnded"])[0],
+          "mc_accuracy": None if mc is None else score.accuracy_of(annotations, mc)[0]}
+
+
+def run_and_write(config, workdir: str, names: Sequence[str],
+                  word_vectors: str | None = None) -> dict[str, dict[str, float]]:
+  """`vqajax-baselines`: official results files under WORKDIR/results/<name>/ and a table."""
+  from vqajax import evaluate, experiment, reports  # pylint: disable=g-import-not-at-top
+  data = experiment.prepare_data(config)
+  train = vqa_dataset.read_train_records(config.data)[0]
+  rows = {}
+  for name in names:
+    predicted = predict_baseline(name, data, train, word_vectors, config.seed)
+    scores = evaluate.write_official(os.path.join(workdir, "results", name), config, data, name,
+                                     predicted, {"baseline": name})
+    rows[name] = reports.metrics_from_official(scores)
+  print(reports.accuracy_table(rows))
+  return rows

@@ -21,6 +21,24 @@ def results_name(prefix: str, task: str, info: dict, alg: str, kind: str = "resu
   return f"{prefix}{task}_{info['data_type']}_{info['data_subtype']}_{alg}_{kind}.json"
 
 
+def write_official(out_dir: str, config, data, alg: str, predicted: dict[str, dict[int, str]],
+                   metrics: dict) -> dict[str, dict]:
+  """Writes, all or nothing, the official results files of `predicted` ({task: {qid: answer}},
+  task 'OpenEnded' / 'MultipleChoice'), their official `_accuracy` and `_evalQA` scores,
+  and `metrics.json`; returns {task: official accuracy}."""
+  annotations = [a for _, a in data.val_records]
+  outputs, scores = {os.path.join(out_dir, "metrics.json"): metrics}, {}
+  for task, results in predicted.items():
+    prefix = config.data.results_prefix if task == "OpenEnded" else ""  # MC exists in v1 only
+    name = lambda kind: os.path.join(out_dir, results_name(prefix, task, data.val_info, alg, kind))
+    scores[task], per_question = score.accuracy_of(annotations, results)
+    outputs[name("results")] = [{"question_id": q, "answer": a} for q, a in results.items()]
+    outputs[name("accuracy")] = scores[task]
+    outputs[name("evalQA")] = per_question
+  write_atomic_many(outputs, make_dirs=True)
+  return scores
+
+
 class Evaluator:
   """`run(params, step) -> {name: value}` over the val split; optionally writes results."""
 
@@ -74,22 +92,13 @@ class Evaluator:
     mask = np.concatenate([m for _, m in gathered]).astype(bool)
     take = lambda key: np.concatenate([p[key] for p, _ in gathered])[mask]
     questions = [q for q, _ in self.data.val_records]
-    annotations = [a for _, a in self.data.val_records]
-    out = os.path.join(workdir, "results", f"step_{step}")
-    prefix, info, alg = self.config.data.results_prefix, self.data.val_info, self.config.name
     answers = self.data.answers.answers
-    predicted = {"OpenEnded": (prefix, {q["question_id"]: answers[i] for q, i in zip(questions, take("answer"))})}
+    predicted = {"OpenEnded": {q["question_id"]: answers[i] for q, i in zip(questions, take("answer"))}}
     if self.multiple_choice:
-      predicted["MultipleChoice"] = ("", {q["question_id"]: q["multiple_choices"][c]
-                                          for q, c in zip(questions, take("mc_choice"))})
-    outputs = {os.path.join(out, "metrics.json"): {"step": step, **metrics}}
-    for task, (task_prefix, results) in predicted.items():
-      name = lambda kind: os.path.join(out, results_name(task_prefix, task, info, alg, kind))
-      accuracy, per_question = score.accuracy_of(annotations, results)
-      outputs[name("results")] = [{"question_id": q, "answer": a} for q, a in results.items()]
-      outputs[name("accuracy")] = accuracy
-      outputs[name("evalQA")] = per_question
-    write_atomic_many(outputs, make_dirs=True)
+      predicted["MultipleChoice"] = {q["question_id"]: q["multiple_choices"][c]
+                                     for q, c in zip(questions, take("mc_choice"))}
+    write_official(os.path.join(workdir, "results", f"step_{step}"), self.config, self.data,
+                   self.config.name, predicted, {"step": step, **metrics})
 
 
 def evaluate_checkpoints(config, workdir: str, step: int | None = None, every: bool = False) -> dict:

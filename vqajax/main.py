@@ -2,6 +2,7 @@
 
   vqajax-train --config=experiments/vqa/deeper_lstm_norm_i.py[:runlocal] --workdir=DIR [--config.x=y]
   vqajax-eval  --config=... --workdir=DIR [--step=N | --all]
+  vqajax-baselines --config=... --workdir=DIR [--baselines=prior,...] [--word_vectors=FILE]
 
 On several hosts pass --coordinator_address / --num_processes / --process_id (or set
 --distributed on TPU pods and clusters that jax.distributed detects by itself).
@@ -23,6 +24,9 @@ config_flags.DEFINE_config_file("config", None, "experiments/<file>.py[:arg]", l
 flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics and results.")
 flags.DEFINE_integer("step", None, "vqajax-eval: the checkpoint step to evaluate (default: latest).")
 flags.DEFINE_bool("all", False, "vqajax-eval: evaluate every saved checkpoint.")
+flags.DEFINE_list("baselines", ["random", "prior", "q_type_prior", "nearest_neighbour"],
+                  "vqajax-baselines: which non-neural baselines to run.")
+flags.DEFINE_string("word_vectors", None, "vqajax-baselines: word2vec/GloVe text file for MC.")
 flags.DEFINE_bool("distributed", False, "Call jax.distributed.initialize() (auto-detected cluster).")
 flags.DEFINE_string("coordinator_address", None, "host:port of process 0 for multi-host runs.")
 flags.DEFINE_integer("num_processes", None, "Number of processes in a multi-host run.")
@@ -56,6 +60,12 @@ def _eval(argv):
   evaluate.evaluate_checkpoints(FLAGS.config, FLAGS.workdir, step=FLAGS.step, every=FLAGS.all)
 
 
+def _baselines(argv):
+  del argv
+  from vqajax import baselines  # pylint: disable=g-import-not-at-top
+  baselines.run_and_write(FLAGS.config, FLAGS.workdir, FLAGS.baselines, FLAGS.word_vectors)
+
+
 def _run(main):
   """Runs `main` under absl; bad input becomes one line on stderr and exit status 2."""
   from vqajax.errors import InputError  # pylint: disable=g-import-not-at-top
@@ -76,3 +86,7 @@ def train_entry():
 
 def eval_entry():
   _run(_eval)
+
+
+def baselines_entry():
+  _run(_baselines)

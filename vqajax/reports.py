@@ -16,3 +16,13 @@ def accuracy_table(rows: dict[str, dict[str, float]]) -> str:
         lines.append(f"| {name} | {task} | " + " | ".join(
             "-" if v is None else f"{v:.2f}" for v in cells) + " |")
   return "\n".join(lines)
+
+
+def metrics_from_official(scores: dict[str, dict]) -> dict[str, float]:
+  """{task: official accuracy dict} -> the flat names of `accuracy_table`."""
+  keys = {"OpenEnded": "accuracy", "MultipleChoice": "mc_accuracy"}
+  metrics = {}
+  for task, accuracy in scores.items():
+    metrics[keys[task]] = accuracy["overall"]
+    metrics.update({f"{keys[task]}/{t}": v for t, v in accuracy["perAnswerType"].items()})
+  return metrics
