@@ -41,6 +41,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from vqajax import evaluate
+from vqajax import experiment
+from vqajax import reports
 from vqajax import score
 from vqajax.baselines_nn import nearest_neighbour_answers
 from vqajax.data import text, vqa_dataset
@@ -258,7 +261,6 @@ def run_baseline(name: str, config_data, word_vectors: str | WordVectors | None 
 def run_and_write(config, workdir: str, names: Sequence[str],
                   word_vectors: str | None = None) -> dict[str, dict[str, float]]:
   """`vqajax-baselines`: official results files under WORKDIR/results/<name>/ and a table."""
-  from vqajax import evaluate, experiment, reports  # pylint: disable=g-import-not-at-top
   data = experiment.prepare_data(config)
   train = vqa_dataset.read_train_records(config.data)[0]
   rows = {}

@@ -8,10 +8,13 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
+from vqajax import checkpoint
+from vqajax import reports
 from vqajax import score
 from vqajax import sharding
 from vqajax.data import pipeline
 from vqajax.data.vqa_dataset import ANSWER_TYPES
+from vqajax.experiment import Experiment
 from vqajax.files import write_atomic_many
 from vqajax.tasks import vqa as vqa_task
 
@@ -103,9 +106,6 @@ class Evaluator:
 
 def evaluate_checkpoints(config, workdir: str, step: int | None = None, every: bool = False) -> dict:
   """Evaluates saved checkpoints of `workdir` (latest, `step`, or all); returns {step: metrics}."""
-  from vqajax import checkpoint, reports  # pylint: disable=g-import-not-at-top
-  from vqajax.experiment import Experiment  # pylint: disable=g-import-not-at-top
-
   ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints)
   saved = ckpt.steps()
   if not saved:
