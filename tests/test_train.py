@@ -35,7 +35,7 @@ def _params(workdir, config):
   ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"))
   from vqajax.experiment import Experiment  # pylint: disable=g-import-not-at-top
   exp = Experiment.build(config)
-  state, _ = ckpt.restore(ckpt.latest_step(), exp.initial_state())
+  state, _ = ckpt.restore(ckpt.latest_step(), exp.initial_state(abstract=True))
   ckpt.close()
   return jax.device_get(state.params)
 

@@ -115,7 +115,7 @@ def evaluate_checkpoints(config, workdir: str, step: int | None = None, every: b
   steps = saved if every else [step if step is not None else max(saved)]
   exp = Experiment.build(config)
   evaluator = Evaluator(config, exp.data, exp.model, exp.mesh)
-  target = exp.initial_state()
+  target = exp.initial_state(abstract=True)
   results = {}
   for s in steps:
     state, _ = ckpt.restore(s, target)

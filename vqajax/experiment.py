@@ -67,8 +67,9 @@ class Experiment:
     model = vqa_models.build(config.model, len(data.vocab), len(data.answers))
     return cls(config, mesh, data, model, make_optimizer(config.optimizer))
 
-  def initial_state(self) -> TrainState:
-    """A fresh train state, created directly with replicated shardings."""
+  def initial_state(self, abstract: bool = False) -> TrainState:
+    """A fresh train state, created directly with replicated shardings; with `abstract`,
+    only its shapes, dtypes and shardings (a restore target: nothing is computed)."""
     example = pipeline.example_batch(self.data.train, self.data.store, 2)
 
     def init(rng):
@@ -77,5 +78,6 @@ class Experiment:
       return TrainState(step=jnp.zeros((), jnp.int32), params=params,
                         opt_state=self.tx.init(params), rng=rng)
 
-    return jax.jit(init, out_shardings=sharding.replicated(self.mesh))(
-        jax.random.PRNGKey(self.config.seed))
+    create = jax.jit(init, out_shardings=sharding.replicated(self.mesh))
+    key = jax.random.PRNGKey(self.config.seed)
+    return jax.eval_shape(create, key) if abstract else create(key)

@@ -69,15 +69,14 @@ def train_and_evaluate(config, workdir: str, devices=None) -> dict:
   """Trains `config` in `workdir` on `devices` (default: all); returns the last val metrics."""
   exp = Experiment.build(config, devices)
   mesh, data = exp.mesh, exp.data
-  state = exp.initial_state()
-
   ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints)
   start = ckpt.latest_step()
-  if start is not None:
-    state, meta = ckpt.restore(start, state)
+  if start is None:
+    state, start = exp.initial_state(), 0
+  else:
+    state, meta = ckpt.restore(start, exp.initial_state(abstract=True))
     logging.info("Resumed from step %d (input position %d)", start, meta["input_step"])
     print(f"resumed from checkpoint at step {start}")
-  start = start or 0
   evaluator = evaluate.Evaluator(config, data, exp.model, mesh)
   writer = writers.create(workdir)
   if start == 0:
