@@ -1,7 +1,11 @@
+import importlib
+import types
+
 import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+import pytest
 
 from experiments.vqa import deeper_lstm_norm_i
 from vqajax.models import vqa as vqa_models
@@ -29,13 +33,22 @@ def test_empty_question_encodes_to_zeros():
   np.testing.assert_array_equal(encoder.apply(params, np.array([[5, 0, 0, 0]]), np.array([0])), 0.0)
 
 
-def test_deeper_lstm_norm_i_has_the_papers_shapes():
-  cfg = deeper_lstm_norm_i.get_config()
-  model = vqa_models.build(cfg.model, vocab_size=50, num_answers=1000)
+def _data(vocab=10, answers=7, question_bow=1030, caption_bow=1000):
+  """The sizes `vqa_models.build` reads from a `VQAData`."""
+  return types.SimpleNamespace(vocab=range(vocab), answers=range(answers),
+                               bag_sizes={"question_bow": question_bow, "caption_bow": caption_bow})
+
+
+def _param_shapes(model):
   batch = {"tokens": jnp.zeros((2, 26), jnp.int32), "length": jnp.array([3, 26]),
-           "image": jnp.ones((2, 4096))}
-  shapes = jax.tree.map(jnp.shape, jax.eval_shape(lambda: model.init(jax.random.key(0), batch, train=False)))
-  p = shapes["params"]
+           "image": jnp.ones((2, 4096)), "question_bow": -jnp.ones((2, 29), jnp.int32),
+           "caption_bow": -jnp.ones((2, 60), jnp.int32)}
+  variables = jax.eval_shape(lambda: model.init(jax.random.key(0), batch, train=False))
+  return jax.tree.map(jnp.shape, variables["params"])
+
+
+def test_deeper_lstm_norm_i_has_the_papers_shapes():
+  p = _param_shapes(vqa_models.build(deeper_lstm_norm_i.get_config().model, _data(vocab=50, answers=1000)))
   assert p["question"]["WordEmbedding_0"]["Embed_0"]["embedding"] == (50, 300)
   assert p["question_proj"]["kernel"] == (2048, 1024)  # [c1, h1, c2, h2] of 512 each
   assert p["image_proj"]["kernel"] == (4096, 1024)
@@ -43,9 +56,46 @@ def test_deeper_lstm_norm_i_has_the_papers_shapes():
   assert p["classifier"]["kernel"] == (1000, 1000)
 
 
+# row -> (width into the MLP, its projections): the paper's section 5 sizes.
+ROWS = {
+    "bow_q": (1030, set()),               # 1000 words + 3 x 10 leading words
+    "i": (4096, set()),
+    "bow_q_i": (1030 + 4096, set()),      # concatenation
+    "lstm_q": (1024, set()),              # last cell + hidden of one 512 layer
+    "lstm_q_i": (1024, {"image_proj"}),   # image -> 1024, element-wise with the question
+    "deeper_lstm_q": (1024, {"question_proj"}),
+    "caption": (1000, set()),
+    "bow_q_c": (1030 + 1000, set()),
+}
+
+
+@pytest.mark.parametrize("row", sorted(ROWS))
+def test_every_table2_row_has_the_papers_shapes(row):
+  config = importlib.import_module(f"experiments.vqa.{row}").get_config()
+  p = _param_shapes(vqa_models.build(config.model, _data(vocab=50, answers=1000)))
+  width, projections = ROWS[row]
+  assert p["mlp_0"]["kernel"] == (width, 1000)
+  assert {k for k in p if k.endswith("_proj")} == projections
+  assert ("question" in p) == ("lstm" in row) and p["classifier"]["kernel"] == (1000, 1000)
+  if row == "lstm_q":
+    assert p["question"]["lstm_0"]["cell"]["ii"]["kernel"] == (300, 512) and "lstm_1" not in p["question"]
+
+
+def test_bag_of_words_counts_each_bin_and_ignores_padding():
+  bags = vqa_models.bag_of_words(jnp.array([[2, 0, 2, -1], [-1, -1, -1, -1]]), 4)
+  np.testing.assert_array_equal(bags, [[1, 0, 2, 0], [0, 0, 0, 0]])
+
+
+def test_mul_fusion_of_unequal_widths_is_a_clear_error():
+  cfg = ml_collections.ConfigDict(deeper_lstm_norm_i.get_config().model.to_dict())
+  cfg.project = ("image",)  # 2048-d question vs 1024-d image
+  with pytest.raises(ValueError, match="equal widths"):
+    _param_shapes(vqa_models.build(cfg, _data()))
+
+
 def test_image_norm_makes_the_model_invariant_to_image_scale():
   cfg = ml_collections.ConfigDict(deeper_lstm_norm_i.get_config("runlocal").model.to_dict())
-  model = vqa_models.build(cfg, vocab_size=10, num_answers=7)
+  model = vqa_models.build(cfg, _data())
   batch = {"tokens": jnp.ones((2, 4), jnp.int32), "length": jnp.array([2, 4]),
            "image": jax.random.uniform(jax.random.key(1), (2, 4096))}
   params = model.init(jax.random.key(0), batch, train=False)
@@ -53,5 +103,5 @@ def test_image_norm_makes_the_model_invariant_to_image_scale():
   np.testing.assert_allclose(model.apply(params, batch, train=False), model.apply(params, scaled, train=False),
                              rtol=1e-5, atol=1e-5)
   cfg.image_norm = False
-  raw = vqa_models.build(cfg, vocab_size=10, num_answers=7)
+  raw = vqa_models.build(cfg, _data())
   assert not np.allclose(raw.apply(params, batch, train=False), raw.apply(params, scaled, train=False), atol=1e-3)

@@ -26,7 +26,7 @@ def test_encode_keeps_the_first_max_len_words():
 
 
 def test_answer_table_top_k_by_frequency_ties_alphabetical():
-  table = text.AnswerTable.build(["yes", "no", "2", "yes", "no", "red"], k=3)
+  table = text.TopK.build(["yes", "no", "2", "yes", "no", "red"], k=3)
   assert table.answers == ["no", "yes", "2"]
   np.testing.assert_array_equal(table.index(["red", "yes", "2"]), [-1, 1, 2])
 
@@ -37,3 +37,30 @@ def test_confident_only_keeps_questions_with_five_confident_answers():
                                             for i in range(10)]}
   kept = text.confident_only([ann(1, 4), ann(2, 5), ann(3, 10)])
   assert [a["question_id"] for a in kept] == [2, 3]
+
+
+def test_confident_only_relabels_with_the_most_frequent_confident_answer():
+  answers = ([{"answer": "red", "answer_confidence": "maybe"}] * 4
+             + [{"answer": "blue", "answer_confidence": "yes"}] * 3
+             + [{"answer": "green", "answer_confidence": "yes"}] * 3)
+  ann = {"question_id": 7, "multiple_choice_answer": "red", "answers": answers}
+  kept, = text.confident_only([ann], min_confident=5)
+  # "red" is the most frequent answer overall but never confident; blue and green tie at
+  # 3 and blue comes first
+  assert kept["multiple_choice_answer"] == "blue" and len(kept["answers"]) == 6
+  assert ann["multiple_choice_answer"] == "red" and len(ann["answers"]) == 10  # input untouched
+
+
+def test_question_bag_bins_words_then_first_second_third_words():
+  questions = [["what", "color", "is", "it"], ["what", "is", "it"], ["is", "it", "red"]]
+  bag = text.QuestionBag.build(questions, words=3, lead=2)
+  # word counts: is 3, it 3, what 2, color 1, red 1 -> top 3: is, it, what (bins 0..2)
+  # first words: what 2, is 1 -> bins 3, 4; second: is, it (1 each; alphabetical) and color
+  # -> top 2: color, is -> bins 5, 6; third: is, it, red -> it? counts 1 each: is, it -> 7, 8
+  assert bag.size == 3 + 2 + 2 + 2
+  ids = bag.indices([["what", "is", "red", "it"], ["red"]], max_len=3)
+  assert ids.shape == (2, 6)
+  # row 0: words what, is, red (cut at 3; "it" beyond max_len) -> 2, 0, -1;
+  # leads: what -> 3; is (2nd) -> 6; red (3rd) -> not in [is, it] -> -1
+  np.testing.assert_array_equal(ids[0], [2, 0, -1, 3, 6, -1])
+  np.testing.assert_array_equal(ids[1], [-1, -1, -1, -1, -1, -1])

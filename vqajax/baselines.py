@@ -4,7 +4,7 @@
 
 * `random`: an answer drawn uniformly (seeded) from the 1000 most frequent training
   answers (`multiple_choice_answer`; ties in frequency ordered alphabetically, as
-  `text.AnswerTable`);
+  `text.TopK`);
 * `prior`: always the most frequent training answer ("yes" on VQA);
 * `q_type_prior`: the most frequent training answer of the question's type. The type is
   the official `question_type` field of the annotations (the 65 mscoco types, first
@@ -59,7 +59,7 @@ NUM_RANDOM_ANSWERS = 1000
 
 def top_answers(records: Records, k: int) -> list[str]:
   """The k most frequent `multiple_choice_answer`s (ties alphabetically)."""
-  return text.AnswerTable.build((a["multiple_choice_answer"] for _, a in records), k).answers
+  return text.TopK.build((a["multiple_choice_answer"] for _, a in records), k).answers
 
 
 def random_answers(train: Records, val: Records, seed: int = 0,

@@ -64,7 +64,7 @@ class Experiment:
     mesh = sharding.data_mesh(devices)
     sharding.local_batch_size(config.batch_size, mesh)
     data = prepare_data(config)
-    model = vqa_models.build(config.model, len(data.vocab), len(data.answers))
+    model = vqa_models.build(config.model, data)
     return cls(config, mesh, data, model, make_optimizer(config.optimizer))
 
   def initial_state(self, abstract: bool = False) -> TrainState:

@@ -17,7 +17,8 @@ from vqajax.data.features import FeatureStore
 
 tf.config.set_visible_devices([], "GPU")  # the accelerator belongs to JAX
 
-TRAIN_KEYS = ("tokens", "length", "label")
+INPUT_KEYS = ("tokens", "length", "question_bow", "caption_bow")  # those the split has
+TRAIN_KEYS = INPUT_KEYS + ("label",)
 LENGTH_BUCKETS = (8, 12, 16)  # and the padded length itself
 
 
@@ -27,14 +28,15 @@ def bucket_length(longest: int, max_len: int) -> int:
 
 
 class _Loader:
-  """Gathers rows of the split arrays and their image features.
+  """Gathers rows of the split arrays (those of `keys` that it has) and their image features.
 
   Token ids are cut to the length bucket of the longest question in the GLOBAL batch,
   which every host can tell from the global rows, so all hosts agree on the shape.
   """
 
   def __init__(self, arrays: dict[str, np.ndarray], store: FeatureStore, keys: Sequence[str]):
-    self.arrays, self.store, self.keys = arrays, store, tuple(keys)
+    self.arrays, self.store = arrays, store
+    self.keys = tuple(k for k in keys if k in arrays)
 
   def __call__(self, global_rows: np.ndarray, host: slice = slice(None)) -> dict[str, np.ndarray]:
     rows = global_rows[host]

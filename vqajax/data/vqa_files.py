@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from vqajax.data.text import most_common_answer
 from vqajax.errors import InputError
 
 # Fields checked by default besides `question_id` (unique integers, always checked),
@@ -198,9 +199,12 @@ def read_vizwiz(path: str) -> tuple[dict, dict]:
           {"data_subtype": subtype, "annotations": annotations})
 
 
-def most_common_answer(answers: list[dict]) -> str:
-  """Most frequent answer string; ties go to the one seen first."""
-  counts: dict[str, int] = {}
-  for a in answers:
-    counts[a["answer"]] = counts.get(a["answer"], 0) + 1
-  return max(counts, key=counts.get)
+def read_captions(path: str) -> dict[int, list[str]]:
+  """A COCO captions file as {image_id: [caption, ...]} (file order)."""
+  annotations = _records(path, load_json(path), "annotations")
+  where = lambda i: f"{path}: annotations[{i}]"
+  captions: dict[int, list[str]] = {}
+  for image_id, caption in zip(column(annotations, "image_id", int, where),
+                               column(annotations, "caption", str, where)):
+    captions.setdefault(image_id, []).append(caption)
+  return captions

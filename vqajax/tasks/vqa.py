@@ -6,10 +6,11 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from vqajax.data.pipeline import INPUT_KEYS
 from vqajax.metrics import vqa_accuracy
 
-EVAL_KEYS = ("tokens", "length", "label", "question_id", "answer_type", "question_type",
-             "gt_ids", "gt_dup", "gt_valid", "unanimous")
+EVAL_KEYS = INPUT_KEYS + ("label", "question_id", "answer_type", "question_type",
+                          "gt_ids", "gt_dup", "gt_valid", "unanimous")
 MC_KEYS = ("choice_index", "choice_raw", "choice_norm")
 
 

@@ -1,0 +1,1 @@
+"""Analyses of annotations and results behind the paper's tables and figures."""

@@ -1,0 +1,97 @@
+"""The shared configuration of the VQA paper's rows; `experiments/vqa/*.py` build on it.
+
+Arguments of every row: "" (the paper's setting), "cpu" (a few minutes on a 2-core CPU:
+narrower layers, Adam 1e-3, batch 128, 1500 steps) and "runlocal" (seconds: the tiny
+synthetic set and a toy-sized model, for tests and smoke runs).
+"""
+
+from __future__ import annotations
+
+import ml_collections
+
+ARGS = ("", "cpu", "runlocal")
+
+
+def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
+  """The locked config of row `name`; `model` overrides fields of `config.model`."""
+  if arg not in ARGS:
+    raise ValueError(f"unknown config argument '{arg}' (expected one of {ARGS})")
+  config = ml_collections.ConfigDict()
+  config.name = name
+  config.seed = 0
+
+  config.data = data = ml_collections.ConfigDict()
+  data.synthetic = True                 # generate the embedded dataset into `dir` if missing
+  data.synthetic_scale = "tiny" if arg == "runlocal" else "medium"
+  data.dir = ""                         # "" -> ~/.cache/vqajax/synthetic/<scale>-seed<seed>
+  data.format = "vqa"                   # or "vizwiz" (one JSON list per split)
+  data.train_questions = "v2_OpenEnded_mscoco_train2014_questions.json"
+  data.train_annotations = "v2_mscoco_train2014_annotations.json"
+  data.train_mc_questions = ""
+  data.val_questions = "v2_OpenEnded_mscoco_val2014_questions.json"
+  data.val_annotations = "v2_mscoco_val2014_annotations.json"
+  data.val_mc_questions = "MultipleChoice_mscoco_val2014_questions.json"  # "" -> open-ended only
+  data.train_captions = ""              # COCO captions, for the caption rows
+  data.val_captions = ""
+  data.features = "features/fc7.h5"
+  data.feature_shape = (4096,)
+  data.num_answers = 1000               # K
+  data.vocab_min_count = 1              # 5 / 11: the vocabulary ablations
+  data.max_question_len = 26
+  data.bow_words = 1000                 # BoW Q: top question words ...
+  data.bow_lead_words = 10              # ... + top first / second / third words
+  data.caption_words = 1000             # Caption: top caption words
+  data.drop_unknown_answers = True      # train only on questions whose answer is in the top K
+  data.confident_only = False           # the paper's confidence-filtered training set
+  data.results_prefix = "v2_"           # official naming: "" for v1 files
+
+  config.model = m = ml_collections.ConfigDict()
+  m.question = "lstm"                   # "none" | "bow" | "lstm" (vqajax/models/vqa.py)
+  m.embed_dim = 300
+  m.lstm_dim = 512
+  m.lstm_layers = 2
+  m.use_image = True
+  m.image_norm = True
+  m.caption = False
+  m.project = ("question", "image")     # inputs that get fully-connected + tanh to fused_dim
+  m.fusion = "mul"                      # or "concat"
+  m.fused_dim = 1024
+  m.mlp_dims = (1000, 1000)
+  m.dropout = 0.5
+  unknown = set(model) - set(m.keys())
+  if unknown:
+    raise ValueError(f"row '{name}': unknown config.model fields {sorted(unknown)}")
+  m.update(model)
+  if m.caption:
+    data.train_captions, data.val_captions = "captions_train2014.json", "captions_val2014.json"
+
+  config.optimizer = opt = ml_collections.ConfigDict()
+  opt.name = "rmsprop"                  # as the paper's released code; or "adam"
+  opt.learning_rate = 3e-4
+  opt.lr_decay_per_step = 0.99997592083
+  opt.rmsprop_decay = 0.8
+  opt.eps = 1e-8
+  opt.grad_clip = 0.1                   # element-wise; 0 disables
+
+  config.batch_size = 500
+  config.eval_batch_size = 500
+  config.num_train_steps = 6000
+  config.log_every_steps = 100
+  config.eval_every_steps = 1000        # each evaluation also saves a checkpoint
+  config.keep_checkpoints = 3           # the last k, plus the best by val accuracy
+
+  if arg:  # "cpu", and "runlocal" on top of it
+    m.embed_dim, m.lstm_dim, m.fused_dim, m.mlp_dims = 64, 128, 256, (256, 256)
+    opt.name, opt.learning_rate, opt.lr_decay_per_step, opt.grad_clip = "adam", 1e-3, 1.0, 0.0
+    config.batch_size = config.eval_batch_size = 128
+    config.num_train_steps = 1500
+    config.eval_every_steps = 500
+  if arg == "runlocal":
+    data.num_answers = 100
+    m.embed_dim, m.lstm_dim, m.fused_dim, m.mlp_dims = 32, 32, 64, (64, 64)
+    config.batch_size = config.eval_batch_size = 32
+    config.num_train_steps = 40
+    config.log_every_steps = 10
+    config.eval_every_steps = 20
+  config.lock()
+  return config
