@@ -263,6 +263,7 @@ def run_and_write(config, workdir: str, names: Sequence[str],
   """`vqajax-baselines`: official results files under WORKDIR/results/<name>/ and a table."""
   data = experiment.prepare_data(config)
   train = vqa_dataset.read_train_records(config.data)[0]
+  reports.write_run_file(workdir, config, data)
   rows = {}
   for name in names:
     predicted = predict_baseline(name, data, train, word_vectors, config.seed)

@@ -77,8 +77,16 @@ def write_json_atomic(path: str, obj: Any, *, make_dirs: bool = False) -> None:
   write_atomic(path, _json_writer(obj), make_dirs=make_dirs)
 
 
+def _writer(obj: Any) -> Callable[[IO[bytes]], None]:
+  if isinstance(obj, (bytes, str)):
+    data = obj.encode("utf-8") if isinstance(obj, str) else obj
+    return lambda f: f.write(data)
+  return _json_writer(obj)
+
+
 def write_atomic_many(outputs: dict[str, Any], *, make_dirs: bool = False) -> None:
-  """Writes {path: object} as JSON, all or nothing as far as the file system allows.
+  """Writes {path: content}, all or nothing as far as the file system allows: bytes and
+  str are written as they are (str as UTF-8), anything else as JSON.
 
   Every file is fully written to its temp file before the first is moved into place, so
   a bad path, a full disk or an unserialisable object leaves none of them behind. (Only
@@ -89,7 +97,7 @@ def write_atomic_many(outputs: dict[str, Any], *, make_dirs: bool = False) -> No
     for path, obj in outputs.items():
       if make_dirs:
         _make_dirs(path)
-      temps[path] = _write_temp(path, _json_writer(obj), fsync=True)
+      temps[path] = _write_temp(path, _writer(obj), fsync=True)
     for path in list(temps):
       _replace(temps[path], path)
       del temps[path]

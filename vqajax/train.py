@@ -2,6 +2,7 @@
 
 Restarting with the same workdir resumes from the newest checkpoint, including the
 input position, so the resumed run sees the batches the interrupted one would have.
+The final step's evaluation writes the official results files (results/step_N/).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from clu import periodic_actions
 
 from vqajax import checkpoint
 from vqajax import evaluate
+from vqajax import reports
 from vqajax import sharding
 from vqajax import writers
 from vqajax.data import pipeline
@@ -78,6 +80,8 @@ def train_and_evaluate(config, workdir: str, devices=None) -> dict:
     logging.info("Resumed from step %d (input position %d)", start, meta["input_step"])
     print(f"resumed from checkpoint at step {start}")
   evaluator = evaluate.Evaluator(config, data, exp.model, mesh)
+  if jax.process_index() == 0:
+    reports.write_run_file(workdir, config, data)
   writer = writers.create(workdir)
   if start == 0:
     writer.write_hparams({k: v for k, v in config.to_dict().items() if not isinstance(v, dict)})
@@ -101,7 +105,8 @@ def train_and_evaluate(config, workdir: str, devices=None) -> dict:
         writer.write_scalars(step, {f"train/{k}": v for k, v in summary.items()})
         metrics = []
       if step % config.eval_every_steps == 0 or step == config.num_train_steps:
-        eval_metrics = evaluator.run(state.params, step)
+        final = step == config.num_train_steps  # the final step also writes results files
+        eval_metrics = evaluator.run(state.params, step, workdir=workdir if final else None)
         writer.write_scalars(step, {f"val/{k}": v for k, v in eval_metrics.items()})
         ckpt.save(step, state, meta(step), eval_metrics)
       if preemption.requested:

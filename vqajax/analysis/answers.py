@@ -9,7 +9,6 @@ system predicted that answer. Only questions in the per-question file are counte
 
 from __future__ import annotations
 
-import csv
 import io
 import os
 from collections import Counter
@@ -19,7 +18,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from vqajax.errors import InputError
-from vqajax.files import write_atomic
+from vqajax.files import write_atomic_many
+from vqajax.reports import csv_text
 
 FIG9_COLUMNS = ("answer", "questions", "accuracy")
 FIG10_COLUMNS = ("answer", "predicted", "share")
@@ -88,14 +88,6 @@ def _png(rows: list[dict[str, Any]], key: str, label: str, title: str) -> bytes:
   return buf.getvalue()
 
 
-def _csv(rows: list[dict[str, Any]], columns: Sequence[str]) -> bytes:
-  buf = io.StringIO()
-  writer = csv.writer(buf, lineterminator="\n")
-  writer.writerow(columns)
-  writer.writerows([r[c] for c in columns] for r in rows)
-  return buf.getvalue().encode("utf-8")
-
-
 def write_figures(out_dir: str, name: str, fig9_rows: list[dict[str, Any]],
                   fig10_rows: list[dict[str, Any]]) -> list[str]:
   """Writes Fig. 9 and Fig. 10 as PNG bar charts and CSV tables, atomically; returns
@@ -105,11 +97,10 @@ def write_figures(out_dir: str, name: str, fig9_rows: list[dict[str, Any]],
   outputs = {
       fig9 + ".png": _png(fig9_rows, "accuracy", FIG9_LABEL,
                           f"{name}: {FIG9_LABEL}, top {len(fig9_rows)} ground-truth answers"),
-      fig9 + ".csv": _csv(fig9_rows, FIG9_COLUMNS),
+      fig9 + ".csv": csv_text(FIG9_COLUMNS, fig9_rows),
       fig10 + ".png": _png(fig10_rows, "share", FIG10_LABEL,
                            f"{name}: {FIG10_LABEL}, top {len(fig10_rows)} predicted answers"),
-      fig10 + ".csv": _csv(fig10_rows, FIG10_COLUMNS),
+      fig10 + ".csv": csv_text(FIG10_COLUMNS, fig10_rows),
   }
-  for path, data in outputs.items():
-    write_atomic(path, lambda f, data=data: f.write(data), make_dirs=True)
+  write_atomic_many(outputs, make_dirs=True)
   return list(outputs)

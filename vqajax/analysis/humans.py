@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 from vqajax.errors import InputError
 from vqajax.metrics.normalize import clean, normalize
-from vqajax.metrics.reference import _mean_percent, round_official
+from vqajax.metrics.reference import mean_percent, round_official
 
 
 def question_agreement(ann: dict[str, Any]) -> float:
@@ -55,8 +55,8 @@ def human_agreement(annotations: Sequence[dict[str, Any]]) -> dict[str, Any]:
   if not accs:
     raise InputError("human agreement needs at least one annotation")
   return {
-      "overall": _mean_percent(accs),
-      "perAnswerType": {t: _mean_percent(v) for t, v in by_answer_type.items()},
-      "perQuestionType": {t: _mean_percent(v) for t, v in by_question_type.items()},
+      "overall": mean_percent(accs),
+      "perAnswerType": {t: mean_percent(v) for t, v in by_answer_type.items()},
+      "perQuestionType": {t: mean_percent(v) for t, v in by_question_type.items()},
       "perQuestion": per_question,
   }

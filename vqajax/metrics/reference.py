@@ -21,7 +21,7 @@ def round_official(x: float, ndigits: int = 2) -> float:
     return float(Decimal(x).quantize(Decimal(1).scaleb(-ndigits), rounding=ROUND_HALF_UP))
 
 
-def _mean_percent(values: list[float]) -> float:
+def mean_percent(values: list[float]) -> float:
     total = 0
     for v in values:
         total += v
@@ -59,8 +59,8 @@ def reference_accuracy(annotations: list[dict[str, Any]], results: Mapping[int, 
         by_answer_type.setdefault(ann['answer_type'], []).append(acc)
         per_question[ann['question_id']] = round_official(100 * acc)
     accuracy = {
-        'overall': _mean_percent(all_acc),
-        'perQuestionType': {t: _mean_percent(v) for t, v in by_question_type.items()},
-        'perAnswerType': {t: _mean_percent(v) for t, v in by_answer_type.items()},
+        'overall': mean_percent(all_acc),
+        'perQuestionType': {t: mean_percent(v) for t, v in by_question_type.items()},
+        'perAnswerType': {t: mean_percent(v) for t, v in by_answer_type.items()},
     }
     return accuracy, per_question

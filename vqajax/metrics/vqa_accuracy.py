@@ -165,7 +165,7 @@ def _sequential_sum(values: np.ndarray) -> float:
     return float(np.cumsum(values)[-1])
 
 
-def _mean_percent(values: np.ndarray) -> float:
+def mean_percent(values: np.ndarray) -> float:
     return round_official(100 * _sequential_sum(values) / len(values))
 
 
@@ -175,14 +175,14 @@ def _per_group(acc: np.ndarray, labels: Sequence[Any]) -> dict[Any, float]:
     group = np.fromiter((codes.setdefault(t, len(codes)) for t in labels), np.int64, len(labels))
     order = np.argsort(group, kind='stable')  # stable: file order within each label
     parts = np.split(acc[order], np.cumsum(np.bincount(group, minlength=len(codes)))[:-1])
-    return {label: _mean_percent(part) for label, part in zip(codes, parts)}
+    return {label: mean_percent(part) for label, part in zip(codes, parts)}
 
 
 def aggregate_official(per_question_acc: np.ndarray, question_types: Sequence[Any],
                        answer_types: Sequence[Any]) -> dict[str, Any]:
     """The official `accuracy` dict from float64 per-question accuracies in file order."""
     acc = np.asarray(per_question_acc, np.float64)
-    return {'overall': _mean_percent(acc),
+    return {'overall': mean_percent(acc),
             'perQuestionType': _per_group(acc, question_types),
             'perAnswerType': _per_group(acc, answer_types)}
 

@@ -1,0 +1,18 @@
+"""Table II of VQA (ICCV 2015): the non-neural baselines and every neural row, open-ended
+and multiple-choice.
+
+  vqajax-sweep experiments/sweeps/vqa_table2.py:cpu --workdir=workdirs/table2
+
+The argument ("", "cpu", "runlocal") is passed to every row config.
+"""
+
+ROWS = ("bow_q", "i", "bow_q_i", "lstm_q", "lstm_q_i", "deeper_lstm_q", "deeper_lstm_norm_i",
+        "caption", "bow_q_c")
+BASELINES = ("random", "prior", "q_type_prior", "nearest_neighbour")
+
+
+def get_sweep(arg: str = ""):
+  baselines = {"name": "baselines", "command": "baselines", "baselines": BASELINES,
+               "config": f"../vqa/deeper_lstm_norm_i.py:{arg}"}  # baselines use config.data only
+  return {"base": None,
+          "points": [baselines] + [{"name": row, "config": f"../vqa/{row}.py:{arg}"} for row in ROWS]}

@@ -1,0 +1,149 @@
+"""The Table II and Table IV sweeps end to end on the tiny set, and `vqajax-report`."""
+
+import csv
+import json
+import os
+import shutil
+
+import matplotlib.image
+import pytest
+
+from vqajax import reports, sweep
+from vqajax.analysis import cli as report_cli
+from vqajax.data import text
+from vqajax.metrics.reference import reference_accuracy
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SWEEPS = os.path.join(ROOT, "experiments", "sweeps")
+ROWS = ("bow_q", "i", "bow_q_i", "lstm_q", "lstm_q_i", "deeper_lstm_q", "deeper_lstm_norm_i",
+        "caption", "bow_q_c")
+BASELINES = ("random", "prior", "q_type_prior", "nearest_neighbour")
+
+
+def _sets(data_dir, steps=6):
+  return ["--set", f"data.dir={data_dir}", "--set", f"num_train_steps={steps}",
+          "--set", f"eval_every_steps={steps}", "--set", "log_every_steps=3"]
+
+
+def _json(path):
+  with open(path) as f:
+    return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def table2_sweep(tiny_data, tmp_path_factory):
+  workdir = str(tmp_path_factory.mktemp("table2"))
+  argv = [f"{SWEEPS}/vqa_table2.py:runlocal", "--workdir", workdir, *_sets(tiny_data)]
+  assert sweep.main(argv) == 0
+  return workdir, argv
+
+
+def test_table2_has_every_row_scored_officially(table2_sweep, tiny_data):
+  workdir, _ = table2_sweep
+  rows = _json(os.path.join(workdir, "table2.json"))
+  assert [r["run"] for r in rows] == [*BASELINES, *ROWS]
+  annotations = _json(os.path.join(tiny_data, "v2_mscoco_val2014_annotations.json"))["annotations"]
+  for row in rows:
+    point = "baselines" if row["run"] in BASELINES else row["run"]
+    results_dir = reports.find_results(os.path.join(workdir, point))[row["run"]]
+    for task, short in (("OpenEnded", "OE"), ("MultipleChoice", "MC")):
+      results = _json(reports.official_file(results_dir, task, "results"))
+      official, _ = reference_accuracy(annotations, {r["question_id"]: r["answer"] for r in results})
+      assert row[f"{short} All"] == official["overall"]
+      assert row[f"{short} Number"] == official["perAnswerType"]["number"]
+  with open(os.path.join(workdir, "table2.csv")) as f:
+    assert len(list(csv.reader(f))) == 1 + len(rows)
+  assert open(os.path.join(workdir, "table2.md")).read().count("\n") == 2 + len(rows)
+
+
+def test_rerunning_a_sweep_skips_finished_points(table2_sweep, capsys):
+  workdir, argv = table2_sweep
+  before = os.path.getmtime(os.path.join(workdir, "bow_q", "run.json"))
+  assert sweep.main(argv) == 0
+  out = capsys.readouterr().out
+  assert out.count("finished, skipped") == 1 + len(ROWS) and "running" not in out
+  assert os.path.getmtime(os.path.join(workdir, "bow_q", "run.json")) == before
+
+
+def test_print_commands_lists_the_unfinished_points(tiny_data, tmp_path, capsys):
+  workdir = str(tmp_path)
+  assert sweep.main([f"{SWEEPS}/vqa_ablations.py:cpu", "--workdir", workdir, "--print-commands",
+                     "--set", f"data.dir={tiny_data}"]) == 0
+  lines = capsys.readouterr().out.strip().splitlines()
+  assert len(lines) == 8 and all(line.startswith("vqajax-train --config=") for line in lines)
+  assert f"--workdir={workdir}/K=500" in lines[3] and "--config.data.num_answers=500" in lines[3]
+  assert lines[-1].endswith(f"--config.data.confident_only=True --config.data.dir={tiny_data}")
+  assert not os.listdir(workdir)  # nothing ran
+
+
+def test_ablation_sweep_gives_table4_with_deltas_and_vocabulary_sizes(tiny_data, tmp_path):
+  workdir = str(tmp_path)
+  assert sweep.main([f"{SWEEPS}/vqa_ablations.py:runlocal", "--workdir", workdir, *_sets(tiny_data, 4)]) == 0
+  rows = {r["point"]: r for r in _json(os.path.join(workdir, "table4.json"))}
+  assert list(rows) == ["base", "no_image_norm", "concat_fusion", "K=500", "K=2000", "vocab_min5",
+                        "vocab_min11", "confident_only"]
+  for row in rows.values():
+    assert row["Δ OE All"] == pytest.approx(row["OE All"] - rows["base"]["OE All"])
+  questions = _json(os.path.join(tiny_data, "v2_OpenEnded_mscoco_train2014_questions.json"))["questions"]
+  counts = {}
+  for q in questions:
+    for w in text.tokenize(q["question"]):
+      counts[w] = counts.get(w, 0) + 1
+  for point, at_least in (("base", 1), ("vocab_min5", 5), ("vocab_min11", 11)):
+    assert rows[point]["vocab"] == 2 + sum(c >= at_least for c in counts.values())
+  answers = {a["multiple_choice_answer"] for a in _json(
+      os.path.join(tiny_data, "v2_mscoco_train2014_annotations.json"))["annotations"]}
+  assert rows["K=500"]["K"] == min(500, len(answers)) and rows["base"]["K"] == min(100, len(answers))
+  confident = _json(os.path.join(workdir, "confident_only", "run.json"))["data"]
+  base = _json(os.path.join(workdir, "base", "run.json"))["data"]
+  assert confident["train_questions"] < base["train_questions"]
+  assert confident["val_questions"] == base["val_questions"]  # the test set is never filtered
+
+
+def test_report_table2_evaluates_a_run_without_results(table2_sweep, tmp_path):
+  workdir, _ = table2_sweep
+  run = str(tmp_path / "lstm_q")
+  shutil.copytree(os.path.join(workdir, "lstm_q"), run)
+  shutil.rmtree(os.path.join(run, "results"))
+  out = str(tmp_path / "report")
+  assert report_cli.main(["table2", f"{workdir}/baselines", f"LSTM={run}", "--out", out]) == 0
+  rows = {r["run"]: r for r in _json(os.path.join(out, "table2.json"))}
+  assert list(rows) == [*sorted(BASELINES), "LSTM"]  # a workdir of baselines: alphabetical
+  expected = _json(os.path.join(workdir, "table2.json"))
+  assert rows["LSTM"]["OE All"] == next(r for r in expected if r["run"] == "lstm_q")["OE All"]
+
+
+def test_report_question_types_answers_and_humans(table2_sweep, tiny_data, tmp_path):
+  workdir, _ = table2_sweep
+  out = str(tmp_path)
+  runs = [f"{workdir}/deeper_lstm_norm_i", f"{workdir}/baselines"]
+  assert report_cli.main(["question-types", *runs, "--out", out]) == 0  # annotations from run.json
+  rows = _json(os.path.join(out, "table3.json"))
+  annotations = _json(os.path.join(tiny_data, "v2_mscoco_val2014_annotations.json"))["annotations"]
+  types = sorted({a["question_type"] for a in annotations})
+  assert [r["question type"] for r in rows] == types
+  assert sum(r["share %"] for r in rows) == pytest.approx(100)
+  first = next(r for r in rows if r["question type"] == types[0])
+  assert first["share %"] == pytest.approx(
+      100 * sum(a["question_type"] == types[0] for a in annotations) / len(annotations))
+  results = _json(reports.official_file(reports.find_results(runs[0])["deeper_lstm_norm_i"],
+                                        "OpenEnded", "results"))
+  official, _ = reference_accuracy(annotations, {r["question_id"]: r["answer"] for r in results})
+  assert first["deeper_lstm_norm_i"] == official["perQuestionType"][types[0]]
+
+  assert report_cli.main(["answers", runs[0], "--out", out, "--top", "10"]) == 0
+  image = matplotlib.image.imread(os.path.join(out, "deeper_lstm_norm_i_fig9_correct_given_answer.png"))
+  assert image.ndim == 3 and image.shape[0] > 100
+  with open(os.path.join(out, "deeper_lstm_norm_i_fig10_answer_given_correct.csv")) as f:
+    assert len(list(csv.reader(f))) <= 11
+
+  assert report_cli.main(["humans", "--annotations",
+                          os.path.join(tiny_data, "v2_mscoco_val2014_annotations.json"), "--out", out]) == 0
+  humans = _json(os.path.join(out, "humans.json"))
+  assert humans[0]["answers"] == "all" and 0 < humans[0]["human accuracy"] <= 100
+
+
+def test_report_errors_are_one_line(tmp_path, capsys):
+  assert report_cli.main(["table2", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+  err = capsys.readouterr().err
+  assert err.startswith("vqajax-report: error: ") and "no official results" in err and err.count("\n") == 1
