@@ -52,12 +52,13 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   m.lstm_layers = 2
   m.use_image = True
   m.image_norm = True
+  m.image_scale = 1.0                   # without image_norm: raw features times this
   m.caption = False
   m.project = ("question", "image")     # inputs that get fully-connected + tanh to fused_dim
   m.fusion = "mul"                      # or "concat"
   m.fused_dim = 1024
   m.mlp_dims = (1000, 1000)
-  m.dropout = 0.5
+  m.dropout = 0.5                       # before each layer of the MLP
   unknown = set(model) - set(m.keys())
   if unknown:
     raise ValueError(f"row '{name}': unknown config.model fields {sorted(unknown)}")

@@ -1,6 +1,7 @@
 """vqajax-sweep: run the points of a sweep file and collect them into tables.
 
-  vqajax-sweep FILE.py[:ARG] --workdir DIR [--set key=value ...] [--print-commands]
+  vqajax-sweep FILE.py[:ARG] --workdir DIR [--set key=value ...] [--points a,b]
+               [--print-commands]
 
 A sweep file defines `get_sweep(arg) -> {"points": [...], "base": NAME or None}`; each
 point is {"name", "config": "file.py[:arg]" (relative to the sweep file), "overrides":
@@ -10,7 +11,7 @@ results exist is skipped, so re-running resumes the sweep. `--print-commands` pr
 `vqajax-train` / `vqajax-baselines` command per unfinished point instead (for a cluster
 or pod queue); re-run without it to collect. Finished points go into DIR/table2.* (the
 paper's Table II shape) and, with a base point, DIR/table4.* (differences to the base).
-`--set` overrides apply to every point.
+`--set` overrides apply to every point; `--points` keeps only the named ones.
 """
 
 from __future__ import annotations
@@ -152,11 +153,18 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--workdir", required=True, help="one subdirectory per point, tables here")
   parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                       help="config override for every point (repeatable)")
+  parser.add_argument("--points", help="comma-separated names: run and collect only these")
   parser.add_argument("--print-commands", action="store_true",
                       help="print a launch command per unfinished point instead of running it")
   args = parser.parse_args(argv)
   try:
     points, base = load_sweep(args.sweep)
+    if args.points:
+      keep = args.points.split(",")
+      unknown = set(keep) - {p.name for p in points}
+      if unknown:
+        raise InputError(f"--points: {sorted(unknown)} not in {[p.name for p in points]}")
+      points = [p for p in points if p.name in keep]
     sets = parse_sets(args.set)
     configs = {p.name: point_config(p, sets) for p in points}
     finished = {p.name for p in points if is_finished(p, configs[p.name], args.workdir)}

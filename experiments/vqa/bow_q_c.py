@@ -11,5 +11,5 @@ from vqajax import configs
 
 
 def get_config(arg: str = ""):
-  return configs.vqa_config(arg, "bow_q_c", question="bow", use_image=False, image_norm=False,
-                            caption=True, project=(), fusion="concat")
+  return configs.vqa_config(arg, "bow_q_c", question="bow", use_image=False, caption=True,
+                            project=(), fusion="concat")

@@ -11,5 +11,5 @@ from vqajax import configs
 
 
 def get_config(arg: str = ""):
-  return configs.vqa_config(arg, "caption",
-                           question="none", use_image=False, image_norm=False, caption=True, project=())
+  return configs.vqa_config(arg, "caption", question="none", use_image=False, caption=True,
+                            project=())

@@ -11,5 +11,4 @@ from vqajax import configs
 
 
 def get_config(arg: str = ""):
-  return configs.vqa_config(arg, "deeper_lstm_q",
-                           use_image=False, image_norm=False, project=("question",))
+  return configs.vqa_config(arg, "deeper_lstm_q", use_image=False, project=("question",))

@@ -11,5 +11,4 @@ from vqajax import configs
 
 
 def get_config(arg: str = ""):
-  return configs.vqa_config(arg, "lstm_q",
-                           lstm_layers=1, use_image=False, image_norm=False, project=())
+  return configs.vqa_config(arg, "lstm_q", lstm_layers=1, use_image=False, project=())

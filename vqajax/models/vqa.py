@@ -8,6 +8,14 @@ element-wise ('mul', equal widths needed) or concatenated ('concat'); a single i
 is used as it is. The shared head: `mlp_dims` tanh layers, each after dropout, and a
 linear layer to the K answer logits (softmax in the loss).
 
+Raw image features (the rows without norm I) are multiplied by `image_scale`; the rows
+set 0.01. fc7 activations are non-negative with L2 norms of ~50-100 (VGG, and the
+synthetic store), and with the adaptive optimisers used here (RMSprop, Adam) every
+first-layer weight moves by about the learning rate per step, so a unit over 4096 such
+inputs swings by ~lr * sum(x) (~3 at lr 1e-3) and never settles. A constant factor keeps
+each image's magnitude (unlike norm I). Measured on the medium synthetic set, cpu
+setting, 1000 steps: BoW Q + I 31.4 -> 67.2, LSTM Q + I 56.9 -> 61.0 open-ended.
+
   row                      question  image      caption  project            fusion
   BoW Q                    bow       -          -        -                  -
   I                        -         raw        -        -                  -
@@ -47,6 +55,7 @@ class LateFusionVQA(nn.Module):
   question_bow_size: int = 0            # bow: bins of the question bag
   use_image: bool = True
   image_norm: bool = True
+  image_scale: float = 1.0              # without image_norm: a constant factor
   caption_bow_size: int = 0             # > 0: use the caption bag
   project: tuple[str, ...] = ("question", "image")
   fusion: str = "mul"
@@ -65,6 +74,8 @@ class LateFusionVQA(nn.Module):
       image = batch["image"].reshape(batch["image"].shape[0], -1).astype(jnp.float32)
       if self.image_norm:
         image = image / jnp.maximum(jnp.linalg.norm(image, axis=-1, keepdims=True), 1e-12)
+      else:
+        image = image * self.image_scale
       inputs["image"] = image
     if self.caption_bow_size:
       inputs["caption"] = bag_of_words(batch["caption_bow"], self.caption_bow_size)
@@ -109,6 +120,6 @@ def build(cfg, data) -> LateFusionVQA:
       num_answers=len(data.answers), question=cfg.question, vocab_size=len(data.vocab),
       embed_dim=cfg.embed_dim, lstm_dim=cfg.lstm_dim, lstm_layers=cfg.lstm_layers,
       question_bow_size=data.bag_sizes["question_bow"], use_image=cfg.use_image,
-      image_norm=cfg.image_norm, caption_bow_size=data.bag_sizes["caption_bow"] if cfg.caption else 0,
+      image_norm=cfg.image_norm, image_scale=cfg.image_scale, caption_bow_size=data.bag_sizes["caption_bow"] if cfg.caption else 0,
       project=tuple(cfg.project), fusion=cfg.fusion, fused_dim=cfg.fused_dim,
       mlp_dims=tuple(cfg.mlp_dims), dropout=cfg.dropout)
