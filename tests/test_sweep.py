@@ -147,3 +147,15 @@ def test_report_errors_are_one_line(tmp_path, capsys):
   assert report_cli.main(["table2", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
   err = capsys.readouterr().err
   assert err.startswith("vqajax-report: error: ") and "no official results" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--set", "model.fusoin=concat"], "point base: cannot set config.model.fusoin='concat'"),
+    (["--set", "nodots"], "--set 'nodots': expected key=value"),
+    (["--points", "base,nope"], "--points: ['nope'] not in"),
+])
+def test_sweep_errors_are_one_line(tmp_path, capsys, argv, message):
+  assert sweep.main([f"{SWEEPS}/vqa_ablations.py:runlocal", "--workdir", str(tmp_path), *argv]) == 2
+  err = capsys.readouterr().err
+  assert err.startswith("vqajax-sweep: error: ") and message in err and err.count("\n") == 1
+  assert not os.listdir(tmp_path)

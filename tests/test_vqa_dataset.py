@@ -2,9 +2,10 @@ import json
 import os
 
 import numpy as np
+import pytest
 
 from experiments.vqa import deeper_lstm_norm_i
-from vqajax.data import text, vqa_dataset
+from vqajax.data import text, vqa_dataset, vqa_files
 
 
 def _load(data_dir, **changes):
@@ -89,3 +90,17 @@ def test_bag_of_words_inputs_follow_the_files(tiny_data):
       qtop.index(w) for w in text.tokenize(q["question"]) if w in qtop)
   assert ((qrow[26:] == -1) | ((qrow[26:] >= 50) & (qrow[26:] < 80))).all()
   assert "caption_bow" not in _load(tiny_data).val  # no captions configured
+
+
+def test_captions_missing_for_an_image_name_the_file_and_image(tiny_data, tmp_path):
+  with open(os.path.join(tiny_data, "captions_val2014.json")) as f:
+    captions = json.load(f)
+  dropped = captions["annotations"][0]["image_id"]
+  captions["annotations"] = [c for c in captions["annotations"] if c["image_id"] != dropped]
+  path = tmp_path / "captions_val2014.json"
+  path.write_text(json.dumps(captions))
+  with pytest.raises(vqa_files.DataFileError, match=f"{path}: no caption for image_id {dropped}"):
+    _load(tiny_data, train_captions="captions_train2014.json", val_captions=str(path))
+  path.write_text(json.dumps({"annotations": [{"image_id": 1, "caption": 5}]}))
+  with pytest.raises(vqa_files.DataFileError, match=r"annotations\[0\]: expected a string \"caption\""):
+    _load(tiny_data, train_captions="captions_train2014.json", val_captions=str(path))

@@ -74,14 +74,14 @@ def answer_given_correct(results: Mapping[Any, str], per_question: Mapping[Any, 
 
 def _png(rows: list[dict[str, Any]], key: str, label: str, title: str) -> bytes:
   """A bar chart of `rows[key]` (`label`, in percent) over the answers, as PNG bytes."""
-  fig = Figure(figsize=(max(6.0, 0.22 * len(rows) + 1.5), 4.5))
+  fig = Figure(figsize=(max(8.0, 0.22 * len(rows) + 1.5), 4.5))
   ax = fig.add_subplot()
   ax.bar(range(len(rows)), [r[key] for r in rows])
   ax.set_xticks(range(len(rows)), [r["answer"] for r in rows], rotation=90, fontsize=7)
   ax.set_xlim(-0.75, max(len(rows), 1) - 0.25)
   ax.set_ylim(bottom=0)
   ax.set_ylabel(f"{label} (%)")
-  ax.set_title(title)
+  ax.set_title(title, fontsize=10)
   fig.tight_layout()
   buf = io.BytesIO()
   FigureCanvasAgg(fig).print_png(buf)
