@@ -61,6 +61,15 @@ def test_vocabulary_threshold_and_confidence_filter(tiny_data):
   assert len(confident.val["question_id"]) == len(full.val["question_id"])  # val never filtered
 
 
+def _top_words(texts, k):
+  """The k most frequent words of `texts` (ties alphabetically), counted by hand."""
+  counts = {}
+  for t in texts:
+    for w in text.tokenize(t):
+      counts[w] = counts.get(w, 0) + 1
+  return sorted(counts, key=lambda w: (-counts[w], w))[:k]
+
+
 def test_bag_of_words_inputs_follow_the_files(tiny_data):
   data = _load(tiny_data, train_captions="captions_train2014.json", val_captions="captions_val2014.json",
                bow_words=50, caption_words=40)
@@ -68,11 +77,7 @@ def test_bag_of_words_inputs_follow_the_files(tiny_data):
   with open(os.path.join(tiny_data, "captions_val2014.json")) as f:
     captions = json.load(f)["annotations"]
   with open(os.path.join(tiny_data, "captions_train2014.json")) as f:
-    counts = {}
-    for c in json.load(f)["annotations"]:
-      for w in text.tokenize(c["caption"]):
-        counts[w] = counts.get(w, 0) + 1
-  top = sorted(counts, key=lambda w: (-counts[w], w))[:40]
+    top = _top_words((c["caption"] for c in json.load(f)["annotations"]), 40)
   q, _ = data.val_records[3]
   words = [w for c in captions if c["image_id"] == q["image_id"] for w in text.tokenize(c["caption"])]
   expected = sorted(top.index(w) for w in words if w in top)
@@ -80,11 +85,7 @@ def test_bag_of_words_inputs_follow_the_files(tiny_data):
   assert sorted(row[row >= 0]) == expected
   # the question bag: each occurrence of a top-50 training question word, by rank
   with open(os.path.join(tiny_data, "v2_OpenEnded_mscoco_train2014_questions.json")) as f:
-    qcounts = {}
-    for question in json.load(f)["questions"]:
-      for w in text.tokenize(question["question"]):
-        qcounts[w] = qcounts.get(w, 0) + 1
-  qtop = sorted(qcounts, key=lambda w: (-qcounts[w], w))[:50]
+    qtop = _top_words((question["question"] for question in json.load(f)["questions"]), 50)
   qrow = data.val["question_bow"][3]
   assert sorted(qrow[:26][qrow[:26] >= 0]) == sorted(
       qtop.index(w) for w in text.tokenize(q["question"]) if w in qtop)

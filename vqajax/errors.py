@@ -1,5 +1,20 @@
 """Errors that are the user's input, not a bug: reported as one line, exit status 2."""
 
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
 
 class InputError(ValueError):
   """Bad input: the message names the file, the record and what was expected."""
+
+
+def exit_status(prog: str, run: Callable[[], int | None]) -> int:
+  """Runs a command's `run()`; bad input becomes one line `PROG: error: ...` on stderr
+  and status 2."""
+  try:
+    return run() or 0
+  except (InputError, FileNotFoundError) as e:
+    print(f"{prog}: error: {e}", file=sys.stderr)
+    return 2

@@ -26,7 +26,7 @@ import sys
 from typing import Any, Sequence
 
 from vqajax import reports
-from vqajax.errors import InputError
+from vqajax.errors import InputError, exit_status
 
 
 @dataclasses.dataclass
@@ -147,6 +147,35 @@ def collect(points: Sequence[Point], base: str | None, workdir: str, finished: s
   return text
 
 
+def run(args) -> int:
+  """Runs (or prints) the unfinished points, then collects the tables."""
+  points, base = load_sweep(args.sweep)
+  if args.points:
+    keep = args.points.split(",")
+    unknown = set(keep) - {p.name for p in points}
+    if unknown:
+      raise InputError(f"--points: {sorted(unknown)} not in {[p.name for p in points]}")
+    points = [p for p in points if p.name in keep]
+  sets = parse_sets(args.set)
+  configs = {p.name: point_config(p, sets) for p in points}
+  finished = {p.name for p in points if is_finished(p, configs[p.name], args.workdir)}
+  for point in points:
+    if point.name in finished:
+      print(f"{point.name}: finished, skipped")
+    elif args.print_commands:
+      print(command_line(point, args.workdir, sets))
+    else:
+      print(f"{point.name}: running  ({command_line(point, args.workdir, sets)})")
+      run_point(point, configs[point.name], args.workdir)
+      if not is_finished(point, configs[point.name], args.workdir):  # e.g. SIGTERM
+        print(f"{point.name}: stopped before its final step; re-run to resume the sweep")
+        return 1
+      finished.add(point.name)
+  if not args.print_commands:
+    print(collect(points, base, args.workdir, finished))
+  return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(prog="vqajax-sweep", description=__doc__.split("\n")[0])
   parser.add_argument("sweep", help="sweep file, FILE.py[:ARG]")
@@ -157,35 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--print-commands", action="store_true",
                       help="print a launch command per unfinished point instead of running it")
   args = parser.parse_args(argv)
-  try:
-    points, base = load_sweep(args.sweep)
-    if args.points:
-      keep = args.points.split(",")
-      unknown = set(keep) - {p.name for p in points}
-      if unknown:
-        raise InputError(f"--points: {sorted(unknown)} not in {[p.name for p in points]}")
-      points = [p for p in points if p.name in keep]
-    sets = parse_sets(args.set)
-    configs = {p.name: point_config(p, sets) for p in points}
-    finished = {p.name for p in points if is_finished(p, configs[p.name], args.workdir)}
-    for point in points:
-      if point.name in finished:
-        print(f"{point.name}: finished, skipped")
-      elif args.print_commands:
-        print(command_line(point, args.workdir, sets))
-      else:
-        print(f"{point.name}: running  ({command_line(point, args.workdir, sets)})")
-        run_point(point, configs[point.name], args.workdir)
-        if not is_finished(point, configs[point.name], args.workdir):  # e.g. SIGTERM
-          print(f"{point.name}: stopped before its final step; re-run to resume the sweep")
-          return 1
-        finished.add(point.name)
-    if not args.print_commands:
-      print(collect(points, base, args.workdir, finished))
-  except (InputError, FileNotFoundError) as e:
-    print(f"vqajax-sweep: error: {e}", file=sys.stderr)
-    return 2
-  return 0
+  return exit_status("vqajax-sweep", lambda: run(args))
 
 
 if __name__ == "__main__":

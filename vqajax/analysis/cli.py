@@ -20,7 +20,7 @@ from typing import Sequence
 
 from vqajax import reports
 from vqajax.analysis import answers, humans
-from vqajax.errors import InputError
+from vqajax.errors import InputError, exit_status
 
 def _run_config(workdir: str):
   import ml_collections  # pylint: disable=g-import-not-at-top
@@ -137,12 +137,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
   args = _parser().parse_args(argv)
-  try:
-    args.fn(args)
-  except (InputError, FileNotFoundError) as e:
-    print(f"vqajax-report: error: {e}", file=sys.stderr)
-    return 2
-  return 0
+  return exit_status("vqajax-report", lambda: args.fn(args))
 
 
 if __name__ == "__main__":
