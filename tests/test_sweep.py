@@ -10,6 +10,7 @@ import pytest
 
 from vqajax import reports, sweep
 from vqajax.analysis import cli as report_cli
+from vqajax.analysis import humans
 from vqajax.data import text
 from vqajax.metrics.reference import reference_accuracy
 
@@ -71,7 +72,7 @@ def test_print_commands_lists_the_unfinished_points(tiny_data, tmp_path, capsys)
                      "--set", f"data.dir={tiny_data}"]) == 0
   lines = capsys.readouterr().out.strip().splitlines()
   assert len(lines) == 8 and all(line.startswith("vqajax-train --config=") for line in lines)
-  assert f"--workdir={workdir}/K=500" in lines[3] and "--config.data.num_answers=500" in lines[3]
+  assert f"--workdir={workdir}/k500" in lines[3] and "--config.data.num_answers=500" in lines[3]
   assert lines[-1].endswith(f"--config.data.confident_only=True --config.data.dir={tiny_data}")
   assert not os.listdir(workdir)  # nothing ran
 
@@ -80,7 +81,7 @@ def test_ablation_sweep_gives_table4_with_deltas_and_vocabulary_sizes(tiny_data,
   workdir = str(tmp_path)
   assert sweep.main([f"{SWEEPS}/vqa_ablations.py:runlocal", "--workdir", workdir, *_sets(tiny_data, 4)]) == 0
   rows = {r["point"]: r for r in _json(os.path.join(workdir, "table4.json"))}
-  assert list(rows) == ["base", "no_image_norm", "concat_fusion", "K=500", "K=2000", "vocab_min5",
+  assert list(rows) == ["base", "no_image_norm", "concat_fusion", "k500", "k2000", "vocab_min5",
                         "vocab_min11", "confident_only"]
   for row in rows.values():
     assert row["Δ OE All"] == pytest.approx(row["OE All"] - rows["base"]["OE All"])
@@ -93,7 +94,7 @@ def test_ablation_sweep_gives_table4_with_deltas_and_vocabulary_sizes(tiny_data,
     assert rows[point]["vocab"] == 2 + sum(c >= at_least for c in counts.values())
   answers = {a["multiple_choice_answer"] for a in _json(
       os.path.join(tiny_data, "v2_mscoco_train2014_annotations.json"))["annotations"]}
-  assert rows["K=500"]["K"] == min(500, len(answers)) and rows["base"]["K"] == min(100, len(answers))
+  assert rows["k500"]["K"] == min(500, len(answers)) and rows["base"]["K"] == min(100, len(answers))
   confident = _json(os.path.join(workdir, "confident_only", "run.json"))["data"]
   base = _json(os.path.join(workdir, "base", "run.json"))["data"]
   assert confident["train_questions"] < base["train_questions"]
@@ -139,8 +140,11 @@ def test_report_question_types_answers_and_humans(table2_sweep, tiny_data, tmp_p
 
   assert report_cli.main(["humans", "--annotations",
                           os.path.join(tiny_data, "v2_mscoco_val2014_annotations.json"), "--out", out]) == 0
-  humans = _json(os.path.join(out, "humans.json"))
-  assert humans[0]["answers"] == "all" and 0 < humans[0]["human accuracy"] <= 100
+  human, = _json(os.path.join(out, "humans.json"))
+  assert human["input"] == "Question + Image" and 0 < human["All"] <= 100
+  yes_no = [a for a in annotations if a["answer_type"] == "yes/no"]
+  assert human["Yes/No"] == pytest.approx(
+      sum(humans.question_agreement(a) for a in yes_no) / len(yes_no) * 100, abs=0.005)
 
 
 def test_report_errors_are_one_line(tmp_path, capsys):

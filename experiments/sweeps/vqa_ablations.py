@@ -13,8 +13,8 @@ ABLATIONS = {
     "base": {},                                    # K = 1000, full question vocabulary
     "no_image_norm": {"model.image_norm": False},
     "concat_fusion": {"model.fusion": "concat"},
-    "K=500": {"data.num_answers": 500},
-    "K=2000": {"data.num_answers": 2000},
+    "k500": {"data.num_answers": 500},
+    "k2000": {"data.num_answers": 2000},
     "vocab_min5": {"data.vocab_min_count": 5},     # words seen < 5 times -> UNK
     "vocab_min11": {"data.vocab_min_count": 11},
     "confident_only": {"data.confident_only": True},  # answers with confidence "yes", >= 5 per question

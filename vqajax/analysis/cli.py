@@ -45,7 +45,7 @@ def collect(runs: Sequence[str]) -> tuple[dict[str, str], list[str]]:
   """({row name: results dir}, workdirs) of the RUN arguments, in order."""
   found, workdirs = {}, []
   for run in runs:
-    name, _, path = run.rpartition("=")
+    name, _, path = ("", "", run) if os.path.exists(run) else run.rpartition("=")
     _evaluate_if_needed(path)
     rows = reports.find_results(path)
     if name:
@@ -109,10 +109,11 @@ def answer_figures(args) -> None:
 
 
 def human_table(args) -> None:
+  """Table I's "Question + Image" human row: All and per answer type."""
   agreement = humans.human_agreement(_annotations(args.annotations, []))
-  table = [{"answers": "all", "human accuracy": agreement["overall"]}]
-  table += [{"answers": t, "human accuracy": v} for t, v in sorted(agreement["perAnswerType"].items())]
-  print(reports.write_table(args.out, "humans", ["answers", "human accuracy"], table))
+  by_type = {"": agreement["overall"], **{f"/{t}": v for t, v in agreement["perAnswerType"].items()}}
+  row = {"input": "Question + Image", **{c: by_type.get(suffix) for c, suffix in reports.COLUMNS}}
+  print(reports.write_table(args.out, "humans", ["input", *(c for c, _ in reports.COLUMNS)], [row]))
 
 
 def _parser() -> argparse.ArgumentParser:
