@@ -12,11 +12,11 @@ import argparse
 import os
 import sys
 import time
+import types
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # experiments/
 
 import jax
-import ml_collections
 import numpy as np
 
 from experiments.vqa import deeper_lstm_norm_i
@@ -42,7 +42,9 @@ def main():
 
   config = deeper_lstm_norm_i.get_config()
   mesh = sharding.data_mesh()
-  model = vqa_models.build(ml_collections.ConfigDict(config.model.to_dict()), args.vocab, args.answers)
+  sizes = types.SimpleNamespace(vocab=range(args.vocab), answers=range(args.answers),
+                                bag_sizes={"question_bow": 1030})  # what build reads of VQAData
+  model = vqa_models.build(config.model, sizes)
   tx = make_optimizer(config.optimizer)
   rng = np.random.default_rng(0)
   batches = []
