@@ -1,9 +1,9 @@
 """BoW Q + I (VQA, ICCV 2015, Table II): question bag of words and image features,
 concatenated -> MLP.
 
-Raw fc7 features are scaled by 0.01 (see `vqajax/models/vqa.py`). Shared head: MLP
-2 x 1000 tanh with dropout 0.5, softmax over the top-K answers. Config arguments ("",
-"cpu", "runlocal") as in `vqajax/configs.py`:
+Raw fc7 features are scaled by 0.01 (`model.image_scale`, see `vqajax/models/vqa.py`).
+Shared head: MLP 2 x 1000 tanh with dropout 0.5, softmax over the top-K answers. Config
+arguments ("", "cpu", "runlocal") as in `vqajax/configs.py`:
 
   vqajax-train --config=experiments/vqa/bow_q_i.py:cpu --workdir=/tmp/bow_q_i
 """
@@ -12,5 +12,5 @@ from vqajax import configs
 
 
 def get_config(arg: str = ""):
-  return configs.vqa_config(arg, "bow_q_i", question="bow", image_norm=False, image_scale=0.01,
-                            project=(), fusion="concat")
+  return configs.vqa_config(arg, "bow_q_i", question="bow", image_norm=False, project=(),
+                            fusion="concat")

@@ -8,8 +8,8 @@ element-wise ('mul', equal widths needed) or concatenated ('concat'); a single i
 is used as it is. The shared head: `mlp_dims` tanh layers, each after dropout, and a
 linear layer to the K answer logits (softmax in the loss).
 
-Raw image features (the rows without norm I) are multiplied by `image_scale`; the rows
-set 0.01. fc7 activations are non-negative with L2 norms of ~50-100 (VGG, and the
+Raw image features (the rows without norm I) are multiplied by `image_scale` (0.01 in
+the configs). fc7 activations are non-negative with L2 norms of ~50-100 (VGG, and the
 synthetic store), and with the adaptive optimisers used here (RMSprop, Adam) every
 first-layer weight moves by about the learning rate per step, so a unit over 4096 such
 inputs swings by ~lr * sum(x) (~3 at lr 1e-3) and never settles. A constant factor keeps
