@@ -2,21 +2,22 @@
 areas and pairwise intersections of a question's groundings, and model-grid fractions.
 
 Rasterisation is pycocotools' (`frPyObjects` of the flattened [x1, y1, x2, y2, ...]):
-pixel (row i, column j) is in the mask when the point (x=j, y=i) is inside the polygon,
-by the even-odd rule, half-open at the right and bottom (vertices are quantised to 1/5
-pixel first). So the rectangle with integer corners (x0, y0), (x1, y1) covers exactly
-columns x0..x1-1 and rows y0..y1-1: (x1 - x0) * (y1 - y0) pixels.
+pixel (row i, column j) is in the mask when its centre (x=j+0.5, y=i+0.5) is inside the
+polygon (even-odd rule); vertices are quantised to 1/5 pixel first, which decides a
+centre lying exactly on an edge. So the rectangle with integer corners (x0, y0),
+(x1, y1) covers exactly columns x0..x1-1 and rows y0..y1-1, (x1 - x0) * (y1 - y0)
+pixels, and rectangles sharing an edge share no pixel.
 
 Degenerate polygons are never fatal; `rasterize` names what it found:
   FEW_POINTS  fewer than 3 points: an empty mask (pycocotools would read 2 points as a
               box and cannot take fewer);
   OUTSIDE     points outside the image [0, width] x [0, height]: the polygon is clipped
               to the image (the mask is its part inside);
-  EMPTY       the mask has no pixel (zero area, or thinner than a pixel row / column).
+  EMPTY       the mask has no pixel (zero area, or a sliver covering no pixel centre).
 An empty grounding is disjoint from any non-empty one (IoU 0) and equal to another empty
 one (IoU(empty, empty) = 1, `metrics.iou`). The released train files have none of these
-(0 of 9,033 polygons), so the rule cannot move the analysis there; it is chosen to keep
-a bad polygon visible (counted) without dropping its question.
+(0 of their 8,161 polygons), so the rule cannot move the analysis there; it keeps a
+bad polygon visible (counted) without dropping its question.
 """
 
 from __future__ import annotations
