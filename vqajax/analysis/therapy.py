@@ -37,7 +37,7 @@ SINGLE, MULTIPLE = "single", "multiple"
 ALL = "all"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Grounded:
   """A sample with the IoU and relation of every pair (a, b), a < b, of its groundings."""
   sample: Sample

@@ -28,7 +28,7 @@ VQA, VIZWIZ = "VQAv2", "VizWiz"
 SOURCES = (VQA, VIZWIZ)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Sample:
   """One visual question; `polygons[j]` ([P, 2] float64 x, y in pixels) grounds `answers[j]`."""
   path: str
