@@ -1,0 +1,2 @@
+"""Offline data tools (features, TFDS builders, AnswerTherapy construction); never
+imported by `vqajax`."""
