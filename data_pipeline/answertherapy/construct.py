@@ -1,5 +1,7 @@
-"""VQA-AnswerTherapy dataset construction (paper section 3.1), from raw VQA v2 / VizWiz
-questions with 10 answers each and two annotators' groundings of their valid answers.
+"""VQA-AnswerTherapy dataset construction (paper section 3.1).
+
+From raw VQA v2 / VizWiz questions with 10 answers each and two annotators' groundings of
+their valid answers to the released files, reporting what each step removed.
 
   python -m data_pipeline.answertherapy.construct --groundings G.json --out DIR \\
       [--questions Q.json --annotations A.json] [--vizwiz train.json val.json ...] [--seed S]
@@ -221,7 +223,8 @@ def binary_label(q: Question) -> str:
   sample = Sample(path="", index=0, source=q.source, image_id=q.image_id,
                   question_id=q.key if q.source == VQA else None, question=q.question,
                   answers=q.answers, polygons=q.polygons, width=q.grounding.width,
-                  height=q.grounding.height, answer_type=q.answer_type, label="")
+                  height=q.grounding.height, answer_type=q.answer_type,
+                  label="")  # not read by `ground`: the label is what it decides
   return therapy.ground(sample).grounding
 
 
@@ -255,7 +258,8 @@ def build(out_dir: str, groundings_path: str, questions_path: str | None = None,
                   key=lambda name: (order.get(name[1], len(order)), name[1]))
   files = {}
   for source, split in names:
-    files[f"{FILE_PREFIX[source]}_{split}.json"] = [to_record(q) for q in kept if (q.source, q.split) == (source, split)]
+    files[f"{FILE_PREFIX[source]}_{split}.json"] = [
+        to_record(q) for q in kept if (q.source, q.split) == (source, split)]
   write_atomic_many({os.path.join(out_dir, name): records for name, records in files.items()}, make_dirs=True)
   split_rows = [{"file": name, "questions": len(records),
                  "single": sum(r["binary_label"] == therapy.SINGLE for r in records),

@@ -70,7 +70,8 @@ def read_vizwiz(paths: Sequence[str]) -> list[Question]:
     for i, (image, answers) in enumerate(zip(images, answer_lists)):
       match = VIZWIZ_IMAGE.fullmatch(image)
       if not match:
-        raise DataFileError(f"{where(i)}: expected an image name VizWiz_<split>_<number>.<ext>, got {image!r}")
+        raise DataFileError(
+            f"{where(i)}: expected an image name VizWiz_<split>_<number>.<ext>, got {image!r}")
       if image in first:
         raise DataFileError(f"{where(i)}: image {image} appears twice (first at {first[image]})")
       first[image] = where(i)
@@ -126,7 +127,8 @@ def read_groundings(path: str) -> dict[tuple[str, int | str], Grounding]:
     if len(names) != 1:
       raise DataFileError(f'{where}: expected exactly one of "question_id" (VQAv2) and "image" (VizWiz)')
     name = names[0]
-    source, kinds, expected = (VQA, (int,), "an integer") if name == "question_id" else (VIZWIZ, (str,), "a string")
+    source, kinds, expected = ((VQA, (int,), "an integer") if name == "question_id"
+                               else (VIZWIZ, (str,), "a string"))
     key = _field(record, name, kinds, expected, where)
     where = f"{where} ({name}={key})"
     if (source, key) in out:

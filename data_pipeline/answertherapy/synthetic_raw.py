@@ -1,5 +1,4 @@
-"""A small seeded raw input for the AnswerTherapy construction (`construct`) that
-exercises every step.
+"""A small seeded raw input for the AnswerTherapy construction that hits every step.
 
   python -m data_pipeline.answertherapy.synthetic_raw --out DIR [--seed S]
 
@@ -115,7 +114,8 @@ def _contained(rng: np.random.Generator, area: Sequence[int]) -> list[tuple]:
 
 def _intersected(rng: np.random.Generator, area: Sequence[int]) -> list[tuple]:
   s = int(rng.integers(30, 37))
-  x, y = int(rng.integers(area[0], area[2] - s - s // 2 + 1)), int(rng.integers(area[1], area[3] - s - s // 3 + 1))
+  x = int(rng.integers(area[0], area[2] - s - s // 2 + 1))
+  y = int(rng.integers(area[1], area[3] - s - s // 3 + 1))
   return [(x, y, x + s, y + s), (x + s // 2, y + s // 3, x + s + s // 2, y + s + s // 3)]
 
 
@@ -198,7 +198,8 @@ def generate(out_dir: str, seed: int = 0) -> dict[str, str]:
         else:
           question_id = image_id * 1000 + repeat
           questions.append({"image_id": image_id, "question": text, "question_id": question_id})
-          listed = [{"answer": a, "answer_confidence": "yes", "answer_id": j + 1} for j, a in enumerate(answers)]
+          listed = [{"answer": a, "answer_confidence": "yes", "answer_id": j + 1}
+                    for j, a in enumerate(answers)]
           annotations.append({
               "question_id": question_id, "image_id": image_id, "question_type": question_type(text),
               "answer_type": "other", "multiple_choice_answer": most_common_answer(listed),
@@ -211,7 +212,8 @@ def generate(out_dir: str, seed: int = 0) -> dict[str, str]:
   paths = {"questions": "v2_OpenEnded_mscoco_train2014_questions.json",
            "annotations": "v2_mscoco_train2014_annotations.json",
            "vizwiz_train": "train.json", "vizwiz_val": "val.json", "groundings": "groundings.json"}
-  contents = {"questions": {**header, "task_type": "Open-Ended", "data_type": "mscoco", "questions": questions},
+  contents = {"questions": {**header, "task_type": "Open-Ended", "data_type": "mscoco",
+                            "questions": questions},
               "annotations": {**header, "annotations": annotations},
               "vizwiz_train": vizwiz["train"], "vizwiz_val": vizwiz["val"], "groundings": groundings}
   paths = {name: os.path.join(out_dir, file) for name, file in paths.items()}
