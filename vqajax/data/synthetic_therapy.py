@@ -93,8 +93,9 @@ def _split_names(n: int) -> list[str]:
 def _distractors(r: random.Random, d: SQ.Draft, labels) -> tuple[SQ.Thing, ...]:
   """Things no question family asks about, each apart from every other thing."""
   taken, out = [t.box for t in d.things], []
+  shown = {t.label for t in d.things}
   for name in labels:
-    asked = name in W.CATEGORY_INDEX or name in SQ.TABLE_ITEMS or name in d.answers
+    asked = name in shown or name in W.CATEGORY_INDEX or name in SQ.TABLE_ITEMS or name in d.answers
     box = None if asked else SQ.free_box(r, taken, (0.08, 0.2), (0.08, 0.2))
     if box is not None:
       taken.append(box)

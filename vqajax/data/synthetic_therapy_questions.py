@@ -309,7 +309,7 @@ def variant(r: random.Random, source: str) -> Draft:
     name = r.choice(sorted(SPELLINGS[source]))
     thing = _thing(r, name, _main_box(r, source), _colour(r, source, name))
     return _single("variant", _what_is(r, source), list(SPELLINGS[source][name]), [thing])
-  name = r.choice(sorted(OBJECTS[source]))
+  name = r.choice(("shirt", "book", "keyboard", "mug", "phone") if source == VIZWIZ else ("cat", "dog", "car", "couch", "cow"))
   colour = r.choice(("gray", "gray", "black and white"))
   thing = _thing(r, name, _main_box(r, source), colour)
   question = "What color is this?" if source == VIZWIZ else f"What color is the {name}?"
@@ -327,17 +327,18 @@ def _person(r: random.Random, box: Box, colour: str) -> list[Thing]:
 
 
 def close_colour(r: random.Random, source: str) -> Draft:
-  colour = W.weighted(r, W.SHIRT_COLOURS)
-  answers = [colour, *W.SIMILAR_COLOURS[colour][:2 if r.random() < 0.2 else 1]]
+  def answers(colour):
+    return [colour, *W.SIMILAR_COLOURS[colour][:2 if r.random() < 0.2 else 1]]
   if source == VQA and r.random() < 0.5:
-    person = r.choice(W.PERSONS)
+    colour = W.weighted(r, W.SHIRT_COLOURS)
     things = _person(r, _sized(r, (0.15, 0.3), (0.4, 0.8)), colour)
-    return _single("close_colour", _shirt_question(r, person), answers, things)
+    return _single("close_colour", _shirt_question(r, r.choice(W.PERSONS)), answers(colour), things)
   name = "shirt" if source == VIZWIZ else r.choice(("bus", "car", "cat", "couch"))
+  colour = _colour(r, source, name)
   thing = _thing(r, name, _main_box(r, source), colour)
   question = r.choice(("What color is this?", "What color is this shirt?")) if source == VIZWIZ \
       else f"What color is the {name}?"
-  return _single("close_colour", question, answers, [thing])
+  return _single("close_colour", question, answers(colour), [thing])
 
 
 def _table(r: random.Random) -> Thing:
