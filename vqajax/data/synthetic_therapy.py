@@ -90,7 +90,7 @@ def _split_names(n: int) -> list[str]:
   return [s for s, c in zip(SPLITS, counts + [n - sum(counts)]) for _ in range(c)]
 
 
-def _distractors(r: random.Random, d: SQ.Draft, labels) -> tuple[SQ.Thing, ...]:
+def _distractors(r: random.Random, d: SQ.Draft, labels: list[str]) -> tuple[SQ.Thing, ...]:
   """Things no question family asks about, each apart from every other thing."""
   taken, out = [t.box for t in d.things], []
   shown = {t.label for t in d.things}
@@ -104,7 +104,7 @@ def _distractors(r: random.Random, d: SQ.Draft, labels) -> tuple[SQ.Thing, ...]:
 
 
 def _item(d: SQ.Draft, r: random.Random, source: str, split: str, image_id: str, question_id: str | None,
-          scene: str, size: tuple[int, int], distractors) -> Item:
+          scene: str, size: tuple[int, int], distractors: list[str]) -> Item:
   order = list(range(len(d.answers)))
   r.shuffle(order)
   return Item(family=d.family, source=source, split=split, image_id=image_id, question_id=question_id,
