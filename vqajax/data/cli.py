@@ -1,19 +1,24 @@
-"""`vqajax-data`: dataset tools. Only `synth` for now.
+"""`vqajax-data`: dataset tools.
 
   vqajax-data synth --out DIR [--seed S] [--scale tiny|small|medium|large]
+  vqajax-data therapy --out DIR [--seed S] [--scale tiny|small|medium]
 
-writes the embedded synthetic dataset (official VQA v2 / v1 multiple-choice / COCO
-captions formats plus feature stores) under DIR and prints a summary.
+`synth` writes the embedded synthetic VQA dataset (official VQA v2 / v1 multiple-choice /
+COCO captions formats plus feature stores), `therapy` the synthetic VQA-AnswerTherapy
+dataset (released format plus a grid feature store), under DIR; both print a summary.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 
 from vqajax.data import synthetic
 from vqajax.data import synthetic_features
+from vqajax.data import synthetic_therapy
+from vqajax.errors import InputError
 
 
 def _synth(args) -> int:
@@ -40,6 +45,26 @@ def _synth(args) -> int:
   return 0
 
 
+def _therapy(args) -> int:
+  start = time.time()
+  try:
+    paths = synthetic_therapy.generate(args.out, seed=args.seed, scale=args.scale)
+  except (InputError, OSError) as e:
+    print(f"error: could not write the synthetic therapy dataset to {args.out}: {e}", file=sys.stderr)
+    return 1
+  with open(paths["manifest"]) as f:
+    manifest = json.load(f)
+  counts, grid = manifest["counts"], manifest["grid"]
+  total = sum(c["samples"] for c in counts.values())
+  multiple = sum(c["multiple"] for c in counts.values())
+  file_text = "; ".join(f"{name} {c['samples']} ({c['multiple']} multiple)" for name, c in counts.items())
+  print(f"Wrote the synthetic VQA-AnswerTherapy dataset (scale {args.scale}, seed {args.seed}) to {args.out} "
+        f"in {time.time() - start:.1f}s: {total} questions, {100 * multiple / total:.1f}% with multiple "
+        f"groundings ({file_text}); grid features {grid['size']}x{grid['size']}x{grid['channels']} for "
+        f"{total} images.")
+  return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(prog="vqajax-data", description="vqajax dataset tools")
   sub = parser.add_subparsers(dest="command", required=True)
@@ -52,6 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
                          f"{k} ({v.train_images * v.questions_per_image} train questions)"
                          for k, v in synthetic.SCALES.items()))
   synth.set_defaults(func=_synth)
+  therapy = sub.add_parser("therapy", help="write the synthetic VQA-AnswerTherapy dataset",
+                           description="Write the synthetic VQA-AnswerTherapy dataset in the released format.")
+  therapy.add_argument("--out", required=True, help="output directory")
+  therapy.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+  therapy.add_argument("--scale", default="tiny", choices=list(synthetic_therapy.SCALES),
+                       help="dataset size: " + ", ".join(
+                           f"{k} ({sum(v)} questions)" for k, v in synthetic_therapy.SCALES.items()))
+  therapy.set_defaults(func=_therapy)
   return parser
 
 

@@ -10,6 +10,10 @@ field at a time over all records (like `vqa_files`); a malformed file raises
 are read as `label` 'single' / 'multiple'. The source is inferred per record: a record
 with a `question_id` comes from VQAv2, one without from VizWiz (the released format;
 so one reader serves both files, and a file mixing the two).
+
+A feature store keys images by integer (`data.features`); `feature_key` maps an
+`image_id` to that key: a COCO id (an integer or a digit string) is itself, a VizWiz
+name `VizWiz_<split>_<n>.jpg` is `VIZWIZ_KEYS[split] + n` (above any COCO id).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import operator
+import re
 from typing import Callable
 
 import numpy as np
@@ -26,6 +31,8 @@ from vqajax.data.vqa_files import DataFileError, column, load_json
 LABELS = {"same": "single", "single": "single", "diff": "multiple", "multiple": "multiple"}
 VQA, VIZWIZ = "VQAv2", "VizWiz"
 SOURCES = (VQA, VIZWIZ)
+VIZWIZ_KEYS = {"train": 1_000_000_000, "val": 2_000_000_000, "test": 3_000_000_000}
+_VIZWIZ_NAME = re.compile(r"VizWiz_(train|val|test)_(\d{1,9})\.jpg")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -43,6 +50,17 @@ class Sample:
   height: int
   answer_type: str
   label: str  # single | multiple (binary_label)
+
+
+def feature_key(image_id: str | int) -> int:
+  """The feature-store key of an image (module docstring)."""
+  if type(image_id) is int or (isinstance(image_id, str) and image_id.isascii() and image_id.isdigit()):
+    return int(image_id)
+  match = _VIZWIZ_NAME.fullmatch(image_id) if isinstance(image_id, str) else None
+  if match is None:
+    raise ValueError(f"image_id {image_id!r} has no feature key: expected a COCO id or "
+                     "'VizWiz_<train|val|test>_<number>.jpg'")
+  return VIZWIZ_KEYS[match[1]] + int(match[2])
 
 
 def _typed(items: list, key: str, kinds: tuple[type, ...], expected: str,
