@@ -2,7 +2,7 @@
 
 Runs the real Table II sweep file through `vqajax-sweep` in a subprocess on one real CPU
 device (long runs with 8 fake devices on 2 cores can starve XLA's CPU collectives; see
-WORKSPACE.md), for the rows that the orderings need, with 1000 steps of the cpu setting.
+WORKSPACE.md), for the rows that the orderings need, with 600 steps of the cpu setting.
 """
 
 import json
@@ -15,7 +15,7 @@ import pytest
 from vqajax.data import synthetic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STEPS = 1000
+STEPS = 600
 NEURAL = ("bow_q", "i", "bow_q_i", "lstm_q", "deeper_lstm_norm_i")
 
 
