@@ -64,6 +64,14 @@ def test_wrong_feature_dimension(data_copy, tmp_path):
                  "expects (2048,)", tmp_path / "w")
 
 
+@pytest.mark.parametrize("flag, expected", [
+    ("--config.model.fusoin=concat", "the config has no field 'fusoin' (did you mean \"fusion\"?)"),
+    ("--config.model.fusion=sum", "config.model.fusion 'sum' is not one of ('mul', 'concat')"),
+])
+def test_config_mistakes_are_one_error_line(tiny_data, tmp_path, flag, expected):
+  _fails_cleanly(_train_cmd(tiny_data, tmp_path / "w", flag), expected, tmp_path / "w")
+
+
 def test_unknown_image_id(data_copy, tmp_path):
   path = os.path.join(data_copy, "v2_OpenEnded_mscoco_val2014_questions.json")
   with open(path) as f:

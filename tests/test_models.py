@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from experiments.vqa import deeper_lstm_norm_i
+from vqajax.errors import InputError
 from vqajax.models import vqa as vqa_models
 from vqajax.models.question import LSTMEncoder
 
@@ -89,7 +90,7 @@ def test_bag_of_words_counts_each_bin_and_ignores_padding():
 def test_mul_fusion_of_unequal_widths_is_a_clear_error():
   cfg = ml_collections.ConfigDict(deeper_lstm_norm_i.get_config().model.to_dict())
   cfg.project = ("image",)  # 2048-d question vs 1024-d image
-  with pytest.raises(ValueError, match="equal widths"):
+  with pytest.raises(InputError, match="equal widths"):
     _param_shapes(vqa_models.build(cfg, _data()))
 
 

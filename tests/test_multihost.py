@@ -30,7 +30,7 @@ def _command(data_dir, workdir, *extra):
   return [sys.executable, "-c", "from vqajax.main import train_entry; train_entry()",
           f"--config={ROOT}/experiments/vqa/deeper_lstm_norm_i.py:runlocal", f"--workdir={workdir}",
           f"--config.data.dir={data_dir}", f"--config.num_train_steps={STEPS}",
-          f"--config.log_every_steps=1", f"--config.eval_every_steps={STEPS}", *extra]
+          "--config.log_every_steps=1", f"--config.eval_every_steps={STEPS}", *extra]
 
 
 def _env(devices):

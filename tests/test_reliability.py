@@ -1,6 +1,7 @@
 """Failures mid-run: damaged checkpoints, NaN losses, NaN features (issue 7's catalogue)."""
 
 import glob
+import json
 import os
 import shutil
 
@@ -73,3 +74,24 @@ def test_nan_features_are_one_clear_error(tiny_data, tmp_path):
   with pytest.raises(InputError) as error:
     train.train_and_evaluate(config, str(tmp_path / "run"))
   assert str(error.value) == f"{store}: the features of image_id {bad_image} are not finite (NaN or inf)"
+
+
+def test_empty_very_long_and_non_ascii_questions_train_and_evaluate(tiny_data, tmp_path):
+  data = str(tmp_path / "data")
+  shutil.copytree(tiny_data, data)
+  path = os.path.join(data, "v2_OpenEnded_mscoco_val2014_questions.json")
+  with open(path) as f:
+    questions = json.load(f)
+  texts = ["", "why " * 100, "¿De qué color es el coche? 车是什么颜色？"]
+  for q, text in zip(questions["questions"], texts):
+    q["question"] = text
+  with open(path, "w") as f:
+    json.dump(questions, f)
+  config = _config(data, num_train_steps=2, log_every_steps=2, eval_every_steps=2)
+  metrics = train.train_and_evaluate(config, str(tmp_path / "run"))
+  assert 0 <= metrics["accuracy"] <= 100
+  from vqajax.data import vqa_dataset  # pylint: disable=g-import-not-at-top
+  lengths = vqa_dataset.load(config.data).val["length"][:3]
+  # empty -> 0 words (encodes to zeros); 100 words -> cut at 26; unicode words are words:
+  # de, qué, color, es, el, coche + the unspaced Chinese run as one word = 7
+  np.testing.assert_array_equal(lengths, [0, 26, 7])

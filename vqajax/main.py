@@ -11,7 +11,9 @@ On several hosts pass --coordinator_address / --num_processes / --process_id (or
 from __future__ import annotations
 
 import os
+import re
 import sys
+import traceback
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -79,7 +81,17 @@ def _run(main):
       sys.stderr.write(f"error: {e}\n")
       sys.exit(2)
 
-  app.run(guarded)
+  try:
+    app.run(guarded)
+  except AttributeError as e:  # a --config.<field> that the locked config does not have
+    frames = traceback.extract_tb(e.__traceback__)
+    if not frames or "ml_collections" not in frames[-1].filename:
+      raise
+    field = re.search(r"'(\w+)", str(e))
+    hint = re.search(r'Did you mean "(\w+)"', str(e))
+    sys.stderr.write(f"error: the config has no field '{field.group(1) if field else e}'"
+                     + (f' (did you mean "{hint.group(1)}"?)' if hint else "") + "\n")
+    sys.exit(2)
 
 
 def train_entry():

@@ -34,6 +34,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from vqajax.errors import InputError
 from vqajax.models.question import LSTMEncoder
 
 QUESTION_ENCODERS = ("none", "bow", "lstm")
@@ -89,7 +90,7 @@ class LateFusionVQA(nn.Module):
     if len(parts) > 1 and self.fusion == "mul":
       widths = {name: x.shape[-1] for name, x in zip(inputs, parts)}
       if len(set(widths.values())) > 1:
-        raise ValueError(f"element-wise fusion needs equal widths, got {widths}; "
+        raise InputError(f"element-wise fusion needs equal widths, got {widths}; "
                          "project the inputs (config.model.project) or fuse by 'concat'")
       x = parts[0]
       for part in parts[1:]:
@@ -106,16 +107,16 @@ class LateFusionVQA(nn.Module):
 def build(cfg, data) -> LateFusionVQA:
   """The model described by `config.model`, sized by the loaded data (`VQAData`)."""
   if cfg.question not in QUESTION_ENCODERS:
-    raise ValueError(f"config.model.question '{cfg.question}' is not one of {QUESTION_ENCODERS}")
+    raise InputError(f"config.model.question '{cfg.question}' is not one of {QUESTION_ENCODERS}")
   if cfg.fusion not in FUSIONS:
-    raise ValueError(f"config.model.fusion '{cfg.fusion}' is not one of {FUSIONS}")
+    raise InputError(f"config.model.fusion '{cfg.fusion}' is not one of {FUSIONS}")
   unknown = set(cfg.project) - {"question", "image", "caption"}
   if unknown:
-    raise ValueError(f"config.model.project names unknown inputs {sorted(unknown)}")
+    raise InputError(f"config.model.project names unknown inputs {sorted(unknown)}")
   if cfg.caption and "caption_bow" not in data.bag_sizes:
-    raise ValueError("config.model.caption needs captions: set config.data.train_captions and val_captions")
+    raise InputError("config.model.caption needs captions: set config.data.train_captions and val_captions")
   if cfg.question == "none" and not cfg.use_image and not cfg.caption:
-    raise ValueError("a VQA model needs a question encoder, the image, the captions, or several")
+    raise InputError("a VQA model needs a question encoder, the image, the captions, or several")
   return LateFusionVQA(
       num_answers=len(data.answers), question=cfg.question, vocab_size=len(data.vocab),
       embed_dim=cfg.embed_dim, lstm_dim=cfg.lstm_dim, lstm_layers=cfg.lstm_layers,
