@@ -117,3 +117,12 @@ def test_rle_export_decodes_to_the_predicted_mask():
     centres = decoded[(np.arange(14) * 75 + 37) // 14][:, (np.arange(14) * 101 + 50) // 14]
     np.testing.assert_array_equal(centres.astype(bool), grid[0, j])
   np.testing.assert_array_equal(masks.upsample(grid[0, 0], 14, 14), grid[0, 0])
+
+
+def test_task_registry_names_its_tasks_and_rejects_others():
+  from vqajax import tasks  # pylint: disable=g-import-not-at-top
+  from vqajax.errors import InputError  # pylint: disable=g-import-not-at-top
+  assert tasks.get("grounding_mask") is grounding_mask and sorted(tasks.TASKS) == [
+      "grounding_class", "grounding_mask", "vqa"]
+  with pytest.raises(InputError, match="config.task 'grounding' is not one of"):
+    tasks.get("grounding")

@@ -104,7 +104,9 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
 
 
 THERAPY_ARGS = ("cpu", "runlocal", "real")
-THERAPY_DIR = os.environ.get("VQAJAX_THERAPY_DIR", "../shared/data/answertherapy")
+# The released train files: $VQAJAX_THERAPY_DIR, else ../shared/data/answertherapy beside the checkout.
+THERAPY_DIR = os.environ.get("VQAJAX_THERAPY_DIR", os.path.normpath(
+    os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "answertherapy")))
 
 
 def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.ConfigDict:

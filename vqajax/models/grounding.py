@@ -23,6 +23,7 @@ from __future__ import annotations
 import flax.linen as nn
 import jax.numpy as jnp
 
+from vqajax.errors import InputError
 from vqajax.models.question import LSTMEncoder
 
 CLASSIFIER_INPUTS = ("q", "q+a", "i+q", "i+q+a")
@@ -118,9 +119,9 @@ def build(cfg, data, task: str) -> nn.Module:
   """The model of `config.model` for `task` ('grounding_class' | 'grounding_mask')."""
   allowed = CLASSIFIER_INPUTS if task == "grounding_class" else MASK_INPUTS
   if cfg.inputs not in allowed:
-    raise ValueError(f"config.model.inputs '{cfg.inputs}' is not one of {allowed} ({task})")
+    raise InputError(f"config.model.inputs '{cfg.inputs}' is not one of {allowed} ({task})")
   if "i" in cfg.inputs.split("+") and data.store is None:
-    raise ValueError(f"config.model.inputs '{cfg.inputs}' needs image features: set config.data.features")
+    raise InputError(f"config.model.inputs '{cfg.inputs}' needs image features: set config.data.features")
   text = dict(vocab_size=len(data.vocab), inputs=cfg.inputs, embed_dim=cfg.embed_dim,
               lstm_dim=cfg.lstm_dim, lstm_layers=cfg.lstm_layers, dropout=cfg.dropout)
   if task == "grounding_class":
