@@ -3,17 +3,23 @@
 A checkpoint holds the train state (step, params, optimizer state, RNG) and a JSON
 record with the input position, so a resumed run reads exactly the batches the
 interrupted one would have. The last `keep` checkpoints and the best one by
-`best_metric` are kept.
+`best_metric` are kept. Orbax writes a step to a temporary directory and renames it when
+complete, so a half-written checkpoint is never listed; one damaged later (truncated or
+missing files) is skipped on resume by `restore_latest`.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from typing import Any, Optional
 
 import jax
 import orbax.checkpoint as ocp
+from absl import logging
 from orbax.checkpoint import checkpoint_managers as policies
+
+from vqajax.errors import InputError
 
 
 class Checkpointer:
@@ -29,6 +35,7 @@ class Checkpointer:
                                            enable_async_checkpointing=False)
     if "://" not in directory:  # orbax wants absolute local paths; gs:// etc. pass through
       directory = os.path.abspath(directory)
+    self.directory = directory
     self.manager = ocp.CheckpointManager(directory, options=options, item_names=("state", "meta"))
 
   def save(self, step: int, state: Any, meta: dict, metrics: Optional[dict] = None) -> None:
@@ -49,6 +56,40 @@ class Checkpointer:
     restored = self.manager.restore(step, args=ocp.args.Composite(
         state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
     return restored.state, restored.meta
+
+  def restore_latest(self, target: Any) -> Optional[tuple[Any, dict, int]]:
+    """(state, meta, step) of the newest checkpoint that restores, or None if there is none.
+
+    Newer checkpoints that fail to restore while an older one succeeds are damaged: they
+    are moved to `<directory>.unreadable/<step>` (kept for inspection, and so that the
+    resumed run can save those steps again) and reported. When no checkpoint restores,
+    nothing is moved and the error names each failure (typically a changed config).
+    """
+    failures = []
+    for step in sorted(self.steps(), reverse=True):
+      try:
+        state, meta = self.restore(step, target)
+      except Exception as e:  # pylint: disable=broad-except  # orbax / tensorstore: many kinds
+        failures.append((step, e))
+        continue
+      for bad, error in failures:
+        self._set_aside(bad, error, step)
+      return state, meta, step
+    if failures:
+      reasons = "; ".join(f"step {step}: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                          for step, e in failures)
+      raise InputError(f"{self.directory}: no checkpoint can be restored ({reasons})")
+    return None
+
+  def _set_aside(self, step: int, error: Exception, resumed: int) -> None:
+    aside = os.path.join(self.directory + ".unreadable", str(step))
+    os.makedirs(os.path.dirname(aside), exist_ok=True)
+    shutil.move(os.path.join(self.directory, str(step)), aside)
+    self.manager.reload()
+    message = (f"checkpoint at step {step} cannot be restored ({type(error).__name__}); moved to "
+               f"{aside}; resuming from step {resumed}")
+    logging.warning(message)
+    print(message)
 
   def close(self) -> None:
     self.manager.close()

@@ -36,6 +36,8 @@ flags.mark_flags_as_required(["config", "workdir"])
 
 def _initialise():
   if FLAGS.coordinator_address:
+    # CPU processes (tests, CPU clusters) exchange collectives over gloo; no effect elsewhere.
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id)
   elif FLAGS.distributed:
     jax.distributed.initialize()

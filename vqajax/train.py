@@ -30,6 +30,16 @@ class NonFiniteLossError(FloatingPointError):
   pass
 
 
+def _check_finite(metrics: list[dict], first_step: int, last_checkpoint) -> None:
+  """Raises NonFiniteLossError naming the first step whose loss or gradient norm is NaN/inf."""
+  for i, m in enumerate(metrics):
+    if not (np.isfinite(m["loss"]) and np.isfinite(m["grad_norm"])):
+      raise NonFiniteLossError(
+          f"non-finite {'loss' if not np.isfinite(m['loss']) else 'gradients'} at step "
+          f"{first_step + i}; nothing was saved after it (last good checkpoint: {last_checkpoint}); "
+          "lower the learning rate, enable gradient clipping or check the inputs for NaN/inf")
+
+
 def make_train_step(model, tx, mesh, task_loss):
   """The jitted step; `task_loss(outputs, batch)` is the task's loss."""
   replicated, data = sharding.replicated(mesh), sharding.data_sharding(mesh)
@@ -73,11 +83,11 @@ def train_and_evaluate(config, workdir: str, devices=None) -> dict:
   mesh, data = exp.mesh, exp.data
   ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints,
                                 exp.task.BEST_METRIC)
-  start = ckpt.latest_step()
-  if start is None:
+  restored = ckpt.restore_latest(exp.initial_state(abstract=True))
+  if restored is None:
     state, start = exp.initial_state(), 0
   else:
-    state, meta = ckpt.restore(start, exp.initial_state(abstract=True))
+    state, meta, start = restored
     logging.info("Resumed from step %d (input position %d)", start, meta["input_step"])
     print(f"resumed from checkpoint at step {start}")
   evaluator = evaluate.Evaluator(config, data, exp.model, mesh)
@@ -89,8 +99,8 @@ def train_and_evaluate(config, workdir: str, devices=None) -> dict:
   report = periodic_actions.ReportProgress(num_train_steps=config.num_train_steps, writer=writer,
                                            every_steps=config.log_every_steps)
   train_step = make_train_step(exp.model, exp.tx, mesh, exp.task.loss)
-  batches = pipeline.train_dataset(data.train, data.store, config.batch_size, config.seed,
-                                   start, exp.task.TRAIN_KEYS).as_numpy_iterator()
+  batches = pipeline.numpy_batches(pipeline.train_dataset(data.train, data.store, config.batch_size,
+                                                         config.seed, start, exp.task.TRAIN_KEYS))
   preemption, metrics, eval_metrics = _Preemption(), [], {}
   meta = lambda step: {"input_step": step, "seed": config.seed}
   try:
@@ -98,15 +108,17 @@ def train_and_evaluate(config, workdir: str, devices=None) -> dict:
       state, step_metrics = train_step(state, sharding.to_global(next(batches), mesh))
       metrics.append(step_metrics)
       report(step)
-      if step % config.log_every_steps == 0 or step == config.num_train_steps:
-        summary = {k: float(np.mean([m[k] for m in jax.device_get(metrics)])) for k in metrics[0]}
-        if not np.isfinite(summary["loss"]):
-          raise NonFiniteLossError(
-              f"non-finite training loss at step {step}; last good checkpoint: {ckpt.latest_step()}")
-        writer.write_scalars(step, {f"train/{k}": v for k, v in summary.items()})
+      final = step == config.num_train_steps
+      log = step % config.log_every_steps == 0 or final
+      evaluate_now = step % config.eval_every_steps == 0 or final
+      if log or evaluate_now or preemption.requested:  # never log or save past a NaN
+        metrics = jax.device_get(metrics)
+        _check_finite(metrics, step - len(metrics) + 1, ckpt.latest_step())
+      if log:
+        means = {f"train/{k}": float(np.mean([m[k] for m in metrics])) for k in metrics[0]}
+        writer.write_scalars(step, means)
         metrics = []
-      if step % config.eval_every_steps == 0 or step == config.num_train_steps:
-        final = step == config.num_train_steps  # the final step also writes results files
+      if evaluate_now:  # the final step also writes the official results files
         eval_metrics = evaluator.run(state.params, step, workdir=workdir if final else None)
         writer.write_scalars(step, {f"val/{k}": v for k, v in eval_metrics.items()})
         ckpt.save(step, state, meta(step), eval_metrics)

@@ -80,9 +80,14 @@ class FeatureStore:
           f"{self.path}: features have shape {self.shape} per image, the config expects {tuple(expected)}")
 
   def read(self, rows: np.ndarray) -> np.ndarray:
-    """Features of `rows` (any order, repeats allowed), as float32."""
+    """Features of `rows` (any order, repeats allowed), as float32; NaN or inf is an error."""
     unique, inverse = np.unique(rows, return_inverse=True)
-    return np.asarray(self._features[unique], np.float32)[inverse]
+    features = np.asarray(self._features[unique], np.float32)
+    finite = np.isfinite(features.reshape(len(unique), -1)).all(axis=1)
+    if not finite.all():
+      raise FeatureStoreError(f"{self.path}: the features of image_id "
+                              f"{self.image_ids[unique[np.argmin(finite)]]} are not finite (NaN or inf)")
+    return features[inverse]
 
   def close(self) -> None:
     if self._file is not None:

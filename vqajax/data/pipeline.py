@@ -7,6 +7,7 @@ just its step. Each host reads its own slice of every global batch.
 
 from __future__ import annotations
 
+import re
 from typing import Iterator, Sequence
 
 import jax
@@ -14,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from vqajax.data.features import FeatureStore
+from vqajax.errors import InputError
 
 tf.config.set_visible_devices([], "GPU")  # the accelerator belongs to JAX
 
@@ -67,6 +69,28 @@ class _Loader:
     return fn
 
 
+def _input_error_names(cls=InputError) -> set[str]:
+  return {cls.__name__}.union(*(_input_error_names(c) for c in cls.__subclasses__()))
+
+
+def numpy_batches(ds: tf.data.Dataset) -> Iterator[dict[str, np.ndarray]]:
+  """`ds.as_numpy_iterator()`, except that bad input met inside tf.data (an `InputError`
+  raised by a loader, e.g. NaN features) comes out as that one-line error again rather
+  than as a TensorFlow error wrapping a traceback."""
+  batches = ds.as_numpy_iterator()
+  while True:
+    try:
+      yield next(batches)
+    except StopIteration:
+      return
+    except tf.errors.OpError as e:
+      names = "|".join(sorted(_input_error_names()))
+      match = re.search(rf"\b(?:{names}): (.*?)\nTraceback", e.message, re.S)
+      if match:
+        raise InputError(match.group(1)) from None
+      raise
+
+
 def example_batch(arrays, store, n: int, keys: Sequence[str] = TRAIN_KEYS) -> dict[str, np.ndarray]:
   """The first `n` train rows, for shape inference (model init)."""
   return _Loader(arrays, store, keys)(np.arange(n))
@@ -117,4 +141,4 @@ def eval_batches(arrays, store, global_batch: int, keys: Sequence[str]) -> Itera
   ds = tf.data.Dataset.range(num_batches)
   ds = tf.data.Dataset.zip(ds, ds.map(loader.tf_map(make_rows, host), num_parallel_calls=tf.data.AUTOTUNE,
                                       deterministic=True))
-  return ds.map(with_mask).prefetch(tf.data.AUTOTUNE).as_numpy_iterator()
+  return numpy_batches(ds.map(with_mask).prefetch(tf.data.AUTOTUNE))

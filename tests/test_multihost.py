@@ -1,0 +1,73 @@
+"""Two processes x 4 CPU devices through jax.distributed on localhost == one process x 8.
+
+Each process reads its own half of every global batch; the losses, the evaluation, the
+official results files and the checkpoint must be those of a single 8-device process.
+"""
+
+import glob
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import jax
+import numpy as np
+
+from tests.test_train import _config, _losses, _params
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STEPS = 6
+
+
+def _free_port():
+  with socket.socket() as s:
+    s.bind(("localhost", 0))
+    return s.getsockname()[1]
+
+
+def _command(data_dir, workdir, *extra):
+  return [sys.executable, "-c", "from vqajax.main import train_entry; train_entry()",
+          f"--config={ROOT}/experiments/vqa/deeper_lstm_norm_i.py:runlocal", f"--workdir={workdir}",
+          f"--config.data.dir={data_dir}", f"--config.num_train_steps={STEPS}",
+          f"--config.log_every_steps=1", f"--config.eval_every_steps={STEPS}", *extra]
+
+
+def _env(devices):
+  return dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+
+
+def _results(workdir):
+  found = glob.glob(os.path.join(workdir, "results", f"step_{STEPS}", "*OpenEnded*_results.json"))
+  assert len(found) == 1  # one results file, written once
+  with open(found[0]) as f:
+    return json.load(f)
+
+
+def test_two_processes_train_like_one_with_all_devices(tiny_data, tmp_path):
+  two, one = str(tmp_path / "two"), str(tmp_path / "one")
+  address = f"localhost:{_free_port()}"
+  workers = [subprocess.Popen(
+      _command(tiny_data, two, f"--coordinator_address={address}", "--num_processes=2",
+               f"--process_id={i}"), env=_env(4), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+      for i in range(2)]
+  outputs = [w.communicate(timeout=600)[0].decode() for w in workers]
+  assert [w.returncode for w in workers] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+  subprocess.run(_command(tiny_data, one), env=_env(8), check=True, capture_output=True, timeout=600)
+
+  assert len(_losses(two)) == STEPS
+  np.testing.assert_allclose(_losses(two), _losses(one), rtol=1e-5)
+  with open(os.path.join(two, "metrics.jsonl")) as f2, open(os.path.join(one, "metrics.jsonl")) as f1:
+    val = lambda f: [r for r in map(json.loads, f) if "val/accuracy" in r][-1]
+    two_val, one_val = val(f2), val(f1)
+  assert two_val.keys() == one_val.keys()
+  for key in one_val:
+    np.testing.assert_allclose(two_val[key], one_val[key], rtol=1e-5, err_msg=key)
+  results = _results(two)
+  with open(os.path.join(tiny_data, "v2_OpenEnded_mscoco_val2014_questions.json")) as f:
+    questions = [q["question_id"] for q in json.load(f)["questions"]]
+  assert sorted(r["question_id"] for r in results) == sorted(questions)  # each question once
+  assert results == _results(one)
+  config = _config(tiny_data)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7),
+               _params(two, config), _params(one, config))

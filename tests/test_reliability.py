@@ -1,0 +1,75 @@
+"""Failures mid-run: damaged checkpoints, NaN losses, NaN features (issue 7's catalogue)."""
+
+import glob
+import os
+import shutil
+
+import h5py
+import jax
+import numpy as np
+import pytest
+
+from tests.test_train import _config, _losses, _params
+from vqajax import train
+from vqajax.errors import InputError
+
+
+def _damage(checkpoint_dir):
+  """Truncates every array data file of a checkpoint to half (a half-copied checkpoint)."""
+  files = [f for f in glob.glob(f"{checkpoint_dir}/state/**/d/*", recursive=True) if os.path.isfile(f)]
+  assert files
+  for f in files:
+    with open(f, "r+b") as handle:
+      handle.truncate(os.path.getsize(f) // 2)
+
+
+def test_damaged_newest_checkpoint_resumes_from_the_previous_one(tiny_data, tmp_path, capsys):
+  config = _config(tiny_data, num_train_steps=20, log_every_steps=5, eval_every_steps=10)
+  train.train_and_evaluate(config, str(tmp_path / "full"))
+  run = str(tmp_path / "damaged")
+  train.train_and_evaluate(config, run)
+  _damage(os.path.join(run, "checkpoints", "20"))
+  capsys.readouterr()
+  train.train_and_evaluate(config, run)  # the newest (20) cannot be read: back to 10
+  out = capsys.readouterr().out
+  assert "checkpoint at step 20 cannot be restored" in out and "resuming from step 10" in out
+  assert os.path.isdir(os.path.join(run, "checkpoints.unreadable", "20"))  # kept for inspection
+  # steps 11..20 ran again and gave what the uninterrupted run gave
+  jax.tree.map(np.testing.assert_array_equal, _params(run, config), _params(tmp_path / "full", config))
+  assert _losses(run)[-2:] == _losses(tmp_path / "full")[-2:]
+
+
+def test_no_restorable_checkpoint_is_a_clear_error_and_moves_nothing(tiny_data, tmp_path):
+  run = str(tmp_path / "run")
+  train.train_and_evaluate(_config(tiny_data, num_train_steps=10, eval_every_steps=10), run)
+  wider = _config(tiny_data, num_train_steps=20, eval_every_steps=10, **{"model.fused_dim": 96})
+  with pytest.raises(InputError, match=r"no checkpoint can be restored \(step 10: "):
+    train.train_and_evaluate(wider, run)  # the config changed: the shapes do not fit
+  assert os.listdir(os.path.join(run, "checkpoints")) == ["10"]
+  assert not os.path.exists(os.path.join(run, "checkpoints.unreadable"))
+
+
+def test_non_finite_loss_names_its_step_and_saves_nothing_after_it(tiny_data, tmp_path):
+  run = str(tmp_path / "run")
+  config = _config(tiny_data, num_train_steps=30, log_every_steps=10, eval_every_steps=10)
+  train.train_and_evaluate(config, run)
+  diverging = _config(tiny_data, num_train_steps=60, log_every_steps=10, eval_every_steps=10,
+                      **{"optimizer.learning_rate": float("inf")})
+  # step 31 computes a finite loss, then its update makes the parameters inf / NaN
+  with pytest.raises(train.NonFiniteLossError, match=r"non-finite loss at step 32; nothing was saved "
+                                                     r"after it \(last good checkpoint: 30\)"):
+    train.train_and_evaluate(diverging, run)
+  assert sorted(os.listdir(os.path.join(run, "checkpoints"))) == ["10", "20", "30"]
+
+
+def test_nan_features_are_one_clear_error(tiny_data, tmp_path):
+  data = str(tmp_path / "data")
+  shutil.copytree(tiny_data, data)
+  store = os.path.join(data, "features", "fc7.h5")
+  with h5py.File(store, "r+") as f:
+    f["features"][3, 7] = np.nan
+    bad_image = int(f["image_ids"][3])
+  config = _config(data, num_train_steps=200, log_every_steps=200, eval_every_steps=200)
+  with pytest.raises(InputError) as error:
+    train.train_and_evaluate(config, str(tmp_path / "run"))
+  assert str(error.value) == f"{store}: the features of image_id {bad_image} are not finite (NaN or inf)"
