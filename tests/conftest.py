@@ -26,3 +26,12 @@ def tiny_data(tmp_path_factory):
   out = str(tmp_path_factory.mktemp("synthetic_tiny"))
   synthetic.generate(out, seed=0, scale="tiny")
   return out
+
+
+@pytest.fixture(scope="session")
+def tiny_therapy(tmp_path_factory):
+  """The synthetic VQA-AnswerTherapy dataset at scale 'tiny', written once per session."""
+  from vqajax.data import synthetic_therapy  # pylint: disable=g-import-not-at-top
+  out = str(tmp_path_factory.mktemp("therapy_tiny"))
+  synthetic_therapy.generate(out, seed=0, scale="tiny")
+  return out

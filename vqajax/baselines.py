@@ -41,14 +41,13 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from vqajax import evaluate
-from vqajax import experiment
 from vqajax import reports
 from vqajax import score
 from vqajax.baselines_nn import nearest_neighbour_answers
 from vqajax.data import text, vqa_dataset
 from vqajax.errors import InputError
 from vqajax.metrics.normalize import clean, normalize
+from vqajax.tasks import vqa as vqa_task
 
 Records = Sequence[tuple[dict, dict]]  # (question, annotation), as from vqa_files.join
 Results = dict[int, str]
@@ -261,13 +260,13 @@ def run_baseline(name: str, config_data, word_vectors: str | WordVectors | None 
 def run_and_write(config, workdir: str, names: Sequence[str],
                   word_vectors: str | None = None) -> dict[str, dict[str, float]]:
   """`vqajax-baselines`: official results files under WORKDIR/results/<name>/ and a table."""
-  data = experiment.prepare_data(config)
+  data = vqa_task.load(config)
   train = vqa_dataset.read_train_records(config.data)[0]
-  reports.write_run_file(workdir, config, data)
+  reports.write_run_file(workdir, config, vqa_task.sizes(data))
   rows = {}
   for name in names:
     predicted = predict_baseline(name, data, train, word_vectors, config.seed)
-    scores = evaluate.write_official(os.path.join(workdir, "results", name), config, data, name,
+    scores = vqa_task.write_official(os.path.join(workdir, "results", name), config, data, name,
                                      predicted, {"baseline": name})
     rows[name] = reports.metrics_from_official(scores)
   print(reports.accuracy_table(rows))

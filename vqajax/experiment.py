@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import os
+from types import ModuleType
 from typing import Any
 
 import flax
@@ -12,10 +12,8 @@ import jax.numpy as jnp
 import optax
 
 from vqajax import sharding
+from vqajax import tasks
 from vqajax.data import pipeline
-from vqajax.data import synthetic
-from vqajax.data import vqa_dataset
-from vqajax.models import vqa as vqa_models
 
 
 @flax.struct.dataclass
@@ -39,38 +37,28 @@ def make_optimizer(cfg) -> optax.GradientTransformation:
   return optax.chain(optax.clip(cfg.grad_clip), opt) if cfg.grad_clip > 0 else opt
 
 
-def prepare_data(config) -> vqa_dataset.VQAData:
-  """Loads config.data, first writing the embedded synthetic dataset if asked and absent."""
-  data = config.data
-  if data.synthetic:
-    if not data.dir:
-      data.dir = os.path.join(os.path.expanduser("~/.cache/vqajax/synthetic"),
-                              f"{data.synthetic_scale}-seed{config.seed}")
-    if not os.path.exists(os.path.join(data.dir, "MANIFEST.json")):  # written last: complete
-      synthetic.generate(data.dir, seed=config.seed, scale=data.synthetic_scale)
-  return vqa_dataset.load(data)
-
-
 @dataclasses.dataclass
 class Experiment:
   config: Any
   mesh: Any
-  data: vqa_dataset.VQAData
-  model: vqa_models.LateFusionVQA
+  task: ModuleType  # vqajax.tasks.TASKS[config.task]
+  data: Any
+  model: Any
   tx: optax.GradientTransformation
 
   @classmethod
   def build(cls, config, devices=None) -> "Experiment":
     mesh = sharding.data_mesh(devices)
     sharding.local_batch_size(config.batch_size, mesh)
-    data = prepare_data(config)
-    model = vqa_models.build(config.model, data)
-    return cls(config, mesh, data, model, make_optimizer(config.optimizer))
+    task = tasks.get(config.task)
+    data = task.load(config)
+    model = task.build_model(config.model, data)
+    return cls(config, mesh, task, data, model, make_optimizer(config.optimizer))
 
   def initial_state(self, abstract: bool = False) -> TrainState:
     """A fresh train state, created directly with replicated shardings; with `abstract`,
     only its shapes, dtypes and shardings (a restore target: nothing is computed)."""
-    example = pipeline.example_batch(self.data.train, self.data.store, 2)
+    example = pipeline.example_batch(self.data.train, self.data.store, 2, self.task.TRAIN_KEYS)
 
     def init(rng):
       params_rng, rng = jax.random.split(rng)

@@ -53,8 +53,8 @@ def _train(argv):
   _initialise()
   metrics = train.train_and_evaluate(FLAGS.config, FLAGS.workdir)
   if jax.process_index() == 0 and metrics:
-    from vqajax import reports  # pylint: disable=g-import-not-at-top
-    print(reports.accuracy_table({FLAGS.config.name: metrics}))
+    from vqajax import tasks  # pylint: disable=g-import-not-at-top
+    print(tasks.get(FLAGS.config.task).table(FLAGS.config.name, metrics))
 
 
 def _eval(argv):

@@ -1,7 +1,7 @@
 """Result tables (the paper's Tables II, III, IV) from official results directories.
 
 A results directory holds official `*_results.json` files with their `*_accuracy.json`
-and `*_evalQA.json` (as written by `evaluate.write_official`). Tables are written as
+and `*_evalQA.json` (as written by `tasks.vqa.write_official`). Tables are written as
 Markdown, CSV and JSON (a list of row objects) together.
 """
 
@@ -48,11 +48,10 @@ def metrics_from_official(scores: dict[str, dict]) -> dict[str, float]:
 
 # ---------------------------------------------------------------------------- results dirs
 
-def write_run_file(workdir: str, config, data) -> None:
-  """workdir/run.json: the config of a run and the sizes of its data (`VQAData`)."""
-  write_json_atomic(os.path.join(workdir, RUN_FILE), {"config": config.to_dict(), "data": {
-      "train_questions": len(data.train["label"]), "val_questions": len(data.val["question_id"]),
-      "vocab_size": len(data.vocab), "num_answers": len(data.answers)}}, make_dirs=True)
+def write_run_file(workdir: str, config, sizes: dict) -> None:
+  """workdir/run.json: the config of a run and the sizes of its data (its task's `sizes`)."""
+  write_json_atomic(os.path.join(workdir, RUN_FILE), {"config": config.to_dict(), "data": sizes},
+                    make_dirs=True)
 
 
 def _official(results_dir: str, task: str, kind: str) -> str | None:

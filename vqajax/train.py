@@ -24,7 +24,6 @@ from vqajax import sharding
 from vqajax import writers
 from vqajax.data import pipeline
 from vqajax.experiment import Experiment, TrainState
-from vqajax.tasks import vqa as vqa_task
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -41,7 +40,8 @@ def _check_finite(metrics: list[dict], first_step: int, last_checkpoint) -> None
           "lower the learning rate, enable gradient clipping or check the inputs for NaN/inf")
 
 
-def make_train_step(model, tx, mesh):
+def make_train_step(model, tx, mesh, task_loss):
+  """The jitted step; `task_loss(outputs, batch)` is the task's loss."""
   replicated, data = sharding.replicated(mesh), sharding.data_sharding(mesh)
 
   @functools.partial(jax.jit, in_shardings=(replicated, data), out_shardings=(replicated, replicated),
@@ -50,8 +50,8 @@ def make_train_step(model, tx, mesh):
     dropout_rng = jax.random.fold_in(state.rng, state.step)
 
     def loss_fn(params):
-      logits = model.apply({"params": params}, batch, train=True, rngs={"dropout": dropout_rng})
-      return vqa_task.loss(logits, batch["label"])
+      outputs = model.apply({"params": params}, batch, train=True, rngs={"dropout": dropout_rng})
+      return task_loss(outputs, batch)
 
     loss, grads = jax.value_and_grad(loss_fn)(state.params)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
@@ -81,7 +81,8 @@ def train_and_evaluate(config, workdir: str, devices=None) -> dict:
   """Trains `config` in `workdir` on `devices` (default: all); returns the last val metrics."""
   exp = Experiment.build(config, devices)
   mesh, data = exp.mesh, exp.data
-  ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints)
+  ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints,
+                                exp.task.BEST_METRIC)
   restored = ckpt.restore_latest(exp.initial_state(abstract=True))
   if restored is None:
     state, start = exp.initial_state(), 0
@@ -91,15 +92,15 @@ def train_and_evaluate(config, workdir: str, devices=None) -> dict:
     print(f"resumed from checkpoint at step {start}")
   evaluator = evaluate.Evaluator(config, data, exp.model, mesh)
   if jax.process_index() == 0:
-    reports.write_run_file(workdir, config, data)
+    reports.write_run_file(workdir, config, exp.task.sizes(data))
   writer = writers.create(workdir)
   if start == 0:
     writer.write_hparams({k: v for k, v in config.to_dict().items() if not isinstance(v, dict)})
   report = periodic_actions.ReportProgress(num_train_steps=config.num_train_steps, writer=writer,
                                            every_steps=config.log_every_steps)
-  train_step = make_train_step(exp.model, exp.tx, mesh)
+  train_step = make_train_step(exp.model, exp.tx, mesh, exp.task.loss)
   batches = pipeline.numpy_batches(pipeline.train_dataset(data.train, data.store, config.batch_size,
-                                                         config.seed, start))
+                                                         config.seed, start, exp.task.TRAIN_KEYS))
   preemption, metrics, eval_metrics = _Preemption(), [], {}
   meta = lambda step: {"input_step": step, "seed": config.seed}
   try:

@@ -77,3 +77,17 @@ def to_grid(mask: np.ndarray, size: int = 14) -> np.ndarray:
   cols = _cell_weights(mask.shape[-1], size)
   # C order: a Fortran-ordered mask (pycocotools decodes to one) makes the product ~30x slower.
   return (rows @ np.ascontiguousarray(mask, np.float64) @ cols.T).astype(np.float32)
+
+
+def upsample(grid: np.ndarray, height: int, width: int) -> np.ndarray:
+  """A boolean [size, size] grid mask at height x width: pixel (i, j) takes the cell that
+  holds it, (i * size // height, j * size // width)."""
+  rows = np.arange(height) * grid.shape[0] // height
+  cols = np.arange(width) * grid.shape[1] // width
+  return grid[rows[:, None], cols[None, :]]
+
+
+def encode(mask: np.ndarray) -> dict:
+  """The compressed COCO RLE of a boolean [H, W] mask, JSON-ready (`counts` a str)."""
+  rle = coco_mask.encode(np.asfortranarray(mask, np.uint8))
+  return {"size": [int(s) for s in rle["size"]], "counts": rle["counts"].decode("ascii")}

@@ -30,13 +30,14 @@ def bucket_length(longest: int, max_len: int) -> int:
 
 
 class _Loader:
-  """Gathers rows of the split arrays (those of `keys` that it has) and their image features.
+  """Gathers rows of the split arrays (those of `keys` that it has) and their image features
+  (none when `store` is None: text-only data).
 
   Token ids are cut to the length bucket of the longest question in the GLOBAL batch,
   which every host can tell from the global rows, so all hosts agree on the shape.
   """
 
-  def __init__(self, arrays: dict[str, np.ndarray], store: FeatureStore, keys: Sequence[str]):
+  def __init__(self, arrays: dict[str, np.ndarray], store: FeatureStore | None, keys: Sequence[str]):
     self.arrays, self.store = arrays, store
     self.keys = tuple(k for k in keys if k in arrays)
 
@@ -46,7 +47,8 @@ class _Loader:
     if "tokens" in batch:
       longest = int(self.arrays["length"][global_rows].max())
       batch["tokens"] = batch["tokens"][:, :bucket_length(longest, batch["tokens"].shape[1])]
-    batch["image"] = self.store.read(self.arrays["image_row"][rows])
+    if self.store is not None:
+      batch["image"] = self.store.read(self.arrays["image_row"][rows])
     return batch
 
   def tf_map(self, make_rows, host: slice):
