@@ -14,13 +14,15 @@ from vqajax import score
 from vqajax import sharding
 from vqajax.data import synthetic
 from vqajax.data import vqa_dataset
-from vqajax.data.pipeline import INPUT_KEYS, TRAIN_KEYS
+from vqajax.data import pipeline
+from vqajax.data.pipeline import INPUT_KEYS
 from vqajax.data.vqa_dataset import ANSWER_TYPES
 from vqajax.files import write_atomic_many
 from vqajax.metrics import vqa_accuracy
 from vqajax.models import vqa as vqa_models
 
 BEST_METRIC = "accuracy"
+TRAIN_KEYS = pipeline.TRAIN_KEYS
 EVAL_KEYS = INPUT_KEYS + ("label", "question_id", "answer_type", "question_type",
                           "gt_ids", "gt_dup", "gt_valid", "unanimous")
 MC_KEYS = ("choice_index", "choice_raw", "choice_norm")
