@@ -27,35 +27,34 @@ def _dot(a, b, dtype):
   return jnp.dot(a.astype(dtype), b.astype(dtype), preferred_element_type=jnp.float32)
 
 
-def _gates(pre):
-  i, f, g, o = jnp.split(pre, 4, axis=-1)
-  return jax.nn.sigmoid(i), jax.nn.sigmoid(f), jnp.tanh(g), jax.nn.sigmoid(o)
+def _activations(pre):
+  """sigmoid(i, f, o) and tanh(g) of [..., 4H] pre-activations in one elementwise pass
+  (tanh(x) = 2 sigmoid(2x) - 1), so the gates need no concatenation."""
+  is_g = (jnp.arange(pre.shape[-1]) // (pre.shape[-1] // 4)) == 2
+  s = jax.nn.sigmoid(jnp.where(is_g, 2 * pre, pre))
+  return jnp.where(is_g, 2 * s - 1, s)
 
 
 def _forward(x, lengths, w_i, w_h, b, dtype):
   steps, batch, _ = x.shape
   hidden = w_h.shape[0]
-  xg = _dot(x, w_i, dtype) + b
   num = jnp.minimum(jnp.max(lengths), steps)
-  zeros = lambda *shape: jnp.zeros(shape, jnp.float32)
 
   def body(t, carry):
-    hs, cs, acts = carry
-    h, c = hs[t], cs[t]
-    i, f, g, o = _gates(xg[t] + _dot(h, w_h, dtype))
+    h, c, hs, cs, acts = carry  # acts holds x w_i until step t overwrites it with the gates
+    a = _activations(acts[t] + b + _dot(h, w_h, dtype))
+    i, f, g, o = jnp.split(a, 4, axis=-1)
     c_new = f * c + i * g
     h_new = o * jnp.tanh(c_new)
     keep = (t < lengths)[:, None]
-    hs = hs.at[t + 1].set(jnp.where(keep, h_new, h))
-    cs = cs.at[t + 1].set(jnp.where(keep, c_new, c))
-    return hs, cs, acts.at[t].set(jnp.concatenate([i, f, g, o], axis=-1))
+    h, c = jnp.where(keep, h_new, h), jnp.where(keep, c_new, c)
+    return h, c, hs.at[t + 1].set(h), cs.at[t + 1].set(c), acts.at[t].set(a)
 
-  init = zeros(steps + 1, batch, hidden), zeros(steps + 1, batch, hidden), zeros(steps, batch, 4 * hidden)
-  hs, cs, acts = jax.lax.fori_loop(0, num, body, init)
+  zeros = jnp.zeros((steps + 1, batch, hidden), jnp.float32)
+  init = zeros[0], zeros[0], zeros, zeros, _dot(x, w_i, dtype)
+  h, c, hs, cs, acts = jax.lax.fori_loop(0, num, body, init)
   keep = (jnp.arange(steps)[:, None] < lengths[None, :])[..., None]
-  # States past the longest sequence are the last one (the loop did not write them).
-  h_last, c_last = hs[num], cs[num]
-  return (jnp.where(keep, hs[1:], 0.0), c_last, h_last), (x, lengths, w_i, w_h, hs, cs, acts, num)
+  return (jnp.where(keep, hs[1:], 0.0), c, h), (x, lengths, w_i, w_h, hs, cs, acts, num)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(5,))
@@ -75,7 +74,7 @@ def _masked_lstm_bwd(dtype, residuals, cotangents):
   def body(j, carry):
     t = num - 1 - j
     dh, dc, dgates = carry
-    i, f, g, o = jnp.split(acts[t], 4, axis=-1)
+    i, f, g, o = jnp.split(acts[t], 4, axis=-1)  # written at every step < num
     c_prev = cs[t]
     tanh_c = jnp.tanh(f * c_prev + i * g)
     keep = (t < lengths)[:, None]
