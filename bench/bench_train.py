@@ -85,9 +85,14 @@ class JaxTrainer:
     width = bucket_length(int(batch["length"].max()), MAX_LEN)
     return sharding.to_global(dict(batch, tokens=batch["tokens"][:, :width]), self.mesh)
 
+  def step(self, batch):
+    """One step on a global batch; returns its metrics (not waited for)."""
+    self.state, metrics = self.train_step(self.state, batch)
+    return metrics
+
   def run(self, batches, steps):
     for i in range(steps):
-      self.state, metrics = self.train_step(self.state, batches[i % len(batches)])
+      metrics = self.step(batches[i % len(batches)])
     jax.block_until_ready(metrics)
 
 

@@ -73,10 +73,12 @@ def _masked_lstm_bwd(dtype, residuals, cotangents):
 
   def body(j, carry):
     t = num - 1 - j
-    dh, dc, dgates = carry
-    i, f, g, o = jnp.split(acts[t], 4, axis=-1)  # written at every step < num
+    # grads: the gates' activations, replaced step by step by their gradients. Step t's
+    # gates come in the carry, read after the previous write: the writes stay in place.
+    dh, dc, gates, grads = carry
+    i, f, g, o = jnp.split(gates, 4, axis=-1)
     c_prev = cs[t]
-    tanh_c = jnp.tanh(f * c_prev + i * g)
+    tanh_c = jnp.tanh(cs[t + 1])  # c_new where keep
     keep = (t < lengths)[:, None]
     dh_new = jnp.where(keep, dh + dy[t], 0.0)
     dc_new = jnp.where(keep, dc, 0.0) + dh_new * o * (1 - tanh_c ** 2)
@@ -84,9 +86,13 @@ def _masked_lstm_bwd(dtype, residuals, cotangents):
                             dc_new * i * (1 - g ** 2), dh_new * tanh_c * o * (1 - o)], axis=-1)
     dh = jnp.where(keep, _dot(dpre, w_h.T, dtype), dh)
     dc = jnp.where(keep, dc_new * f, dc)
-    return dh, dc, dgates.at[t].set(dpre)
+    grads = grads.at[t].set(dpre)
+    return dh, dc, grads[jnp.maximum(t - 1, 0)], grads
 
-  _, _, dgates = jax.lax.fori_loop(0, num, body, (dh_last, dc_last, jnp.zeros_like(acts)))
+  first = acts[jnp.maximum(num - 1, 0)]
+  _, _, _, dgates = jax.lax.fori_loop(0, num, body, (dh_last, dc_last, first, acts))
+  # Steps from num on were not run: no gradient (their rows still hold x w_i).
+  dgates = jax.lax.fori_loop(num, x.shape[0], lambda t, d: d.at[t].set(0.0), dgates)
   flat = lambda a: a.reshape(-1, a.shape[-1])
   dw_h = _dot(flat(hs[:-1]).T, flat(dgates), dtype)
   dw_i = _dot(flat(x).T, flat(dgates), dtype)
