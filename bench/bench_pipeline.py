@@ -22,7 +22,6 @@ The store was just written, so it is read from the page cache when RAM holds it.
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -44,17 +43,24 @@ def write_store(path: str, rows: int, dtype: str) -> None:
   block = np.random.default_rng(0).random((4096, DIM), np.float32).astype(dtype)
   if path.endswith(".h5"):
     with h5py.File(path, "w") as f:
-      features = f.create_dataset("features", (rows, DIM), dtype, chunks=(1, DIM))
+      features = f.create_dataset("features", (rows, DIM), dtype)
       for start in range(0, rows, len(block)):
         features[start:start + len(block)] = block[:rows - start] + np.asarray(start % 7, dtype)
       f.create_dataset("image_ids", data=np.arange(rows, dtype=np.int64))
   else:
-    features = np.lib.format.open_memmap(path, "w+", dtype, (rows, DIM))
-    for start in range(0, rows, len(block)):
-      features[start:start + len(block)] = block[:rows - start] + np.asarray(start % 7, dtype)
-    features.flush()
-    del features
+    with open(path, "wb") as f:
+      np.lib.format.write_array_header_1_0(f, dict(np.lib.format.header_data_from_array_1_0(block),
+                                                   shape=(rows, DIM)))
+      for start in range(0, rows, len(block)):
+        f.write((block[:rows - start] + np.asarray(start % 7, dtype)).tobytes())
     np.save(path[:-len(".npy")] + ".image_ids.npy", np.arange(rows, dtype=np.int64))
+
+
+def peak_rss() -> int:
+  """This process's peak RSS in bytes (VmHWM: unlike ru_maxrss, not inherited through
+  fork + exec from the parent that wrote the store)."""
+  with open("/proc/self/status") as f:
+    return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
 
 
 def worker(store_path: str, train_steps: int) -> dict:
@@ -94,7 +100,7 @@ def worker(store_path: str, train_steps: int) -> dict:
   jax.block_until_ready(metrics)
   train_rate = train_steps * BATCH / (time.perf_counter() - start)
   return {"rows": n, "pipeline": pipeline_rate, "train": train_rate,
-          "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+          "peak_rss": peak_rss()}
 
 
 def main():

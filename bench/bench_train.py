@@ -76,6 +76,7 @@ class JaxTrainer:
     sizes = types.SimpleNamespace(vocab=range(vocab), answers=range(answers),
                                   bag_sizes={"question_bow": 1030})  # what build reads of VQAData
     model, tx = vqa_models.build(config.model, sizes), make_optimizer(config.optimizer)
+    example = {k: v[:2] for k, v in example.items()}  # shapes only, as `Experiment.initial_state`
     params = jax.jit(lambda: model.init(jax.random.key(0), example, train=False)["params"])()
     self.state = jax.device_put(TrainState(step=np.int32(0), params=params, opt_state=tx.init(params),
                                            rng=jax.random.PRNGKey(1)), sharding.replicated(mesh))

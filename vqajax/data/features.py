@@ -39,7 +39,11 @@ def _runs(rows: np.ndarray) -> list[tuple[int, int]]:
 
 
 class _H5Rows:
-  """Rows of an HDF5 dataset, a slice per run (h5py's fancy indexing is ~10x slower)."""
+  """Rows of an HDF5 dataset, a slice per run (h5py's fancy indexing is ~10x slower).
+
+  Contiguous datasets (what `write_store` writes) read fastest; a dataset chunked one row
+  per chunk reads ~3x slower and HDF5 keeps ~130 MB of chunk index once 8 GB were read.
+  """
 
   def __init__(self, dataset):
     self._dataset, self.shape, self.dtype = dataset, dataset.shape, dataset.dtype
@@ -105,8 +109,9 @@ class FeatureStore:
       raise FeatureStoreError(
           f"{path}: {len(image_ids)} image ids for {self._features.shape[0]} feature rows")
     self.image_ids = image_ids.astype(np.int64)
-    self._row_of = {int(i): r for r, i in enumerate(self.image_ids)}
-    if len(self._row_of) != len(self.image_ids):
+    self._order = np.argsort(self.image_ids, kind="stable")  # ids -> rows by binary search:
+    self._sorted_ids = self.image_ids[self._order]             # a dict would cost ~100 B per image
+    if (np.diff(self._sorted_ids) == 0).any():
       raise FeatureStoreError(f"{path}: duplicate image ids")
 
   @property
@@ -120,11 +125,14 @@ class FeatureStore:
 
   def rows(self, image_ids, source: str = "") -> np.ndarray:
     """Store rows of `image_ids`; `source` names the file that asked, for errors."""
-    try:
-      return np.fromiter((self._row_of[int(i)] for i in image_ids), np.int64, len(image_ids))
-    except KeyError as e:
+    ids = np.asarray(image_ids, np.int64).reshape(-1)
+    pos = np.searchsorted(self._sorted_ids, ids)
+    found = pos < len(self._sorted_ids)
+    found[found] = self._sorted_ids[pos[found]] == ids[found]
+    if not found.all():
       where = f" (needed by {source})" if source else ""
-      raise FeatureStoreError(f"{self.path}: no features for image_id {e.args[0]}{where}") from None
+      raise FeatureStoreError(f"{self.path}: no features for image_id {ids[np.argmin(found)]}{where}")
+    return self._order[pos]
 
   def check_shape(self, expected: tuple[int, ...]) -> None:
     if self.shape != tuple(expected):
@@ -153,7 +161,7 @@ def write_store(path: str, image_ids, features) -> None:
   try:
     if suffix == ".h5":
       with h5py.File(tmp, "w") as f:
-        f.create_dataset("features", data=features, chunks=(1,) + features.shape[1:])
+        f.create_dataset("features", data=features)  # contiguous: see _H5Rows
         f.create_dataset("image_ids", data=image_ids)
       os.replace(tmp, path)
     else:
