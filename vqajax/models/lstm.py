@@ -93,9 +93,11 @@ def _masked_lstm_bwd(dtype, residuals, cotangents):
   _, _, _, dgates = jax.lax.fori_loop(0, num, body, (dh_last, dc_last, first, acts))
   # Steps from num on were not run: no gradient (their rows still hold x w_i).
   dgates = jax.lax.fori_loop(num, x.shape[0], lambda t, d: d.at[t].set(0.0), dgates)
-  flat = lambda a: a.reshape(-1, a.shape[-1])
-  dw_h = _dot(flat(hs[:-1]).T, flat(dgates), dtype)
-  dw_i = _dot(flat(x).T, flat(dgates), dtype)
+  # Contracting over (T, B) as they are: a reshape to [T * B, .] would gather a sharded B.
+  over_steps = lambda a, d: jax.lax.dot_general(a.astype(dtype), d.astype(dtype), (((0, 1), (0, 1)), ((), ())),
+                                                preferred_element_type=jnp.float32)
+  dw_h = over_steps(hs[:-1], dgates)
+  dw_i = over_steps(x, dgates)
   dx = _dot(dgates, w_i.T, dtype).astype(x.dtype)
   return dx, None, dw_i.astype(w_i.dtype), dw_h.astype(w_h.dtype), dgates.sum((0, 1))
 
