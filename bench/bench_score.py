@@ -1,8 +1,8 @@
 """Benchmark: `vqajax-score` vs the plain reference loop on 200k synthetic questions.
 
-Run from the repository root (CPU is fine, about a minute):
+Run from the repository root (CPU is fine, about 2 minutes):
 
-    python bench/bench_score.py [--questions 200000] [--seed 0]
+    python bench/bench_score.py [--questions 200000] [--seed 0] [--rounds 3]
 
 Writes official-format questions/annotations/results files to a temp dir, then times
   1. end to end, JSON loading included: `vqajax.score.evaluate_files` (what the CLI runs)
@@ -12,10 +12,12 @@ Writes official-format questions/annotations/results files to a temp dir, then t
      results file against the same val set);
   2. the jitted `question_accuracy` kernel alone (encoded arrays already on device) vs the
      reference loop alone.
-Asserts identical overall / per-type / per-question numbers for every variant and prints
-the ratios, the end-to-end ones (target >= 10x) last. Also prints the time of JSON
-parsing alone, which the reference and a cold run pay and which therefore bounds their
-ratio. The cache lives in the temp dir, not in ~/.cache.
+Each round times every variant once (cold with a fresh cache); figures are medians over
+rounds, ratios the medians of each round's ratio. Asserts identical overall / per-type /
+per-question numbers for every variant and prints the ratios, the end-to-end ones
+(target >= 10x) last. Also prints the time of JSON parsing alone, which the reference
+and a cold run pay and which therefore bounds their ratio, and where one uncached run
+spends its time, phase by phase. The cache lives in the temp dir, not in ~/.cache.
 """
 
 from __future__ import annotations
@@ -34,10 +36,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
+from vqajax.data import vqa_files  # noqa: E402
 from vqajax.metrics.reference import reference_accuracy  # noqa: E402
+from vqajax.metrics.score_cache import encode_annotations, question_info  # noqa: E402
 from vqajax.metrics.vqa_accuracy import (Interner, encode_predictions,  # noqa: E402
                                          encode_targets, question_accuracy)
-from vqajax.score import evaluate_files  # noqa: E402
+from vqajax.score import (evaluate_files, read_annotations, read_questions,  # noqa: E402
+                          read_results, score_encoded)
 
 _OBJECTS = ['dog', 'cat', 'man', 'woman', 'car', 'bus', 'tree', 'table', 'pizza', 'horse',
             'frisbee', 'kite', 'umbrella', 'train', 'clock', 'bench', 'sheep', 'laptop']
@@ -112,12 +117,32 @@ def _timed(fn):
     return out, time.perf_counter() - start
 
 
+def uncached_phases(paths: list[str]) -> dict[str, float]:
+    """Seconds per phase of an uncached `evaluate_files` run, JSON parsing counted apart."""
+    gc.disable()  # as evaluate_files does
+    try:
+        parse = [_timed(lambda: vqa_files.load_json(p))[1] for p in paths]
+        questions, t_questions = _timed(lambda: question_info(read_questions(paths[0])))
+        annotations, t_validate = _timed(lambda: read_annotations(paths[1]))
+        encoded, t_encode = _timed(lambda: encode_annotations(annotations))
+        t_free = _timed(annotations.clear)[1]
+        t_score = _timed(lambda: score_encoded(
+            encoded, read_results(paths[2], questions.question_ids)))[1]
+    finally:
+        gc.enable()
+    return {'JSON parsing': sum(parse), 'validating annotations': t_validate - parse[1],
+            'encoding annotations': t_encode, 'freeing their parse tree': t_free,
+            'questions, results, scoring': t_questions + t_score - parse[0] - parse[2]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--questions', type=int, default=200_000)
     parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--rounds', type=int, default=3)
     args = parser.parse_args()
 
+    times: dict[str, list[float]] = {k: [] for k in ('json', 'plain', 'cold', 'warm', 'ref', 'loop')}
     with tempfile.TemporaryDirectory() as tmp:
         paths = [os.path.join(tmp, name) for name in ('q.json', 'a.json', 'r.json')]
         for path, obj in zip(paths, make_dataset(args.questions, args.seed)):
@@ -126,10 +151,9 @@ def main() -> None:
         old = time.time_ns() - 3600 * 10**9  # a val set is not brand new: files modified
         for path in paths:                   # seconds ago are not cached (score_cache)
             os.utime(path, ns=(old, old))
-        os.environ['VQAJAX_CACHE'] = os.path.join(tmp, 'cache')
         sizes = ', '.join(f'{os.path.basename(p)} {os.path.getsize(p) / 2**20:.0f} MiB'
                           for p in paths)
-        print(f'{args.questions} questions ({sizes})')
+        print(f'{args.questions} questions ({sizes}); {args.rounds} rounds, medians', flush=True)
 
         def json_only():
             gc.disable()  # as evaluate_files does
@@ -137,12 +161,6 @@ def main() -> None:
                 return [_load(p) for p in paths]
             finally:
                 gc.enable()
-
-        t_json = _timed(json_only)[1]
-        (plain, plain_per_q), t_plain = _timed(lambda: evaluate_files(*paths, cache=False))
-        (fast, fast_per_q), t_fast = _timed(lambda: evaluate_files(*paths))
-        cache_mib = sum(e.stat().st_size for e in os.scandir(os.environ['VQAJAX_CACHE'])) / 2**20
-        (warm, warm_per_q), t_warm = _timed(lambda: evaluate_files(*paths))
 
         def reference():
             _load(paths[0])
@@ -152,11 +170,26 @@ def main() -> None:
             accuracy, per_question = reference_accuracy(annotations, results)
             return accuracy, per_question, annotations, results, time.perf_counter() - loop_start
 
-        (ref, ref_per_q, annotations, results, t_loop), t_ref = _timed(reference)
+        for r in range(args.rounds):
+            os.environ['VQAJAX_CACHE'] = os.path.join(tmp, f'cache{r}')  # empty: cold
+            times['json'].append(_timed(json_only)[1])
+            (plain, plain_per_q), t = _timed(lambda: evaluate_files(*paths, cache=False))
+            times['plain'].append(t)
+            (fast, fast_per_q), t = _timed(lambda: evaluate_files(*paths))
+            times['cold'].append(t)
+            cache_mib = sum(e.stat().st_size for e in os.scandir(os.environ['VQAJAX_CACHE'])) / 2**20
+            (warm, warm_per_q), t = _timed(lambda: evaluate_files(*paths))
+            times['warm'].append(t)
+            (ref, ref_per_q, annotations, results, t_loop), t = _timed(reference)
+            times['ref'].append(t)
+            times['loop'].append(t_loop)
+            for accuracy, per_q in ((plain, plain_per_q), (fast, fast_per_q), (warm, warm_per_q)):
+                assert accuracy == ref, (accuracy, ref)
+                assert per_q == ref_per_q
+            print(f'round {r + 1}: reference {times["ref"][-1]:.2f} s, no cache {times["plain"][-1]:.2f} s, '
+                  f'cold {times["cold"][-1]:.2f} s, warm {times["warm"][-1]:.2f} s', flush=True)
+        phases = uncached_phases(paths)
 
-    for accuracy, per_q in ((plain, plain_per_q), (fast, fast_per_q), (warm, warm_per_q)):
-        assert accuracy == ref, (accuracy, ref)
-        assert per_q == ref_per_q
     print(f'identical: overall {fast["overall"]}, perAnswerType {fast["perAnswerType"]}, '
           f'{len(fast["perQuestionType"])} question types, {len(fast_per_q)} questions')
 
@@ -172,18 +205,23 @@ def main() -> None:
     per_q = np.array([ref_per_q[a['question_id']] for a in annotations]) / 100
     assert np.abs(device_acc - per_q).max() < 1e-4
 
-    print(f'reference loop alone   {t_loop:8.3f} s')
+    med = {k: float(np.median(v)) for k, v in times.items()}
+    ratio = lambda k: float(np.median(np.array(times['ref']) / np.array(times[k])))
+    total = sum(phases.values())
+    print(f'one uncached run by phase ({total:.2f} s): ' + ', '.join(
+        f'{name} {t:.2f} s ({t / total:.0%})' for name, t in phases.items()))
+    print(f'reference loop alone   {med["loop"]:8.3f} s')
     print(f'jitted kernel alone    {t_kernel * 1e3:8.3f} ms on {jax.devices()[0].platform}')
-    print(f'kernel speedup {t_loop / t_kernel:.0f}x (target >= 1000x)')
-    print(f'reference end to end   {t_ref:8.3f} s (JSON loading included)')
-    print(f'JSON parsing alone     {t_json:8.3f} s (paid by the reference and by uncached runs: '
-          f'caps their speedup at {t_ref / t_json:.1f}x)')
-    print(f'vqajax-score, no cache  {t_plain:7.3f} s (JSON loading included)')
-    print(f'vqajax-score, cold      {t_fast:7.3f} s (empty cache; writes {cache_mib:.0f} MiB)')
-    print(f'vqajax-score, warm      {t_warm:7.3f} s (cache filled; results JSON still parsed)')
-    print(f'end-to-end speedup, no cache {t_ref / t_plain:5.1f}x (target >= 10x)')
-    print(f'end-to-end speedup, cold     {t_ref / t_fast:5.1f}x (target >= 10x)')
-    print(f'end-to-end speedup, warm     {t_ref / t_warm:5.1f}x (target >= 10x)')
+    print(f'kernel speedup {med["loop"] / t_kernel:.0f}x (target >= 1000x)')
+    print(f'reference end to end   {med["ref"]:8.3f} s (JSON loading included)')
+    print(f'JSON parsing alone     {med["json"]:8.3f} s (paid by the reference and by uncached runs: '
+          f'caps their speedup at {ratio("json"):.1f}x)')
+    print(f'vqajax-score, no cache  {med["plain"]:7.3f} s (JSON loading included)')
+    print(f'vqajax-score, cold      {med["cold"]:7.3f} s (empty cache; writes {cache_mib:.0f} MiB)')
+    print(f'vqajax-score, warm      {med["warm"]:7.3f} s (cache filled; results JSON still parsed)')
+    print(f'end-to-end speedup, no cache {ratio("plain"):5.1f}x (target >= 10x)')
+    print(f'end-to-end speedup, cold     {ratio("cold"):5.1f}x (target >= 10x)')
+    print(f'end-to-end speedup, warm     {ratio("warm"):5.1f}x (target >= 10x)')
 
 
 if __name__ == '__main__':

@@ -1,11 +1,20 @@
-"""Training throughput of deeper LSTM Q + norm I (the paper's sizes), in examples/s.
+"""Training throughput of deeper LSTM Q + norm I vs a PyTorch reference, in examples/s.
 
-    python bench/bench_train.py [--batch 500] [--steps 10] [--vocab 15000] [--answers 1000]
+    pip install -e '.[bench]'   # torch==2.13.0 (a CPU build)
+    python bench/bench_train.py [--batch 500] [--steps 3] [--rounds 3] [--vocab 15000] [--answers 1000]
 
-Random questions whose lengths follow a VQA-like distribution (mean ~6 words, tail to
-26), 4096-d features, RMSprop; the sharded jitted step of `vqajax.train` on all local
-devices, input already on the host (the input pipeline has its own benchmark). Prints
-examples/s last; the PyTorch comparison belongs to the performance benchmark.
+The paper's sizes (vocabulary ~15k, K=1000, 4096-d features, RMSprop as configured) on
+random questions whose lengths follow a VQA-like distribution (mean ~6 words, tail to 26).
+vqajax runs the sharded jitted step of `vqajax.train` on all local devices (input already
+on the host: the input pipeline has its own benchmark); the reference is
+`bench/torch_vqa.py`, padded to 26 tokens (the paper's code) and packed. Each round times
+every contender on the same batches, one after another, so a ratio compares measurements
+taken seconds apart; the figures are medians over rounds. Also measured:
+
+- at a fixed length of 26, the useful matmul FLOP/s of the f32 step (counted from the
+  layer sizes: forward, and backward for weights and activations) as a share of the
+  f32 matmul peak, measured on a 2048^3 matmul in the same round;
+- the step with bfloat16 matmul inputs (`config.model.dtype`), parameters in f32.
 """
 
 import argparse
@@ -16,62 +25,164 @@ import types
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # experiments/
 
-import jax
-import numpy as np
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
 
-from experiments.vqa import deeper_lstm_norm_i
-from vqajax import sharding
-from vqajax.data.pipeline import bucket_length
-from vqajax.experiment import TrainState, make_optimizer
-from vqajax.models import vqa as vqa_models
-from vqajax.train import make_train_step
+from experiments.vqa import deeper_lstm_norm_i  # noqa: E402
+from vqajax import sharding  # noqa: E402
+from vqajax.data.pipeline import bucket_length  # noqa: E402
+from vqajax.experiment import TrainState, make_optimizer  # noqa: E402
+from vqajax.models import vqa as vqa_models  # noqa: E402
+from vqajax.train import make_train_step  # noqa: E402
+
+MAX_LEN = 26
 
 
-def vqa_lengths(rng, n, max_len=26):
+def vqa_lengths(rng, n, max_len=MAX_LEN):
   """Question lengths like VQA's: mostly 4-8 words, a long tail up to max_len."""
   return np.clip(np.round(rng.lognormal(np.log(5.8), 0.3, n)), 2, max_len).astype(np.int32)
+
+
+def make_batches(rng, count, batch, vocab, answers, lengths_fn):
+  """Host batches with right-padded tokens [batch, 26]."""
+  out = []
+  for _ in range(count):
+    lengths = lengths_fn(rng, batch)
+    tokens = rng.integers(2, vocab, (batch, MAX_LEN)).astype(np.int32)
+    tokens[np.arange(MAX_LEN)[None, :] >= lengths[:, None]] = 0
+    out.append({"tokens": tokens, "length": lengths, "image": rng.random((batch, 4096), np.float32),
+                "label": rng.integers(0, answers, batch).astype(np.int32)})
+  return out
+
+
+def train_flops(model_cfg, lengths, answers, image_dim=4096):
+  """Useful matmul FLOPs of one training step: forward, and backward for weights and inputs."""
+  m, words = model_cfg, int(np.sum(lengths))
+  lstm, width = 0, m.embed_dim
+  for _ in range(m.lstm_layers):
+    lstm += 2 * (width + m.lstm_dim) * 4 * m.lstm_dim * words
+    width = m.lstm_dim
+  dims = (m.fused_dim,) + tuple(m.mlp_dims) + (answers,)
+  dense = 2 * (2 * m.lstm_layers * m.lstm_dim * m.fused_dim + sum(a * b for a, b in zip(dims[:-1], dims[1:])))
+  image = 2 * image_dim * m.fused_dim  # its input is data: no input gradient
+  return 3 * len(lengths) * (dense + image) + 3 * lstm - len(lengths) * image
+
+
+class JaxTrainer:
+  """The jitted, sharded step of `vqajax.train` with its own train state."""
+
+  def __init__(self, config, vocab, answers, mesh, example):
+    sizes = types.SimpleNamespace(vocab=range(vocab), answers=range(answers),
+                                  bag_sizes={"question_bow": 1030})  # what build reads of VQAData
+    model, tx = vqa_models.build(config.model, sizes), make_optimizer(config.optimizer)
+    example = {k: v[:2] for k, v in example.items()}  # shapes only, as `Experiment.initial_state`
+    params = jax.jit(lambda: model.init(jax.random.key(0), example, train=False)["params"])()
+    self.state = jax.device_put(TrainState(step=np.int32(0), params=params, opt_state=tx.init(params),
+                                           rng=jax.random.PRNGKey(1)), sharding.replicated(mesh))
+    self.train_step, self.mesh = make_train_step(model, tx, mesh), mesh
+
+  def to_device(self, batch):
+    width = bucket_length(int(batch["length"].max()), MAX_LEN)
+    return sharding.to_global(dict(batch, tokens=batch["tokens"][:, :width]), self.mesh)
+
+  def step(self, batch):
+    """One step on a global batch; returns its metrics (not waited for)."""
+    self.state, metrics = self.train_step(self.state, batch)
+    return metrics
+
+  def run(self, batches, steps):
+    for i in range(steps):
+      metrics = self.step(batches[i % len(batches)])
+    jax.block_until_ready(metrics)
+
+
+class TorchRunner:
+
+  def __init__(self, trainer, batches):
+    self.trainer, self.batches = trainer, [trainer.to_torch(b) for b in batches]
+
+  def run(self, steps):
+    for i in range(steps):
+      self.trainer.step(*self.batches[i % len(self.batches)])
+
+
+def timed(fn):
+  start = time.perf_counter()
+  fn()
+  return time.perf_counter() - start
+
+
+def matmul_peak(n=2048, reps=5):
+  """The best f32 GFLOP/s of an n^3 matmul, jitted."""
+  a = jnp.asarray(np.random.default_rng(0).random((n, n), np.float32))
+  mm = jax.jit(lambda a: a @ a)
+  mm(a).block_until_ready()
+  return max(2 * n**3 / timed(lambda: mm(a).block_until_ready()) for _ in range(reps))
 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--batch", type=int, default=500)
-  parser.add_argument("--steps", type=int, default=10)
+  parser.add_argument("--steps", type=int, default=3, help="steps per contender per round")
+  parser.add_argument("--rounds", type=int, default=3)
   parser.add_argument("--vocab", type=int, default=15000)
   parser.add_argument("--answers", type=int, default=1000)
   args = parser.parse_args()
 
+  from torch_vqa import Trainer  # the bench extra: import only when run
+  import torch
+
   config = deeper_lstm_norm_i.get_config()
+  bf16_config = deeper_lstm_norm_i.get_config().unlock()
+  bf16_config.model.dtype = "bfloat16"
   mesh = sharding.data_mesh()
-  sizes = types.SimpleNamespace(vocab=range(args.vocab), answers=range(args.answers),
-                                bag_sizes={"question_bow": 1030})  # what build reads of VQAData
-  model = vqa_models.build(config.model, sizes)
-  tx = make_optimizer(config.optimizer)
   rng = np.random.default_rng(0)
-  batches = []
-  for _ in range(4):
-    lengths = vqa_lengths(rng, args.batch)
-    width = bucket_length(int(lengths.max()), 26)
-    tokens = rng.integers(2, args.vocab, (args.batch, width)).astype(np.int32)
-    tokens[np.arange(width)[None, :] >= lengths[:, None]] = 0
-    batches.append(sharding.to_global({
-        "tokens": tokens, "length": lengths,
-        "image": rng.random((args.batch, 4096), np.float32),
-        "label": rng.integers(0, args.answers, args.batch).astype(np.int32)}, mesh))
-  params = jax.jit(lambda: model.init(jax.random.key(0), batches[0], train=False)["params"])()
-  state = jax.device_put(TrainState(step=np.int32(0), params=params, opt_state=tx.init(params),
-                                    rng=jax.random.PRNGKey(1)), sharding.replicated(mesh))
-  step = make_train_step(model, tx, mesh)
-  for b in batches:  # compile every bucket shape
-    state, _ = step(state, b)
-  jax.block_until_ready(state)
-  start = time.perf_counter()
-  for i in range(args.steps):
-    state, metrics = step(state, batches[i % len(batches)])
-  jax.block_until_ready(metrics)
-  seconds = time.perf_counter() - start
-  print(f"devices: {mesh.devices.size} x {jax.devices()[0].platform}; batch {args.batch}, "
-        f"vocab {args.vocab}, K {args.answers}, {args.steps} steps in {seconds:.2f}s")
-  print(f"training throughput: {args.steps * args.batch / seconds:.1f} examples/s")
+  host = make_batches(rng, 4, args.batch, args.vocab, args.answers, vqa_lengths)
+  host26 = make_batches(rng, 2, args.batch, args.vocab, args.answers,
+                        lambda rng, n: np.full(n, MAX_LEN, np.int32))
+  jax_f32 = JaxTrainer(config, args.vocab, args.answers, mesh, host[0])
+  jax_bf16 = JaxTrainer(bf16_config, args.vocab, args.answers, mesh, host[0])
+  batches = [jax_f32.to_device(b) for b in host]
+  batches26 = [jax_f32.to_device(b) for b in host26]
+  torch_padded = TorchRunner(Trainer(config, args.vocab, args.answers, packed=False), host)
+  torch_packed = TorchRunner(Trainer(config, args.vocab, args.answers, packed=True), host)
+  contenders = {
+      "vqajax f32": lambda: jax_f32.run(batches, args.steps),
+      "vqajax bf16": lambda: jax_bf16.run(batches, args.steps),
+      "torch padded": lambda: torch_padded.run(args.steps),
+      "torch packed": lambda: torch_packed.run(args.steps),
+      "vqajax f32, length 26": lambda: jax_f32.run(batches26, args.steps),
+  }
+  for trainer in (jax_f32, jax_bf16):  # compile every bucket shape
+    trainer.run(batches + batches26, len(batches) + len(batches26))
+  torch_padded.run(1)
+  torch_packed.run(1)
+
+  rates, peaks = {name: [] for name in contenders}, []
+  for r in range(args.rounds):
+    for name, run in contenders.items():
+      rates[name].append(args.steps * args.batch / timed(run))
+    peaks.append(matmul_peak())
+    print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in rates.items()) + " examples/s; "
+          f"matmul peak {peaks[-1] / 1e9:.0f} GFLOP/s", flush=True)
+
+  median = lambda xs: float(np.median(xs))
+  ratio = lambda a, b: median(np.array(rates[a]) / np.array(rates[b]))
+  flops26 = train_flops(config.model, host26[0]["length"], args.answers)
+  share26 = median(np.array(rates["vqajax f32, length 26"]) / args.batch * flops26 / np.array(peaks))
+  words = np.mean([b["length"].mean() for b in host])
+  print(f"\ndevices: {mesh.devices.size} x {jax.devices()[0].platform}, torch threads {torch.get_num_threads()}; "
+        f"batch {args.batch}, vocab {args.vocab}, K {args.answers}, mean question length {words:.1f}; "
+        f"{args.rounds} rounds x {args.steps} steps per contender")
+  for name in contenders:
+    print(f"{name:24s} {median(rates[name]):7.1f} examples/s (median)")
+  print(f"f32 matmul peak          {median(peaks) / 1e9:7.0f} GFLOP/s; useful FLOPs per step at length 26: "
+        f"{flops26 / 1e9:.0f} G")
+  print(f"bf16 vs f32 (vqajax)     {ratio('vqajax bf16', 'vqajax f32'):5.2f}x (reported, no target)")
+  print(f"length 26: useful FLOP/s {share26:5.0%} of the f32 matmul peak (target >= 60%)")
+  print(f"vs torch padded          {ratio('vqajax f32', 'torch padded'):5.2f}x (target >= 2.0x)")
+  print(f"vs torch packed          {ratio('vqajax f32', 'torch packed'):5.2f}x (target >= 1.2x)")
 
 
 if __name__ == "__main__":

@@ -20,10 +20,24 @@ def test_round_trip_reads_rows_in_any_order(tmp_path, ext, dtype):
   np.testing.assert_array_equal(out, feats[[4, 0, 4]].astype(np.float32))
 
 
-def test_npy_store_is_memory_mapped(tmp_path):
+def test_npy_store_reads_runs_and_scattered_rows(tmp_path):
+  feats = np.arange(7 * 6, dtype=np.float16).reshape(7, 2, 3)
+  path = str(tmp_path / "f.npy")
+  write_store(path, np.arange(7), feats)
+  rows = np.array([6, 0, 1, 2, 4, 4, 6])
+  np.testing.assert_array_equal(FeatureStore(path).read(rows), feats[rows].astype(np.float32))
+
+
+def test_truncated_or_fortran_npy_store_is_rejected(tmp_path):
   path = str(tmp_path / "f.npy")
   write_store(path, np.arange(4), np.zeros((4, 8), np.float32))
-  assert isinstance(FeatureStore(path)._features, np.memmap)
+  with open(path, "r+b") as f:
+    f.truncate(os.path.getsize(path) - 4)
+  with pytest.raises(FeatureStoreError, match="truncated"):
+    FeatureStore(path)
+  np.save(path, np.asfortranarray(np.zeros((4, 8), np.float32)))
+  with pytest.raises(FeatureStoreError, match="C-order"):
+    FeatureStore(path)
 
 
 def test_unknown_image_id_names_store_and_source(tmp_path):

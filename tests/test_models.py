@@ -10,6 +10,7 @@ import pytest
 from experiments.vqa import deeper_lstm_norm_i
 from vqajax.errors import InputError
 from vqajax.models import vqa as vqa_models
+from vqajax.models.lstm import masked_lstm
 from vqajax.models.question import LSTMEncoder
 
 
@@ -32,6 +33,41 @@ def test_empty_question_encodes_to_zeros():
   encoder = LSTMEncoder(vocab_size=20, embed_dim=4, hidden=3, layers=2)
   params = encoder.init(jax.random.key(0), np.zeros((1, 4), np.int32), np.array([0]))
   np.testing.assert_array_equal(encoder.apply(params, np.array([[5, 0, 0, 0]]), np.array([0])), 0.0)
+
+
+def _plain_masked_lstm(x, lengths, w_i, w_h, b):
+  """The recurrence written step by step, differentiated by JAX."""
+  h = c = jnp.zeros((x.shape[1], w_h.shape[0]))
+  outputs = []
+  for t in range(x.shape[0]):
+    i, f, g, o = jnp.split(x[t] @ w_i + h @ w_h + b, 4, axis=-1)
+    c_new = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+    h_new = jax.nn.sigmoid(o) * jnp.tanh(c_new)
+    keep = (t < lengths)[:, None]
+    c, h = jnp.where(keep, c_new, c), jnp.where(keep, h_new, h)
+    outputs.append(jnp.where(keep, h_new, 0.0))
+  return jnp.stack(outputs), c, h
+
+
+def test_lstm_backward_matches_autodiff_of_the_plain_recurrence():
+  keys = jax.random.split(jax.random.key(0), 6)
+  x = jax.random.normal(keys[0], (6, 4, 3))
+  lengths = jnp.array([6, 2, 0, 4])  # the loops stop at 6 < T = 7 below
+  x = jnp.concatenate([x, jnp.ones((1, 4, 3))])
+  params = (jax.random.normal(keys[1], (3, 20)), jax.random.normal(keys[2], (5, 20)) / 2,
+            jax.random.normal(keys[3], (20,)))
+  weights = [jax.random.normal(k, s) for k, s in zip(keys[4:], [(7, 4, 5), (4, 5)])]
+
+  def loss(fn, x, *params):
+    out, c, h = fn(x, lengths, *params)
+    return jnp.sum(out * weights[0]) + jnp.sum((c + 2 * h) * weights[1])
+
+  np.testing.assert_allclose(masked_lstm(x, lengths, *params)[0], _plain_masked_lstm(x, lengths, *params)[0],
+                             atol=1e-6)
+  ours = jax.grad(lambda *a: loss(masked_lstm, *a), argnums=(0, 1, 2, 3))(x, *params)
+  plain = jax.grad(lambda *a: loss(_plain_masked_lstm, *a), argnums=(0, 1, 2, 3))(x, *params)
+  for a, b in zip(ours, plain):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
 def _data(vocab=10, answers=7, question_bow=1030, caption_bow=1000):

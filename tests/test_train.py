@@ -10,7 +10,10 @@ import pytest
 from experiments.vqa import deeper_lstm_norm_i
 from vqajax import checkpoint
 from vqajax import evaluate
+from vqajax import sharding
 from vqajax import train
+from vqajax.data import pipeline
+from vqajax.experiment import Experiment
 from vqajax.metrics.reference import reference_accuracy
 
 
@@ -33,7 +36,6 @@ def _losses(workdir):
 
 def _params(workdir, config):
   ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"))
-  from vqajax.experiment import Experiment  # pylint: disable=g-import-not-at-top
   exp = Experiment.build(config)
   state, _ = ckpt.restore(ckpt.latest_step(), exp.initial_state(abstract=True))
   ckpt.close()
@@ -47,6 +49,15 @@ def test_eight_devices_give_the_losses_of_one(tiny_data, tmp_path, monkeypatch):
   train.train_and_evaluate(config, "one", devices=jax.devices()[:1])
   assert len(_losses(tmp_path / "eight")) == 6
   np.testing.assert_allclose(_losses(tmp_path / "eight"), _losses(tmp_path / "one"), rtol=2e-5)
+
+
+def test_the_sharded_step_never_gathers_the_batch(tiny_data):
+  exp = Experiment.build(_config(tiny_data))
+  assert exp.mesh.devices.size == 8
+  batch = sharding.to_global(pipeline.example_batch(exp.data.train, exp.data.store, 32), exp.mesh)
+  step = train.make_train_step(exp.model, exp.tx, exp.mesh)
+  hlo = step.lower(exp.initial_state(abstract=True), batch).compile().as_text()
+  assert "all-reduce" in hlo and "all-gather" not in hlo and "all-to-all" not in hlo
 
 
 def test_resume_continues_from_the_last_checkpoint_exactly(tiny_data, tmp_path):

@@ -64,6 +64,7 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   m.fused_dim = 1024
   m.mlp_dims = (1000, 1000)
   m.dropout = 0.5                       # before each layer of the MLP
+  m.dtype = "float32"                   # matmul inputs; "bfloat16": parameters stay float32
   unknown = set(model) - set(m.keys())
   if unknown:
     raise ValueError(f"row '{name}': unknown config.model fields {sorted(unknown)}")

@@ -1,11 +1,14 @@
-"""Image-feature stores: HDF5 or memory-mapped `.npy`, read lazily.
+"""Image-feature stores: HDF5 or `.npy`, read lazily.
 
 A store holds `features` [N, ...] (float16 or float32) and `image_ids` [N]:
 
 * HDF5: one file with datasets `features` and `image_ids`;
 * npy: `NAME.npy` (features) beside `NAME.image_ids.npy`.
 
-Rows are read on demand, so a store larger than RAM trains.
+Rows are read on demand into private buffers (HDF5, or `pread` for .npy, not a memory
+map: mapped pages that were read stay in the process's RSS), so a store larger than RAM
+trains and the process's memory does not grow with the store
+(bench/bench_pipeline.py measures peak RSS on an 8 GB store).
 """
 
 from __future__ import annotations
@@ -29,6 +32,60 @@ def ids_path(npy_path: str) -> str:
   return npy_path[: -len(".npy")] + ".image_ids.npy"
 
 
+def _runs(rows: np.ndarray) -> list[tuple[int, int]]:
+  """(start, stop) positions of the runs of consecutive values in sorted unique `rows`."""
+  breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+  return list(zip(np.r_[0, breaks].tolist(), np.r_[breaks, len(rows)].tolist()))
+
+
+class _H5Rows:
+  """Rows of an HDF5 dataset, a slice per run (h5py's fancy indexing is ~10x slower).
+
+  Contiguous datasets (what `write_store` writes) read fastest; a dataset chunked one row
+  per chunk reads ~3x slower and HDF5 keeps ~130 MB of chunk index once 8 GB were read.
+  """
+
+  def __init__(self, dataset):
+    self._dataset, self.shape, self.dtype = dataset, dataset.shape, dataset.dtype
+
+  def __getitem__(self, rows: np.ndarray) -> np.ndarray:
+    out = np.empty((len(rows),) + tuple(self.shape[1:]), self.dtype)
+    for start, stop in _runs(rows):
+      out[start:stop] = self._dataset[int(rows[start]):int(rows[start]) + stop - start]
+    return out
+
+
+class _NpyRows:
+  """Rows of a C-order .npy array, read with `pread` (thread-safe, no memory map)."""
+
+  def __init__(self, path: str):
+    self._fd = os.open(path, os.O_RDONLY)
+    with open(path, "rb") as f:
+      version = np.lib.format.read_magic(f)
+      shape, fortran_order, self.dtype = (np.lib.format.read_array_header_1_0(f) if version == (1, 0)
+                                          else np.lib.format.read_array_header_2_0(f))
+      self._offset = f.tell()
+    if fortran_order or not shape:
+      raise FeatureStoreError(f"{path}: expected a C-order array of feature rows")
+    self.path, self.shape = path, shape
+    self._row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * self.dtype.itemsize
+    if os.fstat(self._fd).st_size < self._offset + shape[0] * self._row_bytes:
+      raise FeatureStoreError(f"{path}: truncated (its header promises {shape[0]} rows)")
+
+  def __getitem__(self, rows: np.ndarray) -> np.ndarray:
+    """Rows (sorted, unique); each run of consecutive rows is one read."""
+    out = np.empty((len(rows),) + tuple(self.shape[1:]), self.dtype)
+    flat = out.reshape(len(rows), -1).view(np.uint8)
+    for start, stop in _runs(rows):
+      size = (stop - start) * self._row_bytes
+      if os.preadv(self._fd, [flat[start:stop]], self._offset + int(rows[start]) * self._row_bytes) != size:
+        raise FeatureStoreError(f"{self.path}: short read at row {rows[start]}")
+    return out
+
+  def close(self) -> None:
+    os.close(self._fd)
+
+
 class FeatureStore:
   """Lazy row access by image id."""
 
@@ -39,11 +96,10 @@ class FeatureStore:
       for key in ("features", "image_ids"):
         if key not in self._file:
           raise FeatureStoreError(f"{path}: missing dataset '{key}' (expected 'features' and 'image_ids')")
-      self._features = self._file["features"]
+      self._features = _H5Rows(self._file["features"])
       image_ids = self._file["image_ids"][...]
     elif path.endswith(".npy"):
-      self._file = None
-      self._features = np.load(path, mmap_mode="r")
+      self._file = self._features = _NpyRows(path)
       image_ids = np.load(ids_path(path))
     else:
       raise FeatureStoreError(f"{path}: unknown feature store type (expected .h5, .hdf5 or .npy)")
@@ -53,8 +109,9 @@ class FeatureStore:
       raise FeatureStoreError(
           f"{path}: {len(image_ids)} image ids for {self._features.shape[0]} feature rows")
     self.image_ids = image_ids.astype(np.int64)
-    self._row_of = {int(i): r for r, i in enumerate(self.image_ids)}
-    if len(self._row_of) != len(self.image_ids):
+    self._order = np.argsort(self.image_ids, kind="stable")  # ids -> rows by binary search:
+    self._sorted_ids = self.image_ids[self._order]             # a dict would cost ~100 B per image
+    if (np.diff(self._sorted_ids) == 0).any():
       raise FeatureStoreError(f"{path}: duplicate image ids")
 
   @property
@@ -68,11 +125,14 @@ class FeatureStore:
 
   def rows(self, image_ids, source: str = "") -> np.ndarray:
     """Store rows of `image_ids`; `source` names the file that asked, for errors."""
-    try:
-      return np.fromiter((self._row_of[int(i)] for i in image_ids), np.int64, len(image_ids))
-    except KeyError as e:
+    ids = np.asarray(image_ids, np.int64).reshape(-1)
+    pos = np.searchsorted(self._sorted_ids, ids)
+    found = pos < len(self._sorted_ids)
+    found[found] = self._sorted_ids[pos[found]] == ids[found]
+    if not found.all():
       where = f" (needed by {source})" if source else ""
-      raise FeatureStoreError(f"{self.path}: no features for image_id {e.args[0]}{where}") from None
+      raise FeatureStoreError(f"{self.path}: no features for image_id {ids[np.argmin(found)]}{where}")
+    return self._order[pos]
 
   def check_shape(self, expected: tuple[int, ...]) -> None:
     if self.shape != tuple(expected):
@@ -106,7 +166,7 @@ def write_store(path: str, image_ids, features) -> None:
   try:
     if suffix == ".h5":
       with h5py.File(tmp, "w") as f:
-        f.create_dataset("features", data=features, chunks=(1,) + features.shape[1:])
+        f.create_dataset("features", data=features)  # contiguous: see _H5Rows
         f.create_dataset("image_ids", data=image_ids)
       os.replace(tmp, path)
     else:

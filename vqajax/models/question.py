@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import flax.linen as nn
-import jax
 import jax.numpy as jnp
+from flax.linen.recurrent import DenseParams
+
+from vqajax.models.lstm import masked_lstm
 
 
 class WordEmbedding(nn.Module):
@@ -18,39 +20,50 @@ class WordEmbedding(nn.Module):
     return jnp.tanh(x + self.param("bias", nn.initializers.zeros, (self.dim,)))
 
 
-class _MaskedLSTMStep(nn.Module):
-  """One time step of an LSTM (fused gate matmuls) that keeps its state where mask is off."""
+class _LSTMWeights(nn.Module):
+  """Flax's LSTM-cell parameters ({ii,if,ig,io}/kernel, {hi,hf,hg,ho}/{kernel,bias}),
+  concatenated over the gates (i, f, g, o) for the fused matmuls."""
   hidden: int
 
   @nn.compact
-  def __call__(self, carry, inputs):
-    x, keep = inputs
-    new_carry, _ = nn.OptimizedLSTMCell(self.hidden, name="cell")(carry, x)
-    carry = jax.tree.map(lambda new, old: jnp.where(keep[:, None], new, old), new_carry, carry)
-    return carry, carry[1]
+  def __call__(self, x):
+    h = jnp.zeros(x.shape[:-1] + (self.hidden,), x.dtype)
+    w_i = [DenseParams(self.hidden, use_bias=False, name=f"i{gate}")(x)[0] for gate in "ifgo"]
+    w_h, b = zip(*(DenseParams(self.hidden, kernel_init=nn.initializers.orthogonal(), name=f"h{gate}")(h)
+                   for gate in "ifgo"))
+    return jnp.concatenate(w_i, axis=-1), jnp.concatenate(w_h, axis=-1), jnp.concatenate(b)
+
+
+class _LSTMLayer(nn.Module):
+  """One masked LSTM layer over time-major inputs [T, B, E] (`lstm.masked_lstm`)."""
+  hidden: int
+  dtype: jnp.dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, x, lengths):
+    w_i, w_h, b = _LSTMWeights(self.hidden, name="cell")(x)
+    return masked_lstm(x, lengths, w_i, w_h, b, self.dtype)
 
 
 class LSTMEncoder(nn.Module):
   """Stacked LSTM; the encoding is the last (cell, hidden) of every layer, concatenated.
 
-  The scan runs over the padded length with the state frozen after each question's last
-  word, so padding never changes the encoding (and an empty question encodes to zeros).
-  No gather over time is needed, which keeps the batch sharded end to end.
+  Each row's state is frozen after its last word, so padding never changes the encoding
+  (and an empty question encodes to zeros); the recurrence stops at the batch's longest
+  question. No gather over time is needed, which keeps the batch sharded end to end.
+  `dtype` is the matmul input type of the recurrence (parameters stay float32).
   """
   vocab_size: int
   embed_dim: int = 300
   hidden: int = 512
   layers: int = 2
+  dtype: jnp.dtype = jnp.float32
 
   @nn.compact
   def __call__(self, tokens, lengths):
-    x = WordEmbedding(self.vocab_size, self.embed_dim)(tokens)
-    keep = jnp.arange(tokens.shape[1])[None, :] < lengths[:, None]
-    scan = nn.scan(_MaskedLSTMStep, variable_broadcast="params", split_rngs={"params": False},
-                   in_axes=1, out_axes=1)
+    x = WordEmbedding(self.vocab_size, self.embed_dim)(tokens.T)  # time-major [T, B, E]
     states = []
     for layer in range(self.layers):
-      zeros = jnp.zeros((tokens.shape[0], self.hidden), x.dtype)
-      (c, h), x = scan(self.hidden, name=f"lstm_{layer}")((zeros, zeros), (x, keep))
+      x, c, h = _LSTMLayer(self.hidden, self.dtype, name=f"lstm_{layer}")(x, lengths)
       states += [c, h]
     return jnp.concatenate(states, axis=-1)
