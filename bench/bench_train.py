@@ -34,6 +34,7 @@ from vqajax import sharding  # noqa: E402
 from vqajax.data.pipeline import bucket_length  # noqa: E402
 from vqajax.experiment import TrainState, make_optimizer  # noqa: E402
 from vqajax.models import vqa as vqa_models  # noqa: E402
+from vqajax.tasks import vqa as vqa_task  # noqa: E402
 from vqajax.train import make_train_step  # noqa: E402
 
 MAX_LEN = 26
@@ -80,7 +81,7 @@ class JaxTrainer:
     params = jax.jit(lambda: model.init(jax.random.key(0), example, train=False)["params"])()
     self.state = jax.device_put(TrainState(step=np.int32(0), params=params, opt_state=tx.init(params),
                                            rng=jax.random.PRNGKey(1)), sharding.replicated(mesh))
-    self.train_step, self.mesh = make_train_step(model, tx, mesh), mesh
+    self.train_step, self.mesh = make_train_step(model, tx, mesh, vqa_task.loss), mesh
 
   def to_device(self, batch):
     width = bucket_length(int(batch["length"].max()), MAX_LEN)
