@@ -104,6 +104,9 @@ def _masked_lstm_bwd(dtype, chunk, residuals, cotangents):
   dy, dc_last, dh_last = cotangents
   batch, embed = x.shape[1], x.shape[2]
   chunk_steps = _chunk_steps(lengths, chunk)
+  # dpre x w^T below: XLA:CPU's f32 kernels are fastest reading w^T in place, its bf16
+  # ones on a converted copy laid out once before the loop (~1.15x the step, measured).
+  w_t = None if dtype == jnp.float32 else w.T.astype(dtype)
 
   def body(j, carry):
     t = num - 1 - j
@@ -117,7 +120,7 @@ def _masked_lstm_bwd(dtype, chunk, residuals, cotangents):
       dc_new = jnp.where(keep, dc[:rows], 0.0) + dh_new * o * (1 - tanh_c ** 2)
       dpre = jnp.concatenate([dc_new * g * i * (1 - i), dc_new * c_prev * f * (1 - f),
                               dc_new * i * (1 - g ** 2), dh_new * tanh_c * o * (1 - o)], axis=-1)
-      dxh = _dot(dpre, w.T, dtype)
+      dxh = _dot(dpre, w.T if w_t is None else w_t, dtype)
       dw = _dot(jnp.concatenate([x[t, :rows], h_prev], axis=-1).T, dpre, dtype)
       return (dh.at[:rows].set(jnp.where(keep, dxh[:, embed:], dh[:rows])),
               dc.at[:rows].set(jnp.where(keep, dc_new * f, dc[:rows])),
