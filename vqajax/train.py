@@ -46,6 +46,7 @@ def make_train_step(model, tx, mesh, task_loss):
 
   @functools.partial(jax.jit, in_shardings=(replicated, data), out_shardings=(replicated, replicated),
                      donate_argnums=0)
+  @functools.partial(sharding.in_mesh, mesh)
   def train_step(state: TrainState, batch):
     dropout_rng = jax.random.fold_in(state.rng, state.step)
 
