@@ -1,6 +1,6 @@
 """Training throughput of deeper LSTM Q + norm I vs a PyTorch reference, in examples/s.
 
-    pip install -e '.[bench]'   # torch==2.13.0 (a CPU build)
+    pip install -e '.[bench]'   # torch
     python bench/bench_train.py [--batch 500] [--steps 3] [--rounds 3] [--vocab 15000] [--answers 1000]
 
 The paper's sizes (vocabulary ~15k, K=1000, 4096-d features, RMSprop as configured) on
@@ -25,6 +25,7 @@ import types
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # experiments/
 
+import torch  # noqa: E402  (first: torch's triton extension segfaults when loaded after TensorFlow)
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
@@ -131,8 +132,7 @@ def main():
   parser.add_argument("--answers", type=int, default=1000)
   args = parser.parse_args()
 
-  from torch_vqa import Trainer  # the bench extra: import only when run
-  import torch
+  from torch_vqa import Trainer
 
   config = deeper_lstm_norm_i.get_config()
   bf16_config = deeper_lstm_norm_i.get_config().unlock()
