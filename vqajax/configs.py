@@ -30,6 +30,8 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   data.synthetic_scale = "tiny" if arg == "runlocal" else "medium"
   data.dir = ""                         # "" -> ~/.cache/vqajax/synthetic/<scale>-seed<seed>
   data.format = "vqa"                   # or "vizwiz" (one JSON list per split)
+  data.source = "raw"                   # or "tfds": the records of a prepared TFDS dataset ...
+  data.tfds_dir = ""                    # ... in this directory (data_pipeline/tfds), relative to dir
   data.train_questions = "v2_OpenEnded_mscoco_train2014_questions.json"
   data.train_annotations = "v2_mscoco_train2014_annotations.json"
   data.train_mc_questions = ""
