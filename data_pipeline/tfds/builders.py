@@ -5,9 +5,11 @@ from __future__ import annotations
 from vqajax.errors import InputError
 
 from data_pipeline.tfds import base
+from data_pipeline.tfds.answer_therapy import AnswerTherapy
+from data_pipeline.tfds.vizwiz import VizwizVqa
 from data_pipeline.tfds.vqa import Vqa
 
-BUILDERS = {"vqa": Vqa}
+BUILDERS = {"vqa": Vqa, "vizwiz_vqa": VizwizVqa, "answer_therapy": AnswerTherapy}
 
 
 def make(name: str, config: str, data_dir: str, features: str = "") -> base.ManualBuilder:

@@ -215,7 +215,7 @@ def read_vqa(tfds_dir: str, split: str, data_format: str, with_choices: bool):
   if data_format == "vizwiz":
     if with_choices:
       raise DataFileError(f"{where}: VizWiz-VQA has no multiple-choice questions")
-    questions, annotations = vqa_files.read_vizwiz(where, vizwiz_file(tfds_dir, split))
+    questions, annotations = vqa_files.read_vizwiz(where, vizwiz_file(tfds_dir, split), subtype=split)
     return questions, annotations, None, where
   questions, annotations, choices = vqa_objects(tfds_dir, split)
   if annotations is None:

@@ -177,10 +177,22 @@ def attach_choices(questions: list[dict], mc_questions: dict, mc_path: str) -> N
 _VIZWIZ_ANSWER_TYPES = ("yes/no", "number", "other", "unanswerable")
 
 
-def read_vizwiz(path: str, data: list | None = None,
-                answer_fields: dict[str, type] = ANSWER_FIELDS) -> tuple[dict, dict]:
+def vizwiz_image_ids(path: str, records: list[dict]) -> list[int]:
+  """The number in each record's image name (`VizWiz_train_00000012.jpg` -> 12)."""
+  ids = []
+  for i, image in enumerate(column(records, "image", str, lambda i: f"{path}: records[{i}]")):
+    match = re.search(r"(\d+)\.\w+$", image)
+    if not match:
+      raise DataFileError(f"{path}: records[{i}] image '{image}' has no numeric id")
+    ids.append(int(match.group(1)))
+  return ids
+
+
+def read_vizwiz(path: str, data: list | None = None, answer_fields: dict[str, type] = ANSWER_FIELDS,
+                subtype: str = "") -> tuple[dict, dict]:
   """A VizWiz-VQA split as VQA-style (questions, annotations); `data` is the file's
-  JSON list when already loaded (e.g. from a TFDS dataset, `path` then names it).
+  JSON list when already loaded (e.g. from a TFDS dataset, `path` then names it), and
+  `subtype` the split's data_subtype ("": the file name without extension).
 
   question_id is the record's position; image_id the number in the image file name
   (`VizWiz_train_00000012.jpg` -> 12); question_type is the VQA-style type of the text.
@@ -199,21 +211,17 @@ def read_vizwiz(path: str, data: list | None = None,
     column(data, name, kind, where)
   _check_answers(column(data, "answers", list, where), where, answer_fields)
   questions, annotations = [], []
-  for i, r in enumerate(data):
-    match = re.search(r"(\d+)\.\w+$", r["image"])
-    if not match:
-      raise DataFileError(f"{path}: records[{i}] image '{r['image']}' has no numeric id")
+  for i, (r, image_id) in enumerate(zip(data, vizwiz_image_ids(path, data))):
     answer_type = r.get("answer_type", "other")
     if answer_type not in _VIZWIZ_ANSWER_TYPES:
       raise DataFileError(f"{path}: records[{i}] answer_type '{answer_type}' is not one of {_VIZWIZ_ANSWER_TYPES}")
-    image_id = int(match.group(1))
     questions.append({"question_id": i, "image_id": image_id, "question": r["question"]})
     answers = [dict(a, answer_id=j + 1) for j, a in enumerate(r["answers"])]
     annotations.append({
         "question_id": i, "image_id": image_id, "question_type": question_type(r["question"]),
         "answer_type": answer_type, "answers": answers,
         "multiple_choice_answer": most_common_answer(answers)})
-  subtype = os.path.splitext(os.path.basename(path))[0]
+  subtype = subtype or os.path.splitext(os.path.basename(path))[0]
   return ({"data_subtype": subtype, "questions": questions},
           {"data_subtype": subtype, "annotations": annotations})
 
