@@ -14,11 +14,14 @@ import pytest
 import tensorflow_datasets as tfds
 
 from data_pipeline.tfds import __main__ as tfds_cli
+from experiments.therapy import grounding_mask
 from experiments.vqa import deeper_lstm_norm_i
 from vqajax import sharding
 from vqajax import train
-from vqajax.data import pipeline, tfds_records, vqa_dataset
+from vqajax import configs
+from vqajax.data import pipeline, tfds_records, therapy_dataset, vqa_dataset
 from vqajax.data.features import FeatureStore, FeatureStoreError, write_store
+from vqajax.data.therapy_files import feature_key
 from vqajax.data.vqa_files import DataFileError
 from vqajax.experiment import Experiment
 
@@ -198,3 +201,108 @@ def test_tfds_never_looks_at_gcs(tiny_data, tmp_path, monkeypatch):
   monkeypatch.setattr(tfds.core.utils.gcs_utils, "exists", no_network)
   path = tfds_cli.build("vqa/v2", tiny_data, str(tmp_path))
   assert tfds_records.vqa_objects(path, "val")[0]["questions"]
+
+
+def _vizwiz_files(tiny_data, out):
+  """The tiny synthetic v2 train / val as VizWiz-VQA files (images named by their COCO
+  id, so the fc7 store serves them), and val's questions as the test file."""
+  out.mkdir()
+  for split in ("train", "val"):
+    questions = {q["question_id"]: q for q in _json(os.path.join(tiny_data, V2_FILES[split][0]))["questions"]}
+    records = [{"image": f"VizWiz_{split}_{a['image_id']:08d}.jpg", "question": questions[a["question_id"]]["question"],
+                "answers": [{"answer": x["answer"], "answer_confidence": x["answer_confidence"]} for x in a["answers"]],
+                "answer_type": a["answer_type"], "answerable": int(a["answer_type"] != "unanswerable")}
+               for a in _json(os.path.join(tiny_data, V2_FILES[split][1]))["annotations"]]
+    (out / f"{split}.json").write_text(json.dumps(records))
+  test = [{"image": r["image"].replace("_val_", "_test_"), "question": r["question"]} for r in _json(out / "val.json")]
+  (out / "test.json").write_text(json.dumps(test))
+  return out
+
+
+def test_vizwiz_round_trips_and_feeds_the_arrays_of_the_files(tiny_data, tmp_path):
+  manual = _vizwiz_files(tiny_data, tmp_path / "manual")
+  store_path = os.path.join(tiny_data, "features", "fc7.h5")
+  path = tfds_cli.build("vizwiz_vqa", str(manual), str(tmp_path / "data"), features=store_path)
+  assert path.endswith(os.path.join("vizwiz_vqa", "default+fc7", "1.0.0"))
+  for split in ("train", "val", "test"):
+    assert tfds_records.vizwiz_file(path, split) == _json(manual / f"{split}.json")
+  store = FeatureStore(store_path)
+  for ex in _examples(path, "test")[::11]:
+    image_id = int(ex["image"].decode()[len("VizWiz_test_"):-len(".jpg")])
+    np.testing.assert_array_equal(ex["image_features"], store.read(store.rows([image_id]))[0].astype(np.float16))
+  files = {"format": "vizwiz", "train_questions": str(manual / "train.json"),
+           "val_questions": str(manual / "val.json"), "val_mc_questions": ""}
+  raw = vqa_dataset.load(_config(tiny_data, **files).data)
+  via_tfds = vqa_dataset.load(_config(tiny_data, source="tfds", tfds_dir=path, **files).data)
+  assert raw.val_records == via_tfds.val_records and raw.val_info == via_tfds.val_info == {
+      "data_type": "mscoco", "data_subtype": "val"}
+  for split in ("train", "val"):
+    a, b = getattr(raw, split), getattr(via_tfds, split)
+    assert sorted(a) == sorted(b)
+    for key in a:
+      np.testing.assert_array_equal(a[key], b[key])
+
+
+def test_vizwiz_bad_records_name_file_and_record(tmp_path):
+  manual = tmp_path / "manual"
+  manual.mkdir()
+  record = {"image": "VizWiz_val_00000001.jpg", "question": "What?", "answer_type": "other", "answerable": 1,
+            "answers": [{"answer": "cat", "answer_confidence": "yes"}] * 10}
+  (manual / "val.json").write_text(json.dumps([record, dict(record, answerable="yes")]))
+  with pytest.raises(DataFileError, match=r'val.json: records\[1\]: expected an integer "answerable", got \'yes\''):
+    tfds_cli.build("vizwiz_vqa", str(manual), str(tmp_path / "data"))
+  (manual / "val.json").write_text(json.dumps([record, dict(record, image="photo.jpg")]))
+  with pytest.raises(DataFileError, match=r"val.json: records\[1\] image 'photo.jpg' has no numeric id"):
+    tfds_cli.build("vizwiz_vqa", str(manual), str(tmp_path / "data"))
+
+
+THERAPY_DIR = configs.THERAPY_DIR  # the released train files
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(THERAPY_DIR, "VizWiz_train.json")),
+                    reason="the released AnswerTherapy train files are not there")
+def test_answer_therapy_round_trips_the_released_files(tmp_path):
+  path = tfds_cli.build("answer_therapy", THERAPY_DIR, str(tmp_path))
+  splits = tfds.builder_from_directory(path).info.splits
+  assert sorted(splits) == ["VQA_train", "VizWiz_train"]
+  for split in splits:
+    records = _json(os.path.join(THERAPY_DIR, f"{split}.json"))
+    assert splits[split].num_examples == len(records)
+    assert tfds_records.therapy_file(path, split) == records
+  assert (splits["VQA_train"].num_examples, splits["VizWiz_train"].num_examples) == (1648, 2146)
+  record = _json(os.path.join(THERAPY_DIR, "VQA_train.json"))[0]
+  example = _examples(path, "VQA_train[:1]")[0]
+  assert [a.decode() for a in example["answers"]] == record["answers"] == ["resting", "relaxing"]
+  assert example["binary_label"].decode() == record["binary_label"] == "same"
+  assert example["question_id"].decode() == record["question_id"] and example["source"] == b"VQAv2"
+  points = [(p["x"], p["y"]) for polygon in record["grounding_labels"] for p in polygon]
+  assert example["points"].tolist() == [list(p) for p in points]
+  assert example["polygon_sizes"].tolist() == [len(p) for p in record["grounding_labels"]]
+
+
+def test_answer_therapy_synthetic_features_and_the_tfds_route(tiny_therapy, tmp_path):
+  store_path = os.path.join(tiny_therapy, "features", "therapy_grid.npy")
+  path = tfds_cli.build("answer_therapy", tiny_therapy, str(tmp_path), features=store_path)
+  for split in tfds_records.THERAPY_SPLITS:
+    assert tfds_records.therapy_file(path, split) == _json(os.path.join(tiny_therapy, f"{split}.json"))
+  store = FeatureStore(store_path)
+  features, ids = np.load(store_path), np.load(store_path[:-4] + ".image_ids.npy").tolist()
+  for ex in _examples(path, "VizWiz_val+VQA_val")[::5]:
+    np.testing.assert_array_equal(ex["image_features"], features[ids.index(feature_key(ex["image_id"].decode()))])
+  assert store.dtype == np.float16
+  raw = therapy_dataset.load(_therapy_config(tiny_therapy), grid_targets=True)
+  via_tfds = therapy_dataset.load(_therapy_config(tiny_therapy, source="tfds", tfds_dir=path), grid_targets=True)
+  for split in ("train", "val"):
+    a, b = getattr(raw, split), getattr(via_tfds, split)
+    assert sorted(a) == sorted(b) and len(a["label"]) > 0
+    for key in a:
+      np.testing.assert_array_equal(a[key], b[key])
+  assert [s.answers for s in raw.val_samples] == [s.answers for s in via_tfds.val_samples]
+
+
+def _therapy_config(data_dir, **data):
+  config = grounding_mask.get_config("runlocal")
+  config.data.dir = data_dir
+  for key, value in data.items():
+    config.data[key] = value
+  return config
