@@ -24,7 +24,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # experiments/
 
-import torch  # noqa: E402  (first: torch's triton extension segfaults when loaded after TensorFlow)
+import torch  # noqa: E402  (torch and its compiler stack first: the triton extension
+import torch._dynamo  # noqa: E402,F401  that torch.optim loads segfaults when loaded after TensorFlow)
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
