@@ -27,7 +27,7 @@ EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 CAFFE_BGR_MEAN = np.array([103.939, 116.779, 123.68], np.float32)
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
-_COCO_NAME = re.compile(r"COCO_[A-Za-z0-9]+_(\d+)")
+_COCO_NAME = re.compile(r"COCO_[\w-]+?_(\d+)")
 _TRAILING_DIGITS = re.compile(r".*?(\d+)")
 
 

@@ -50,7 +50,7 @@ class VGG(nn.Module):
         return x
       x = nn.max_pool(x, (2, 2), strides=(2, 2))
     rows, cols = (adaptive_pool_matrix(n, POOLED) for n in x.shape[1:3])
-    x = jnp.einsum("ih,jw,bhwc->bijc", rows, cols, x).reshape(x.shape[0], -1)
+    x = jnp.einsum("ih,jw,bhwc->bcij", rows, cols, x).reshape(x.shape[0], -1)  # torch's [C, 7, 7] order
     x = nn.relu(nn.Dense(self.hidden, name="fc6")(x))
     return nn.relu(nn.Dense(self.hidden, name="fc7")(x))
 

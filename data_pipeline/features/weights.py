@@ -62,13 +62,9 @@ def _vgg_layout(model: VGG) -> Layout:
       _add(layout, f"features.{index}", width, channels, (f"conv{s}_{i}",), "conv3")
       index, channels = index + 2, width  # Conv2d, ReLU
     index += 1  # MaxPool2d
-  hidden = model.hidden
-  _add(layout, "classifier.0", hidden, channels * POOLED * POOLED, ("fc6",))
-  # torch flattens [C, 7, 7], Flax [7, 7, C]
-  layout["classifier.0.weight"] = layout["classifier.0.weight"][:2] + (
-      lambda w: w.reshape(hidden, channels, POOLED, POOLED).transpose(2, 3, 1, 0).reshape(-1, hidden),)
-  _add(layout, "classifier.3", hidden, hidden, ("fc7",))
-  _add(layout, "classifier.6", CLASSES, hidden, None)
+  _add(layout, "classifier.0", model.hidden, channels * POOLED * POOLED, ("fc6",))
+  _add(layout, "classifier.3", model.hidden, model.hidden, ("fc7",))
+  _add(layout, "classifier.6", CLASSES, model.hidden, None)
   return layout
 
 
@@ -148,7 +144,7 @@ def load_params(source: str | Mapping[str, np.ndarray], model: VGG | ViT, name: 
       node = params
       for part in path[:-1]:
         node = node.setdefault(part, {})
-      node[path[-1]] = np.ascontiguousarray(to_flax(np.asarray(state[key], np.float32)))
+      node[path[-1]] = to_flax(np.asarray(state[key], np.float32))
   return params
 
 
