@@ -3,6 +3,7 @@ random-weight VGG: odd image modes, EXIF orientation, unreadable files, resume a
 subset and after kill -9, and a store that trains."""
 
 import functools
+import json
 import os
 import signal
 import subprocess
@@ -16,7 +17,7 @@ from PIL import Image
 
 from data_pipeline.features import __main__ as cli
 from data_pipeline.features import extract, images, models, weights
-from experiments.vqa import deeper_lstm_norm_i
+from experiments.vqa import i as image_only
 from vqajax import train
 from vqajax.data.features import FeatureStore, ids_path
 from vqajax.errors import InputError
@@ -238,7 +239,7 @@ def test_command_exit_status_and_convert_free_npz(photos, tmp_path, monkeypatch,
 
 
 def test_the_extracted_store_trains(tiny_data, tmp_path):
-  config = deeper_lstm_norm_i.get_config("runlocal")
+  config = image_only.get_config("runlocal")  # the image-only row: the features are all it sees
   config.data.dir = tiny_data
   needed = FeatureStore(os.path.join(tiny_data, config.data.features)).image_ids  # every image asked for
   photos_dir = tmp_path / "coco"
@@ -255,4 +256,6 @@ def test_the_extracted_store_trains(tiny_data, tmp_path):
   config.data.features, config.data.feature_shape = out, (HIDDEN,)
   config.num_train_steps, config.eval_every_steps, config.log_every_steps = 4, 4, 2
   metrics = train.train_and_evaluate(config, str(tmp_path / "run"), devices=jax.devices()[:1])
-  assert metrics and all(np.isfinite(v) for v in metrics.values() if isinstance(v, float))
+  with open(tmp_path / "run" / "metrics.jsonl") as f:
+    losses = [r["train/loss"] for r in map(json.loads, f) if "train/loss" in r]
+  assert len(losses) == 2 and np.isfinite(losses).all() and metrics
