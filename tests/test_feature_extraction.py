@@ -19,7 +19,7 @@ from data_pipeline.features import __main__ as cli
 from data_pipeline.features import extract, images, models, weights
 from experiments.vqa import i as image_only
 from vqajax import train
-from vqajax.data.features import FeatureStore, ids_path
+from vqajax.data.features import FeatureStore
 from vqajax.errors import InputError
 
 SAMPLE_DATA = os.path.join(os.path.dirname(__import__("matplotlib").__file__), "mpl-data", "sample_data")
