@@ -56,17 +56,17 @@ def write_store(path: str, rows: int, dtype: str) -> None:
     np.save(path[:-len(".npy")] + ".image_ids.npy", np.arange(rows, dtype=np.int64))
 
 
-def peak_rss() -> int:
-  """This process's peak RSS in bytes (VmHWM: unlike ru_maxrss, not inherited through
-  fork + exec from the parent that wrote the store)."""
+def rss(field: str = "VmHWM") -> int:
+  """This process's peak (VmHWM; unlike ru_maxrss, not inherited through fork + exec from
+  the parent that wrote the store) or current (VmRSS) resident set, in bytes."""
   with open("/proc/self/status") as f:
-    return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+    return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field + ":"))
 
 
 def worker(store_path: str, train_steps: int) -> dict:
   """Pipeline alone for an epoch, then training on it; runs in its own process."""
   import jax
-  from bench_train import JaxTrainer, vqa_lengths
+  from jax_vqa import JaxTrainer, vqa_lengths
   from experiments.vqa import deeper_lstm_norm_i
   from vqajax import sharding
   from vqajax.data import pipeline
@@ -81,12 +81,14 @@ def worker(store_path: str, train_steps: int) -> dict:
   arrays = {"tokens": tokens, "length": lengths, "label": rng.integers(0, ANSWERS, n).astype(np.int32),
             "image_row": store.rows(store.image_ids).astype(np.int32)}
 
+  phases = {"imports and question arrays": rss("VmRSS")}
   batches = pipeline.train_dataset(arrays, store, BATCH, seed=0, start_step=0).as_numpy_iterator()
   epoch = n // BATCH
   start = time.perf_counter()
   for _ in range(epoch):
     next(batches)
   pipeline_rate = epoch * BATCH / (time.perf_counter() - start)
+  phases["the pipeline's epoch"] = rss()
 
   mesh = sharding.data_mesh()
   example = next(batches)
@@ -94,13 +96,13 @@ def worker(store_path: str, train_steps: int) -> dict:
   for width in (*pipeline.LENGTH_BUCKETS, MAX_LEN):  # compile every bucket
     jax.block_until_ready(trainer.step(sharding.to_global(
         dict(example, tokens=tokens[:BATCH, :width], length=np.minimum(example["length"], width)), mesh)))
+  phases["model state and compiling"] = rss()
   start = time.perf_counter()
   for _ in range(train_steps):
     metrics = trainer.step(sharding.to_global(next(batches), mesh))
   jax.block_until_ready(metrics)
   train_rate = train_steps * BATCH / (time.perf_counter() - start)
-  return {"rows": n, "pipeline": pipeline_rate, "train": train_rate,
-          "peak_rss": peak_rss()}
+  return {"rows": n, "pipeline": pipeline_rate, "train": train_rate, "peak_rss": rss(), "phases": phases}
 
 
 def main():
@@ -135,6 +137,8 @@ def main():
   print(f"pipeline alone     {result['pipeline']:8.0f} examples/s (one epoch)")
   print(f"training on it     {result['train']:8.0f} examples/s ({args.train_steps} steps)")
   print(f"pipeline / model consumption {result['pipeline'] / result['train']:6.1f}x (target >= 10x)")
+  print("RSS: " + ", ".join(f"{k} {v / 2**30:.2f} GiB" for k, v in result["phases"].items())
+        + " (current after the first, peak after the others)")
   print(f"peak RSS while training      {result['peak_rss'] / 2**30:6.2f} GiB (target <= 2 GiB)")
 
 

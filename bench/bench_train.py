@@ -21,41 +21,17 @@ import argparse
 import os
 import sys
 import time
-import types
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # experiments/
 
+import torch  # noqa: E402  (first: torch's triton extension segfaults when loaded after TensorFlow)
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from experiments.vqa import deeper_lstm_norm_i  # noqa: E402
+from jax_vqa import MAX_LEN, JaxTrainer, make_batches, vqa_lengths  # noqa: E402
 from vqajax import sharding  # noqa: E402
-from vqajax.data.pipeline import bucket_length  # noqa: E402
-from vqajax.experiment import TrainState, make_optimizer  # noqa: E402
-from vqajax.models import vqa as vqa_models  # noqa: E402
-from vqajax.tasks import vqa as vqa_task  # noqa: E402
-from vqajax.train import make_train_step  # noqa: E402
-
-MAX_LEN = 26
-
-
-def vqa_lengths(rng, n, max_len=MAX_LEN):
-  """Question lengths like VQA's: mostly 4-8 words, a long tail up to max_len."""
-  return np.clip(np.round(rng.lognormal(np.log(5.8), 0.3, n)), 2, max_len).astype(np.int32)
-
-
-def make_batches(rng, count, batch, vocab, answers, lengths_fn):
-  """Host batches with right-padded tokens [batch, 26]."""
-  out = []
-  for _ in range(count):
-    lengths = lengths_fn(rng, batch)
-    tokens = rng.integers(2, vocab, (batch, MAX_LEN)).astype(np.int32)
-    tokens[np.arange(MAX_LEN)[None, :] >= lengths[:, None]] = 0
-    out.append({"tokens": tokens, "length": lengths, "image": rng.random((batch, 4096), np.float32),
-                "label": rng.integers(0, answers, batch).astype(np.int32)})
-  return out
-
 
 def train_flops(model_cfg, lengths, answers, image_dim=4096):
   """Useful matmul FLOPs of one training step: forward, and backward for weights and inputs."""
@@ -68,34 +44,6 @@ def train_flops(model_cfg, lengths, answers, image_dim=4096):
   dense = 2 * (2 * m.lstm_layers * m.lstm_dim * m.fused_dim + sum(a * b for a, b in zip(dims[:-1], dims[1:])))
   image = 2 * image_dim * m.fused_dim  # its input is data: no input gradient
   return 3 * len(lengths) * (dense + image) + 3 * lstm - len(lengths) * image
-
-
-class JaxTrainer:
-  """The jitted, sharded step of `vqajax.train` with its own train state."""
-
-  def __init__(self, config, vocab, answers, mesh, example):
-    sizes = types.SimpleNamespace(vocab=range(vocab), answers=range(answers),
-                                  bag_sizes={"question_bow": 1030})  # what build reads of VQAData
-    model, tx = vqa_models.build(config.model, sizes), make_optimizer(config.optimizer)
-    example = {k: v[:2] for k, v in example.items()}  # shapes only, as `Experiment.initial_state`
-    params = jax.jit(lambda: model.init(jax.random.key(0), example, train=False)["params"])()
-    self.state = jax.device_put(TrainState(step=np.int32(0), params=params, opt_state=tx.init(params),
-                                           rng=jax.random.PRNGKey(1)), sharding.replicated(mesh))
-    self.train_step, self.mesh = make_train_step(model, tx, mesh, vqa_task.loss), mesh
-
-  def to_device(self, batch):
-    width = bucket_length(int(batch["length"].max()), MAX_LEN)
-    return sharding.to_global(dict(batch, tokens=batch["tokens"][:, :width]), self.mesh)
-
-  def step(self, batch):
-    """One step on a global batch; returns its metrics (not waited for)."""
-    self.state, metrics = self.train_step(self.state, batch)
-    return metrics
-
-  def run(self, batches, steps):
-    for i in range(steps):
-      metrics = self.step(batches[i % len(batches)])
-    jax.block_until_ready(metrics)
 
 
 class TorchRunner:
@@ -131,8 +79,7 @@ def main():
   parser.add_argument("--answers", type=int, default=1000)
   args = parser.parse_args()
 
-  from torch_vqa import Trainer  # the bench extra: import only when run
-  import torch
+  from torch_vqa import Trainer
 
   config = deeper_lstm_norm_i.get_config()
   bf16_config = deeper_lstm_norm_i.get_config().unlock()

@@ -35,12 +35,12 @@ def test_empty_question_encodes_to_zeros():
   np.testing.assert_array_equal(encoder.apply(params, np.array([[5, 0, 0, 0]]), np.array([0])), 0.0)
 
 
-def _plain_masked_lstm(x, lengths, w_i, w_h, b):
+def _plain_masked_lstm(x, lengths, w, b):
   """The recurrence written step by step, differentiated by JAX."""
-  h = c = jnp.zeros((x.shape[1], w_h.shape[0]))
+  h = c = jnp.zeros((x.shape[1], w.shape[1] // 4))
   outputs = []
   for t in range(x.shape[0]):
-    i, f, g, o = jnp.split(x[t] @ w_i + h @ w_h + b, 4, axis=-1)
+    i, f, g, o = jnp.split(jnp.concatenate([x[t], h], axis=-1) @ w + b, 4, axis=-1)
     c_new = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
     h_new = jax.nn.sigmoid(o) * jnp.tanh(c_new)
     keep = (t < lengths)[:, None]
@@ -50,24 +50,23 @@ def _plain_masked_lstm(x, lengths, w_i, w_h, b):
 
 
 def test_lstm_backward_matches_autodiff_of_the_plain_recurrence():
-  keys = jax.random.split(jax.random.key(0), 6)
-  x = jax.random.normal(keys[0], (6, 4, 3))
-  lengths = jnp.array([6, 2, 0, 4])  # the loops stop at 6 < T = 7 below
-  x = jnp.concatenate([x, jnp.ones((1, 4, 3))])
-  params = (jax.random.normal(keys[1], (3, 20)), jax.random.normal(keys[2], (5, 20)) / 2,
-            jax.random.normal(keys[3], (20,)))
-  weights = [jax.random.normal(k, s) for k, s in zip(keys[4:], [(7, 4, 5), (4, 5)])]
+  keys = jax.random.split(jax.random.key(0), 5)
+  lengths = jnp.array([6, 5, 4, 2, 1, 0])  # sorted; chunks of 2 run 6, 4 and 1 steps; T = 7
+  x = jax.random.normal(keys[0], (7, 6, 3))
+  w, b = jax.random.normal(keys[1], (3 + 5, 20)) / 2, jax.random.normal(keys[2], (20,))
+  weights = [jax.random.normal(k, s) for k, s in zip(keys[3:], [(7, 6, 5), (6, 5)])]
+  ours = lambda x, lengths, w, b: masked_lstm(x, lengths, w, b, jnp.float32, 2)
 
-  def loss(fn, x, *params):
-    out, c, h = fn(x, lengths, *params)
+  def loss(fn, x, w, b):
+    out, c, h = fn(x, lengths, w, b)
     return jnp.sum(out * weights[0]) + jnp.sum((c + 2 * h) * weights[1])
 
-  np.testing.assert_allclose(masked_lstm(x, lengths, *params)[0], _plain_masked_lstm(x, lengths, *params)[0],
-                             atol=1e-6)
-  ours = jax.grad(lambda *a: loss(masked_lstm, *a), argnums=(0, 1, 2, 3))(x, *params)
-  plain = jax.grad(lambda *a: loss(_plain_masked_lstm, *a), argnums=(0, 1, 2, 3))(x, *params)
-  for a, b in zip(ours, plain):
-    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+  for a, b_ in zip(ours(x, lengths, w, b), _plain_masked_lstm(x, lengths, w, b)):
+    np.testing.assert_allclose(a, b_, atol=1e-6)
+  grads = jax.grad(lambda *a: loss(ours, *a), argnums=(0, 1, 2))(x, w, b)
+  plain = jax.grad(lambda *a: loss(_plain_masked_lstm, *a), argnums=(0, 1, 2))(x, w, b)
+  for a, b_ in zip(grads, plain):
+    np.testing.assert_allclose(a, b_, rtol=1e-5, atol=1e-5)
 
 
 def _data(vocab=10, answers=7, question_bow=1030, caption_bow=1000):

@@ -2,14 +2,17 @@
 
 Each process reads its own half of every global batch; the losses, the evaluation, the
 official results files and the checkpoint must be those of a single 8-device process.
+A SIGTERM to one process stops both after the same step, with one checkpoint.
 """
 
 import glob
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 import jax
 import numpy as np
@@ -71,3 +74,29 @@ def test_two_processes_train_like_one_with_all_devices(tiny_data, tmp_path):
   config = _config(tiny_data)
   jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7),
                _params(two, config), _params(one, config))
+
+
+def _saved_step(output: str) -> int:
+  assert "SIGTERM: saved checkpoint at step" in output, output[-3000:]
+  return int(output.split("SIGTERM: saved checkpoint at step ")[1].split(";")[0])
+
+
+def test_sigterm_to_one_process_stops_both_at_the_same_step(tiny_data, tmp_path):
+  workdir = str(tmp_path / "w")
+  address = f"localhost:{_free_port()}"
+  command = lambda i: _command(tiny_data, workdir, f"--coordinator_address={address}", "--num_processes=2",
+                               f"--process_id={i}", "--config.num_train_steps=100000",
+                               "--config.eval_every_steps=100000")
+  workers = [subprocess.Popen(command(i), env=_env(4), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for i in range(2)]
+  metrics = os.path.join(workdir, "metrics.jsonl")
+  deadline = time.monotonic() + 300
+  while not (os.path.exists(metrics) and sum(1 for _ in open(metrics)) >= 3):  # a few steps trained
+    assert time.monotonic() < deadline and all(w.poll() is None for w in workers)
+    time.sleep(0.2)
+  workers[1].send_signal(signal.SIGTERM)  # the preemption notice reaches one host only
+  outputs = [w.communicate(timeout=300)[0] for w in workers]
+  assert [w.returncode for w in workers] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+  step = _saved_step(outputs[0])
+  assert _saved_step(outputs[1]) == step and 3 <= step < 100000
+  assert os.listdir(os.path.join(workdir, "checkpoints")) == [str(step)]

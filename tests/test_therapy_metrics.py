@@ -98,6 +98,18 @@ def test_iou_sums_on_device_equal_a_numpy_loop():
           iou.iou_pq(pred[keep], gt[keep], valid[keep], xp=np), rel=1e-5)
 
 
+@pytest.mark.parametrize("shape", [(1, 1), (4, 8), (33, 40)])  # 1 pixel; one word; words + padding
+def test_bit_packed_iou_equals_pixel_counts(shape):
+  rng = np.random.default_rng(sum(shape))
+  pred, gt = rng.random((6,) + shape) < 0.5, rng.random((6,) + shape) < 0.3
+  pred[0], gt[0] = False, False  # empty vs empty: 1
+  pred[1], gt[1] = True, True
+  inter, union = (pred & gt).sum((1, 2)), (pred | gt).sum((1, 2))
+  expected = np.where(union > 0, inter / np.maximum(union, 1), 1.0)
+  np.testing.assert_allclose(jax.jit(iou.iou)(pred, gt), expected, rtol=1e-6)
+  np.testing.assert_allclose(iou.iou(pred, gt, xp=np), expected, rtol=1e-6)
+
+
 def test_rle_export_decodes_to_the_predicted_mask():
   rng = np.random.default_rng(1)
   grid = rng.random((2, 4, 14, 14)) < 0.5

@@ -30,6 +30,8 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   data.synthetic_scale = "tiny" if arg == "runlocal" else "medium"
   data.dir = ""                         # "" -> ~/.cache/vqajax/synthetic/<scale>-seed<seed>
   data.format = "vqa"                   # or "vizwiz" (one JSON list per split)
+  data.source = "raw"                   # or "tfds": the records of a prepared TFDS dataset ...
+  data.tfds_dir = ""                    # ... in this directory (data_pipeline/tfds), relative to dir
   data.train_questions = "v2_OpenEnded_mscoco_train2014_questions.json"
   data.train_annotations = "v2_mscoco_train2014_annotations.json"
   data.train_mc_questions = ""
@@ -132,6 +134,8 @@ def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.Co
   data.train_files = "VQA_train.json,VizWiz_train.json"  # comma-separated, relative to dir
   data.val_files = "VQA_val.json,VizWiz_val.json"        # "" -> a held-out share of train
   data.holdout = 0.2                    # that share (seeded by config.seed), without val_files
+  data.source = "raw"                   # or "tfds": the files' splits of a prepared TFDS dataset ...
+  data.tfds_dir = ""                    # ... in this directory (data_pipeline/tfds), relative to dir
   data.features = "features/therapy_grid.npy"  # grid store keyed by therapy_files.feature_key; "" none
   data.feature_shape = (14, 14, 32)     # [G, G, C]: e.g. VGG conv5 (14, 14, 512), ViT-B/16 (14, 14, 768)
   data.max_question_len = 16

@@ -22,7 +22,7 @@ class Evaluator:
     self.config, self.data, self.mesh = config, data, mesh
     self.task = tasks.get(config.task)
     self.keys = self.task.eval_keys(data)
-    self._eval_step = jax.jit(self.task.make_eval_step(model, data, mesh))
+    self._eval_step = jax.jit(sharding.in_mesh(mesh, self.task.make_eval_step(model, data, mesh)))
 
   def run(self, params, step: int, workdir: str | None = None) -> dict[str, float]:
     """The task's metrics; with `workdir`, also its results files of this step."""

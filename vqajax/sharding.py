@@ -19,6 +19,17 @@ def replicated(mesh: Mesh) -> NamedSharding:
   return NamedSharding(mesh, P())
 
 
+def in_mesh(mesh: Mesh, fn):
+  """`fn` traced with `mesh` as the abstract mesh, so models can place per-device work
+  (`shard_map` over 'data', e.g. the question LSTM); jit the result."""
+
+  def traced(*args, **kwargs):
+    with jax.sharding.use_abstract_mesh(mesh.abstract_mesh):
+      return fn(*args, **kwargs)
+
+  return traced
+
+
 def local_batch_size(global_batch: int, mesh: Mesh) -> int:
   """This host's share of a global batch; the batch must split evenly over devices."""
   if global_batch % mesh.devices.size:

@@ -16,6 +16,7 @@ import numpy as np
 import optax
 from absl import logging
 from clu import periodic_actions
+from jax.experimental import multihost_utils
 
 from vqajax import checkpoint
 from vqajax import evaluate
@@ -46,6 +47,7 @@ def make_train_step(model, tx, mesh, task_loss):
 
   @functools.partial(jax.jit, in_shardings=(replicated, data), out_shardings=(replicated, replicated),
                      donate_argnums=0)
+  @functools.partial(sharding.in_mesh, mesh)
   def train_step(state: TrainState, batch):
     dropout_rng = jax.random.fold_in(state.rng, state.step)
 
@@ -63,18 +65,30 @@ def make_train_step(model, tx, mesh, task_loss):
 
 
 class _Preemption:
-  """Turns SIGTERM into a flag that the loop checks between steps."""
+  """SIGTERM -> stop after a step on which every process agrees, to save it together.
+
+  One process: a handler sets a flag that the loop reads between steps. Several
+  (jax.distributed): the coordination service's notifier catches SIGTERM on any host and
+  every host reaches the same sync step (`reached_preemption_sync_point`, to be asked
+  at every step); a Python handler would replace the notifier's, so none is set.
+  """
 
   def __init__(self):
-    self.requested = False
-    self._previous = signal.signal(signal.SIGTERM, self._handle)
+    self._sync = jax.process_count() > 1
+    self._flag = False
+    if not self._sync:
+      self._previous = signal.signal(signal.SIGTERM, self._handle)
 
   def _handle(self, signum, frame):
     del signum, frame
-    self.requested = True
+    self._flag = True
+
+  def requested(self, step: int) -> bool:
+    return multihost_utils.reached_preemption_sync_point(step) if self._sync else self._flag
 
   def restore(self):
-    signal.signal(signal.SIGTERM, self._previous)
+    if not self._sync:
+      signal.signal(signal.SIGTERM, self._previous)
 
 
 def train_and_evaluate(config, workdir: str, devices=None) -> dict:
@@ -108,10 +122,10 @@ def train_and_evaluate(config, workdir: str, devices=None) -> dict:
       state, step_metrics = train_step(state, sharding.to_global(next(batches), mesh))
       metrics.append(step_metrics)
       report(step)
-      final = step == config.num_train_steps
+      final, stop = step == config.num_train_steps, preemption.requested(step)
       log = step % config.log_every_steps == 0 or final
       evaluate_now = step % config.eval_every_steps == 0 or final
-      if log or evaluate_now or preemption.requested:  # never log or save past a NaN
+      if log or evaluate_now or stop:  # never log or save past a NaN
         metrics = jax.device_get(metrics)
         _check_finite(metrics, step - len(metrics) + 1, ckpt.latest_step())
       if log:
@@ -122,7 +136,7 @@ def train_and_evaluate(config, workdir: str, devices=None) -> dict:
         eval_metrics = evaluator.run(state.params, step, workdir=workdir if final else None)
         writer.write_scalars(step, {f"val/{k}": v for k, v in eval_metrics.items()})
         ckpt.save(step, state, meta(step), eval_metrics)
-      if preemption.requested:
+      if stop:
         if ckpt.latest_step() != step:
           ckpt.save(step, state, meta(step))
         print(f"SIGTERM: saved checkpoint at step {step}; rerun the same command to resume")

@@ -34,6 +34,7 @@ from vqajax.data import synthetic_therapy
 from vqajax.data import text
 from vqajax.data import therapy_files
 from vqajax.data.features import FeatureStore
+from vqajax.data.vqa_dataset import SOURCES
 from vqajax.errors import InputError
 
 _RASTER = 8  # raster pixels per grid cell side for the grid masks
@@ -62,11 +63,22 @@ def prepare(config) -> None:
 
 
 def _read(config_data, files: str) -> list[therapy_files.Sample]:
+  """The samples of the named files; with `source` "tfds", of the splits of the prepared
+  TFDS dataset `tfds_dir` named after them (`VQA_train.json` -> split VQA_train)."""
   names = [f for f in files.split(",") if f]
   if not names:
     raise InputError("config.data: no therapy files named (comma-separated file names)")
-  return [s for name in names for s in therapy_files.read_therapy(
-      name if os.path.isabs(name) else os.path.join(config_data.dir, name))]
+  if config_data.source not in SOURCES:
+    raise InputError(f"config.data.source '{config_data.source}' is not one of {SOURCES}")
+  if config_data.source == "raw":
+    return [s for name in names for s in therapy_files.read_therapy(
+        name if os.path.isabs(name) else os.path.join(config_data.dir, name))]
+  from vqajax.data import tfds_records  # pylint: disable=g-import-not-at-top
+  tfds_dir = config_data.tfds_dir if os.path.isabs(config_data.tfds_dir) else os.path.join(
+      config_data.dir, config_data.tfds_dir)
+  splits = [os.path.splitext(os.path.basename(name))[0] for name in names]
+  return [s for split in splits for s in therapy_files.read_therapy(
+      f"{tfds_dir}[{split}]", tfds_records.therapy_file(tfds_dir, split))]
 
 
 def holdout_split(samples: list, share: float, seed: int) -> tuple[list, list]:

@@ -112,9 +112,12 @@ def _polygons(path: str, groundings: list[list], answers: list[list]) -> list[np
   return np.split(xy, np.cumsum(per_record)[:-1])
 
 
-def read_therapy(path: str) -> list[Sample]:
-  """The samples of one VQA-AnswerTherapy file, in file order (see module docstring)."""
-  data = load_json(path)
+def read_therapy(path: str, data: list | None = None) -> list[Sample]:
+  """The samples of one VQA-AnswerTherapy file, in file order (see module docstring);
+  `data` is its JSON list when already loaded (e.g. from a TFDS dataset, `path` then
+  names it)."""
+  if data is None:
+    data = load_json(path)
   if not isinstance(data, list) or not data:
     raise DataFileError(f"{path}: expected a non-empty JSON list of VQA-AnswerTherapy samples")
   where = lambda i: f"{path}: records[{i}]"

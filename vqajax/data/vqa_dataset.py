@@ -15,9 +15,11 @@ from absl import logging
 from vqajax.data import text
 from vqajax.data import vqa_files
 from vqajax.data.features import FeatureStore
+from vqajax.errors import InputError
 from vqajax.metrics import vqa_accuracy
 
 ANSWER_TYPES = ("yes/no", "number", "other", "unanswerable")
+SOURCES = ("raw", "tfds")  # config.data.source: the official files, or a prepared TFDS dataset
 
 
 @dataclasses.dataclass
@@ -40,29 +42,37 @@ def resolve(config_data, name: str) -> str:
 
 
 def read_split(config_data, split: str):
-  questions_path = resolve(config_data, f"{split}_questions")
-  annotations_path = resolve(config_data, f"{split}_annotations")
-  if config_data.format == "vizwiz":  # one file holds questions and answers
-    annotations_path = questions_path
-    questions, annotations = vqa_files.read_vizwiz(questions_path)
+  """(records, source, info) of a split: its (question, annotation) pairs in
+  annotation-file order, questions with `multiple_choices` when the config names the
+  split's multiple-choice file; what they came from (for errors); the questions'
+  data_type / data_subtype. `config_data.source` "tfds" reads them from the prepared
+  TFDS dataset `tfds_dir` instead of the files (`tfds_records`)."""
+  if config_data.source not in SOURCES:
+    raise InputError(f"config.data.source '{config_data.source}' is not one of {SOURCES}")
+  with_choices = bool(config_data.get(f"{split}_mc_questions"))
+  if config_data.source == "tfds":
+    from vqajax.data import tfds_records  # pylint: disable=g-import-not-at-top
+    questions, annotations, mc_questions, questions_path = tfds_records.read_vqa(
+        resolve(config_data, "tfds_dir"), split, config_data.format, with_choices)
+    annotations_path = mc_path = questions_path
   else:
-    questions = vqa_files.read_questions(questions_path)
-    annotations = vqa_files.read_annotations(annotations_path)
+    questions_path = resolve(config_data, f"{split}_questions")
+    annotations_path = resolve(config_data, f"{split}_annotations")
+    if config_data.format == "vizwiz":  # one file holds questions and answers
+      annotations_path = questions_path
+      questions, annotations = vqa_files.read_vizwiz(questions_path)
+    else:
+      questions = vqa_files.read_questions(questions_path)
+      annotations = vqa_files.read_annotations(annotations_path)
+    mc_path = resolve(config_data, f"{split}_mc_questions") if with_choices else ""
+    mc_questions = vqa_files.read_questions(mc_path) if with_choices else None
   for i, a in enumerate(annotations["annotations"]):
     if a["answer_type"] not in ANSWER_TYPES:
       raise vqa_files.DataFileError(
           f"{annotations_path}: annotations[{i}] answer_type '{a['answer_type']}' is not one of {ANSWER_TYPES}")
   records = vqa_files.join(questions, annotations, questions_path, annotations_path)
-  mc_name = f"{split}_mc_questions"
-  if config_data.get(mc_name):
-    mc_path = resolve(config_data, mc_name)
-    choices = {q["question_id"]: q for q in vqa_files.read_questions(mc_path)["questions"]}
-    for q, a in records:
-      mc = choices.get(q["question_id"])
-      if mc is None or "multiple_choices" not in mc:
-        raise vqa_files.DataFileError(
-            f"{mc_path}: question_id {q['question_id']} has no multiple_choices")
-      q["multiple_choices"] = mc["multiple_choices"]
+  if with_choices:
+    vqa_files.attach_choices([q for q, _ in records], mc_questions, mc_path)
   info = {"data_type": questions.get("data_type", "mscoco"),
           "data_subtype": questions.get("data_subtype", f"{split}2014")}
   return records, questions_path, info

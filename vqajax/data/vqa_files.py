@@ -27,6 +27,7 @@ from vqajax.errors import InputError
 QUESTION_FIELDS = {"image_id": int, "question": str}
 ANNOTATION_FIELDS = {"image_id": int, "question_type": str, "answer_type": str,
                      "multiple_choice_answer": str}
+ANSWER_FIELDS = {"answer": str}  # of each of an annotation's answers
 
 _KIND_NAMES = {int: "an integer", str: "a string", list: "a list"}
 
@@ -85,8 +86,9 @@ def question_ids(path: str, what: str, records: list) -> list[int]:
   return ids
 
 
-def _check_answers(answer_lists: list[list], where: Callable[[int], str]) -> None:
-  """Each list non-empty, of objects with a string "answer"."""
+def _check_answers(answer_lists: list[list], where: Callable[[int], str],
+                   fields: dict[str, type] = ANSWER_FIELDS) -> None:
+  """Each list non-empty, of objects with `fields` of the given types."""
   counts = np.fromiter(map(len, answer_lists), np.int64, len(answer_lists))
   if not counts.all():
     raise DataFileError(f"{where(int(np.argmin(counts)))}: expected at least one answer")
@@ -96,7 +98,9 @@ def _check_answers(answer_lists: list[list], where: Callable[[int], str]) -> Non
     i = int(np.searchsorted(starts, k, side="right")) - 1
     return f"{where(i)}: answers[{k - starts[i]}]"
 
-  column(list(itertools.chain.from_iterable(answer_lists)), "answer", str, where_answer)
+  answers = list(itertools.chain.from_iterable(answer_lists))
+  for name, kind in fields.items():
+    column(answers, name, kind, where_answer)
 
 
 def _check_choices(questions: list[dict], where: Callable[[int], str]) -> None:
@@ -128,15 +132,17 @@ def read_questions(path: str, fields: dict[str, type] = QUESTION_FIELDS) -> dict
   return data
 
 
-def read_annotations(path: str, fields: dict[str, type] = ANNOTATION_FIELDS) -> dict:
+def read_annotations(path: str, fields: dict[str, type] = ANNOTATION_FIELDS,
+                     answer_fields: dict[str, type] = ANSWER_FIELDS) -> dict:
   """An annotations file (the whole JSON object): a non-empty "annotations" list with
-  unique integer question ids, `fields` of the given types and non-empty answers."""
+  unique integer question ids, `fields` of the given types and non-empty answers with
+  `answer_fields`."""
   data = load_json(path)
   annotations = _records(path, data, "annotations")
   where = _identified(path, "annotations", question_ids(path, "annotations", annotations))
   for name, kind in fields.items():
     column(annotations, name, kind, where)
-  _check_answers(column(annotations, "answers", list, where), where)
+  _check_answers(column(annotations, "answers", list, where), where, answer_fields)
   return data
 
 
@@ -158,18 +164,43 @@ def join(questions: dict, annotations: dict, questions_path: str, annotations_pa
   return [(by_id[a["question_id"]], a) for a in anns]
 
 
+def attach_choices(questions: list[dict], mc_questions: dict, mc_path: str) -> None:
+  """Adds to each question its `multiple_choices` from a multiple-choice questions file."""
+  choices = {q["question_id"]: q for q in mc_questions["questions"]}
+  for q in questions:
+    mc = choices.get(q["question_id"])
+    if mc is None or "multiple_choices" not in mc:
+      raise DataFileError(f"{mc_path}: question_id {q['question_id']} has no multiple_choices")
+    q["multiple_choices"] = mc["multiple_choices"]
+
+
 _VIZWIZ_ANSWER_TYPES = ("yes/no", "number", "other", "unanswerable")
 
 
-def read_vizwiz(path: str) -> tuple[dict, dict]:
-  """A VizWiz-VQA split as VQA-style (questions, annotations).
+def vizwiz_image_ids(path: str, records: list[dict]) -> list[int]:
+  """The number in each record's image name (`VizWiz_train_00000012.jpg` -> 12)."""
+  ids = []
+  for i, image in enumerate(column(records, "image", str, lambda i: f"{path}: records[{i}]")):
+    match = re.search(r"(\d+)\.\w+$", image)
+    if not match:
+      raise DataFileError(f"{path}: records[{i}] image '{image}' has no numeric id")
+    ids.append(int(match.group(1)))
+  return ids
+
+
+def read_vizwiz(path: str, data: list | None = None, answer_fields: dict[str, type] = ANSWER_FIELDS,
+                subtype: str = "") -> tuple[dict, dict]:
+  """A VizWiz-VQA split as VQA-style (questions, annotations); `data` is the file's
+  JSON list when already loaded (e.g. from a TFDS dataset, `path` then names it), and
+  `subtype` the split's data_subtype ("": the file name without extension).
 
   question_id is the record's position; image_id the number in the image file name
   (`VizWiz_train_00000012.jpg` -> 12); question_type is the VQA-style type of the text.
   """
   from vqajax.data.question_types import question_type  # pylint: disable=g-import-not-at-top
 
-  data = load_json(path)
+  if data is None:
+    data = load_json(path)
   if not isinstance(data, list):
     raise DataFileError(f"{path}: expected a JSON list of VizWiz records")
 
@@ -178,23 +209,19 @@ def read_vizwiz(path: str) -> tuple[dict, dict]:
 
   for name, kind in (("image", str), ("question", str)):
     column(data, name, kind, where)
-  _check_answers(column(data, "answers", list, where), where)
+  _check_answers(column(data, "answers", list, where), where, answer_fields)
   questions, annotations = [], []
-  for i, r in enumerate(data):
-    match = re.search(r"(\d+)\.\w+$", r["image"])
-    if not match:
-      raise DataFileError(f"{path}: records[{i}] image '{r['image']}' has no numeric id")
+  for i, (r, image_id) in enumerate(zip(data, vizwiz_image_ids(path, data))):
     answer_type = r.get("answer_type", "other")
     if answer_type not in _VIZWIZ_ANSWER_TYPES:
       raise DataFileError(f"{path}: records[{i}] answer_type '{answer_type}' is not one of {_VIZWIZ_ANSWER_TYPES}")
-    image_id = int(match.group(1))
     questions.append({"question_id": i, "image_id": image_id, "question": r["question"]})
     answers = [dict(a, answer_id=j + 1) for j, a in enumerate(r["answers"])]
     annotations.append({
         "question_id": i, "image_id": image_id, "question_type": question_type(r["question"]),
         "answer_type": answer_type, "answers": answers,
         "multiple_choice_answer": most_common_answer(answers)})
-  subtype = os.path.splitext(os.path.basename(path))[0]
+  subtype = subtype or os.path.splitext(os.path.basename(path))[0]
   return ({"data_subtype": subtype, "questions": questions},
           {"data_subtype": subtype, "annotations": annotations})
 

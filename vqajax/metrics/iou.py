@@ -2,7 +2,9 @@
 
 IoU = |A & B| / |A | B|, with IoU(empty, empty) = 1: two groundings that both cover
 nothing agree. IoU-PQ is the mean IoU over a question's groundings, then over questions.
-`xp` is jax.numpy (default, jittable) or numpy.
+`xp` is jax.numpy (default, jittable) or numpy. Under jax the pixel counts come from
+masks packed 32 pixels to a word and `population_count` (bench/bench_iou.py: ~18x
+fewer bytes moved than summing booleans, which XLA widens to int32).
 """
 
 from __future__ import annotations
@@ -23,11 +25,29 @@ def iou_from_counts(intersection, area_a, area_b, xp: ModuleType | None = None):
   return xp.where(union > 0, intersection / xp.maximum(union, 1), 1.0)
 
 
+def _bit_words(mask):
+  """Boolean masks [..., H, W] -> uint32 words [..., ceil(H * W / 32)], 32 pixels each."""
+  import jax.numpy as jnp  # noqa: PLC0415
+  flat = mask.reshape(mask.shape[:-2] + (-1,))
+  flat = jnp.pad(flat, [(0, 0)] * (flat.ndim - 1) + [(0, -flat.shape[-1] % 32)])
+  bits = flat.reshape(flat.shape[:-1] + (-1, 32)).astype(jnp.uint32)
+  return (bits << jnp.arange(32, dtype=jnp.uint32)).sum(-1, dtype=jnp.uint32)
+
+
+def _counts(pred, gt, xp: ModuleType):
+  """(|pred & gt|, |pred|, |gt|) over the last two axes of boolean masks."""
+  if xp.__name__ == "numpy":
+    axes = (-2, -1)
+    return (pred & gt).sum(axes), pred.sum(axes), gt.sum(axes)
+  from jax import lax  # noqa: PLC0415
+  p, g = _bit_words(pred), _bit_words(gt)
+  return tuple(lax.population_count(w).sum(-1, dtype=xp.int32) for w in (p & g, p, g))
+
+
 def iou(pred, gt, xp: ModuleType | None = None):
   """IoU [...] of boolean masks [..., H, W]."""
   xp = _xp(xp)
-  axes = (-2, -1)
-  return iou_from_counts((pred & gt).sum(axes), pred.sum(axes), gt.sum(axes), xp)
+  return iou_from_counts(*_counts(pred, gt, xp), xp)
 
 
 def iou_pq_sums(pred, gt, valid, xp: ModuleType | None = None):

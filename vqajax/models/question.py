@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 from flax.linen.recurrent import DenseParams
+from jax.sharding import PartitionSpec as P
 
-from vqajax.models.lstm import masked_lstm
+from vqajax.models import lstm
 
 
 class WordEmbedding(nn.Module):
@@ -21,37 +25,36 @@ class WordEmbedding(nn.Module):
 
 
 class _LSTMWeights(nn.Module):
-  """Flax's LSTM-cell parameters ({ii,if,ig,io}/kernel, {hi,hf,hg,ho}/{kernel,bias}),
-  concatenated over the gates (i, f, g, o) for the fused matmuls."""
+  """Flax's LSTM-cell parameters ({ii,if,ig,io}/kernel, {hi,hf,hg,ho}/{kernel,bias}) as one
+  [E + H, 4H] kernel (input rows, then hidden rows; gates i, f, g, o) and a [4H] bias."""
   hidden: int
 
   @nn.compact
-  def __call__(self, x):
-    h = jnp.zeros(x.shape[:-1] + (self.hidden,), x.dtype)
+  def __call__(self, inputs: int):
+    x, h = jnp.zeros((inputs,)), jnp.zeros((self.hidden,))  # only their widths are read
     w_i = [DenseParams(self.hidden, use_bias=False, name=f"i{gate}")(x)[0] for gate in "ifgo"]
     w_h, b = zip(*(DenseParams(self.hidden, kernel_init=nn.initializers.orthogonal(), name=f"h{gate}")(h)
                    for gate in "ifgo"))
-    return jnp.concatenate(w_i, axis=-1), jnp.concatenate(w_h, axis=-1), jnp.concatenate(b)
+    w = jnp.concatenate([jnp.concatenate(w_i, axis=-1), jnp.concatenate(w_h, axis=-1)])
+    return w, jnp.concatenate(b)
 
 
 class _LSTMLayer(nn.Module):
-  """One masked LSTM layer over time-major inputs [T, B, E] (`lstm.masked_lstm`)."""
   hidden: int
-  dtype: jnp.dtype = jnp.float32
 
   @nn.compact
-  def __call__(self, x, lengths):
-    w_i, w_h, b = _LSTMWeights(self.hidden, name="cell")(x)
-    return masked_lstm(x, lengths, w_i, w_h, b, self.dtype)
+  def __call__(self, inputs: int):
+    return _LSTMWeights(self.hidden, name="cell")(inputs)
 
 
 class LSTMEncoder(nn.Module):
   """Stacked LSTM; the encoding is the last (cell, hidden) of every layer, concatenated.
 
   Each row's state is frozen after its last word, so padding never changes the encoding
-  (and an empty question encodes to zeros); the recurrence stops at the batch's longest
-  question. No gather over time is needed, which keeps the batch sharded end to end.
-  `dtype` is the matmul input type of the recurrence (parameters stay float32).
+  (and an empty question encodes to zeros); the recurrence only computes the steps of
+  words (`lstm.encode`). Traced under a mesh with a 'data' axis (`sharding.in_mesh`),
+  each device encodes its own rows (`shard_map`), so the batch stays sharded. `dtype`
+  is the matmul input type of the recurrence (parameters stay float32).
   """
   vocab_size: int
   embed_dim: int = 300
@@ -62,8 +65,11 @@ class LSTMEncoder(nn.Module):
   @nn.compact
   def __call__(self, tokens, lengths):
     x = WordEmbedding(self.vocab_size, self.embed_dim)(tokens.T)  # time-major [T, B, E]
-    states = []
-    for layer in range(self.layers):
-      x, c, h = _LSTMLayer(self.hidden, self.dtype, name=f"lstm_{layer}")(x, lengths)
-      states += [c, h]
-    return jnp.concatenate(states, axis=-1)
+    weights = [_LSTMLayer(self.hidden, name=f"lstm_{layer}")(self.embed_dim if layer == 0 else self.hidden)
+               for layer in range(self.layers)]
+    encode = functools.partial(lstm.encode, dtype=self.dtype)
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.shape.get("data", 1) > 1:
+      encode = jax.shard_map(encode, mesh=mesh, in_specs=(P(None, "data"), P("data"), P()),
+                             out_specs=P("data"), check_vma=False)
+    return encode(x, lengths, weights)

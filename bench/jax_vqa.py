@@ -1,0 +1,61 @@
+"""The vqajax side of the training benchmarks (no torch): VQA-like batches and the jitted,
+sharded step of `vqajax.train` on deeper LSTM Q + norm I at given sizes."""
+
+import types
+
+import jax
+import numpy as np
+
+from vqajax import sharding
+from vqajax.data.pipeline import bucket_length
+from vqajax.experiment import TrainState, make_optimizer
+from vqajax.models import vqa as vqa_models
+from vqajax.tasks import vqa as vqa_task
+from vqajax.train import make_train_step
+
+MAX_LEN = 26
+
+
+def vqa_lengths(rng, n, max_len=MAX_LEN):
+  """Question lengths like VQA's: mostly 4-8 words, a long tail up to max_len."""
+  return np.clip(np.round(rng.lognormal(np.log(5.8), 0.3, n)), 2, max_len).astype(np.int32)
+
+
+def make_batches(rng, count, batch, vocab, answers, lengths_fn):
+  """Host batches with right-padded tokens [batch, 26]."""
+  out = []
+  for _ in range(count):
+    lengths = lengths_fn(rng, batch)
+    tokens = rng.integers(2, vocab, (batch, MAX_LEN)).astype(np.int32)
+    tokens[np.arange(MAX_LEN)[None, :] >= lengths[:, None]] = 0
+    out.append({"tokens": tokens, "length": lengths, "image": rng.random((batch, 4096), np.float32),
+                "label": rng.integers(0, answers, batch).astype(np.int32)})
+  return out
+
+
+class JaxTrainer:
+  """The jitted, sharded step of `vqajax.train` with its own train state."""
+
+  def __init__(self, config, vocab, answers, mesh, example):
+    sizes = types.SimpleNamespace(vocab=range(vocab), answers=range(answers),
+                                  bag_sizes={"question_bow": 1030})  # what build reads of VQAData
+    model, tx = vqa_models.build(config.model, sizes), make_optimizer(config.optimizer)
+    example = {k: v[:2] for k, v in example.items()}  # shapes only, as `Experiment.initial_state`
+    params = jax.jit(lambda: model.init(jax.random.key(0), example, train=False)["params"])()
+    self.state = jax.device_put(TrainState(step=np.int32(0), params=params, opt_state=tx.init(params),
+                                           rng=jax.random.PRNGKey(1)), sharding.replicated(mesh))
+    self.train_step, self.mesh = make_train_step(model, tx, mesh, vqa_task.loss), mesh
+
+  def to_device(self, batch):
+    width = bucket_length(int(batch["length"].max()), MAX_LEN)
+    return sharding.to_global(dict(batch, tokens=batch["tokens"][:, :width]), self.mesh)
+
+  def step(self, batch):
+    """One step on a global batch; returns its metrics (not waited for)."""
+    self.state, metrics = self.train_step(self.state, batch)
+    return metrics
+
+  def run(self, batches, steps):
+    for i in range(steps):
+      metrics = self.step(batches[i % len(batches)])
+    jax.block_until_ready(metrics)
