@@ -1,6 +1,6 @@
 """Training throughput of deeper LSTM Q + norm I vs a PyTorch reference, in examples/s.
 
-    pip install -e '.[bench]'   # torch
+    pip install -e '.[bench]'   # torch==2.14.1 (the same pin as the test extra)
     python bench/bench_train.py [--batch 500] [--steps 3] [--rounds 3] [--vocab 15000] [--answers 1000]
 
 The paper's sizes (vocabulary ~15k, K=1000, 4096-d features, RMSprop as configured) on

@@ -14,6 +14,7 @@ trains and the process's memory does not grow with the store
 from __future__ import annotations
 
 import os
+from typing import Callable, Iterable
 
 import h5py
 import numpy as np
@@ -156,9 +157,16 @@ class FeatureStore:
 
 def write_store(path: str, image_ids, features) -> None:
   """Writes a store atomically (a failed write leaves no file behind)."""
-  image_ids = np.asarray(image_ids, np.int64)
   features = np.asarray(features)
-  if features.dtype not in _FLOAT_DTYPES or len(features) != len(image_ids):
+  write_store_blocks(path, image_ids, features.shape[1:], features.dtype, [features])
+
+
+def write_store_blocks(path: str, image_ids, row_shape, dtype, blocks: Iterable) -> None:
+  """Writes a store atomically from consecutive blocks of feature rows (one row per image
+  id, in order), holding one block at a time; the file is synced before it is moved in."""
+  image_ids = np.asarray(image_ids, np.int64)
+  dtype, shape = np.dtype(dtype), (len(image_ids),) + tuple(row_shape)
+  if dtype not in _FLOAT_DTYPES:
     raise FeatureStoreError(f"{path}: need float16/float32 features with one row per image id")
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   suffix = ".h5" if path.endswith((".h5", ".hdf5")) else ".npy"
@@ -166,16 +174,38 @@ def write_store(path: str, image_ids, features) -> None:
   try:
     if suffix == ".h5":
       with h5py.File(tmp, "w") as f:
-        f.create_dataset("features", data=features)  # contiguous: see _H5Rows
+        features = f.create_dataset("features", shape=shape, dtype=dtype)  # contiguous: see _H5Rows
+        written = _write_blocks(path, shape, dtype, blocks, features.__setitem__)
         f.create_dataset("image_ids", data=image_ids)
-      os.replace(tmp, path)
     else:
-      np.save(tmp, features)
-      tmp_ids = ids_path(tmp)
-      np.save(tmp_ids, image_ids)
-      os.replace(tmp_ids, ids_path(path))
-      os.replace(tmp, path)
+      with open(tmp, "wb") as f:
+        np.lib.format.write_array_header_1_0(
+            f, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape})
+        written = _write_blocks(path, shape, dtype, blocks, lambda _, block: f.write(block.data))
+      np.save(ids_path(tmp), image_ids)
+    if written != len(image_ids):
+      raise FeatureStoreError(f"{path}: need float16/float32 features with one row per image id")
+    for done in ((ids_path(tmp),) if suffix == ".npy" else ()) + (tmp,):
+      with open(done, "rb") as f:
+        os.fsync(f.fileno())
+    if suffix == ".npy":
+      os.replace(ids_path(tmp), ids_path(path))
+    os.replace(tmp, path)
   finally:
     for leftover in (tmp, ids_path(tmp) if suffix == ".npy" else None):
       if leftover and os.path.exists(leftover):
         os.remove(leftover)
+
+
+def _write_blocks(path: str, shape: tuple[int, ...], dtype: np.dtype, blocks: Iterable,
+                  write: Callable[[slice, np.ndarray], object]) -> int:
+  """Calls `write(rows, block)` for each block (checked against `shape`, `dtype`); returns
+  the number of rows written."""
+  written = 0
+  for block in blocks:
+    block = np.ascontiguousarray(block)
+    if block.dtype != dtype or block.shape[1:] != shape[1:] or written + len(block) > shape[0]:
+      raise FeatureStoreError(f"{path}: need float16/float32 features with one row per image id")
+    write(slice(written, written + len(block)), block)
+    written += len(block)
+  return written

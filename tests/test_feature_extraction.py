@@ -1,0 +1,261 @@
+"""Feature extraction end to end on real photos (matplotlib's sample data) with a small
+random-weight VGG: odd image modes, EXIF orientation, unreadable files, resume after a
+subset and after kill -9, and a store that trains."""
+
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+from PIL import Image
+
+from data_pipeline.features import __main__ as cli
+from data_pipeline.features import extract, images, models, weights
+from experiments.vqa import i as image_only
+from vqajax import train
+from vqajax.data.features import FeatureStore
+from vqajax.errors import InputError
+
+SAMPLE_DATA = os.path.join(os.path.dirname(__import__("matplotlib").__file__), "mpl-data", "sample_data")
+GRACE = os.path.join(SAMPLE_DATA, "grace_hopper.jpg")  # RGB JPEG, 512 x 600
+STAGES, HIDDEN, SIZE = ((4,), (8,), (8,)), 16, 32  # a small VGG on 32 x 32 input
+SETTINGS = {"model": "tiny"}
+READABLE = [1, 2, 3, 4, 5, 6, 7, 8, 11]
+
+
+def _tiny(layer="fc7"):
+  model = models.VGG(STAGES, layer=layer, hidden=HIDDEN)
+  return model, model.init(jax.random.key(0), np.zeros((1, SIZE, SIZE, 3), np.float32))["params"]
+
+
+def _expected(model, params, rgbs: list[Image.Image]) -> np.ndarray:
+  """The features of RGB images, preprocessed here by hand (VQA paper: BGR minus mean)."""
+  pixels = np.stack([np.asarray(rgb.resize((SIZE, SIZE), Image.BILINEAR), np.float32) for rgb in rgbs])
+  inputs = pixels[..., ::-1] - np.array([103.939, 116.779, 123.68], np.float32)
+  return np.asarray(jax.jit(model.apply)({"params": params}, inputs))
+
+
+@pytest.fixture
+def photos(tmp_path):
+  """Real photos and copies in other modes, rotated, truncated, not images."""
+  out = tmp_path / "images"
+  out.mkdir()
+  grace = Image.open(GRACE).convert("RGB")
+  (out / "COCO_val2014_000000000001.jpg").write_bytes(open(GRACE, "rb").read())
+  for i, name in ((2, "Minduka_Present_Blue_Pack.png"), (3, "logo2.png")):  # RGBA
+    (out / f"COCO_val2014_{i:012d}.png").write_bytes(open(os.path.join(SAMPLE_DATA, name), "rb").read())
+  grace.convert("L").save(out / "grey_4.png")
+  grace.convert("CMYK").save(out / "cmyk_5.jpg")
+  grace.convert("P").save(out / "palette_6.png")
+  grace.save(out / "upright_7.png")
+  exif = Image.Exif()
+  exif[0x0112] = 6  # orientation: the stored image is to be turned 90 degrees clockwise
+  grace.transpose(Image.Transpose.ROTATE_90).save(out / "rotated_8.png", exif=exif)
+  (out / "truncated_9.jpg").write_bytes(open(GRACE, "rb").read()[:20000])
+  (out / "notanimage_10.jpg").write_text("not an image")
+  grace.transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(out / "mirror_11.png")
+  (out / "notes.txt").write_text("ignored: not an image extension")
+  return str(out)
+
+
+def _rows(path) -> dict[int, np.ndarray]:
+  store_ = FeatureStore(path)
+  return dict(zip(store_.image_ids.tolist(), store_.read(np.arange(len(store_.image_ids)))))
+
+
+def _assert_same_rows(path, reference):
+  """Same ids and rows as `reference`, up to a float16 rounding (the batches differ)."""
+  got, expected = _rows(path), _rows(reference)
+  assert sorted(got) == sorted(expected) == READABLE
+  for key, row in expected.items():
+    np.testing.assert_allclose(got[key], row, rtol=1e-3, atol=1e-3 * np.abs(row).max())
+
+
+def test_real_photos_in_every_mode_and_the_unreadable_ones(photos, tmp_path, caplog):
+  model, params = _tiny()
+  out = str(tmp_path / "fc7.h5")
+  caplog.set_level("WARNING")
+  summary = extract.extract(images.list_images(photos), model, params, out, SETTINGS,
+                            image_size=SIZE, batch=8, dtype="float32")  # 8 devices: 2 batches, 1 padded
+  assert [(os.path.basename(p), r.split(":")[0]) for p, r in summary.unreadable] == [
+      ("notanimage_10.jpg", "UnidentifiedImageError"), ("truncated_9.jpg", "OSError")]
+  assert "truncated" in summary.unreadable[1][1] and "truncated_9.jpg: unreadable, skipped" in caplog.text
+  assert (summary.images, summary.already, summary.extracted, summary.rows) == (11, 0, 9, 9)
+  rows = _rows(out)
+  assert sorted(rows) == READABLE and rows[1].shape == (HIDDEN,) and np.abs(rows[1]).max() > 1
+  grace = Image.open(GRACE).convert("RGB")
+  grey = np.asarray(Image.open(GRACE).convert("L"))
+  expected = {
+      1: grace, 7: grace,
+      4: Image.fromarray(np.repeat(grey[:, :, None], 3, axis=2)),
+      5: Image.open(os.path.join(photos, "cmyk_5.jpg")).convert("RGB"),
+      6: Image.open(os.path.join(photos, "palette_6.png")).convert("RGB"),
+      8: grace,  # the EXIF orientation turns the rotated copy upright
+      11: grace.transpose(Image.Transpose.FLIP_LEFT_RIGHT)}
+  unturned = Image.open(os.path.join(photos, "rotated_8.png")).convert("RGB")
+  *features, unturned = _expected(model, params, list(expected.values()) + [unturned])
+  for key, row in zip(expected, features):
+    np.testing.assert_allclose(rows[key], row, rtol=1e-4, atol=1e-3)
+  assert np.abs(unturned - rows[8]).max() > 100 * np.abs(rows[7] - rows[8]).max() + 1e-3
+  # Transparent pixels read as white: the RGBA logo composited by hand.
+  rgba = np.asarray(Image.open(os.path.join(SAMPLE_DATA, "logo2.png")), np.float64)
+  alpha = rgba[:, :, 3:] / 255
+  composite = rgba[:, :, :3] * alpha + 255 * (1 - alpha)
+  decoded = np.asarray(images.decode(os.path.join(photos, "COCO_val2014_000000000003.png")), np.float64)
+  assert (alpha < 1).any() and np.abs(decoded - composite).max() <= 1
+
+
+def test_resume_after_a_subset_equals_one_run(photos, tmp_path):
+  model, params = _tiny()
+  one = str(tmp_path / "one.npy")
+  extract.extract(images.list_images(photos), model, params, one, SETTINGS, image_size=SIZE, batch=8)
+  subset = tmp_path / "subset.txt"
+  subset.write_text("".join(f"images/{name}\n" for name in ("grey_4.png", "upright_7.png", "mirror_11.png")))
+  resumed = str(tmp_path / "resumed.npy")
+  first = extract.extract(images.list_images(str(subset)), model, params, resumed, SETTINGS, image_size=SIZE)
+  assert (first.extracted, first.rows) == (3, 3) and not os.path.exists(resumed + ".partial")
+  second = extract.extract(images.list_images(photos), model, params, resumed, SETTINGS, image_size=SIZE)
+  assert (second.already, second.extracted, len(second.unreadable), second.rows) == (3, 6, 2, 9)
+  assert FeatureStore(resumed).dtype == np.float16
+  _assert_same_rows(resumed, one)
+  again = extract.extract(images.list_images(photos), model, params, resumed, SETTINGS, image_size=SIZE)
+  assert (again.already, again.extracted) == (9, 0)  # the unreadable two are tried again
+
+
+_KILLED_RUN = """
+import sys, time
+import jax, numpy as np
+from data_pipeline.features import extract, images, models
+load = images.load
+images.load = lambda *args: (time.sleep(0.15), load(*args))[1]
+model = models.VGG({stages}, hidden={hidden})
+params = model.init(jax.random.key(0), np.zeros((1, {size}, {size}, 3), np.float32))["params"]
+extract.extract(images.list_images(sys.argv[1]), model, params, sys.argv[2], {settings},
+                image_size={size}, batch=1, chunk=1)
+"""
+
+
+def test_kill_9_loses_at_most_the_chunk_in_flight(photos, tmp_path):
+  model, params = _tiny()
+  out = str(tmp_path / "killed.h5")
+  script = tmp_path / "run.py"
+  script.write_text(_KILLED_RUN.format(stages=STAGES, hidden=HIDDEN, size=SIZE, settings=SETTINGS))
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1",
+             PYTHONPATH=os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", ""))
+  process = subprocess.Popen([sys.executable, str(script), photos, out], env=env)
+  chunks = lambda: [n for n in os.listdir(out + ".partial") if n.startswith("chunk_")] if os.path.isdir(out + ".partial") else []
+  deadline = time.monotonic() + 60
+  while len(chunks()) < 3 and process.poll() is None and time.monotonic() < deadline:
+    time.sleep(0.05)
+  process.send_signal(signal.SIGKILL)
+  process.wait()
+  done = len(chunks())
+  assert 3 <= done < 9 and not os.path.exists(out)  # killed mid-run; no store written yet
+  summary = extract.extract(images.list_images(photos), model, params, out, SETTINGS, image_size=SIZE)
+  assert (summary.already, summary.extracted, summary.rows) == (done, 9 - done, 9)
+  one = str(tmp_path / "one.h5")
+  extract.extract(images.list_images(photos), model, params, one, SETTINGS, image_size=SIZE)
+  _assert_same_rows(out, one)
+
+
+def test_a_merge_killed_between_its_moves_is_completed_by_the_next_run(photos, tmp_path, monkeypatch):
+  model, params = _tiny()
+  out = str(tmp_path / "f.npy")
+  list_file = tmp_path / "two.txt"
+  list_file.write_text("images/grey_4.png\nimages/upright_7.png\n")
+  extract.extract(images.list_images(str(list_file)), model, params, out, SETTINGS, image_size=SIZE)
+  replace = os.replace
+
+  def die_before_features(src, dst):  # the merged ids are moved in place, the features not yet
+    if dst == out:
+      raise KeyboardInterrupt
+    replace(src, dst)
+
+  monkeypatch.setattr(os, "replace", die_before_features)
+  with pytest.raises(KeyboardInterrupt):
+    extract.extract(images.list_images(photos), model, params, out, SETTINGS, image_size=SIZE)
+  with pytest.raises(InputError, match="9 image ids for 2 feature rows"):
+    FeatureStore(out)
+  monkeypatch.setattr(os, "replace", replace)
+  summary = extract.extract(images.list_images(photos), model, params, out, SETTINGS, image_size=SIZE)
+  assert (summary.already, summary.extracted, summary.rows) == (9, 0, 9)
+  assert sorted(_rows(out)) == READABLE and not os.path.exists(out + ".partial")
+
+
+def test_other_settings_or_shapes_are_refused(photos, tmp_path):
+  model, params = _tiny()
+  out = str(tmp_path / "f.h5")
+  os.makedirs(out + ".partial")
+  with open(os.path.join(out + ".partial", "meta.json"), "w") as f:
+    f.write('{"model": "vgg19"}')
+  with pytest.raises(InputError, match=r"meta\.json: this extraction was started with \{'model': 'vgg19'\}"):
+    extract.extract(images.list_images(photos), model, params, out, SETTINGS, image_size=SIZE)
+  out = str(tmp_path / "g.h5")
+  extract.extract([os.path.join(photos, "upright_7.png")], model, params, out, SETTINGS, image_size=SIZE)
+  grid, grid_params = _tiny("conv5")
+  with pytest.raises(InputError, match=r"g\.h5: holds float16 features of shape \(16,\), this run makes "
+                                       r"float16 \(8, 8, 8\)"):
+    extract.extract(images.list_images(photos), grid, grid_params, out, SETTINGS, image_size=SIZE)
+
+
+def test_image_ids_from_file_names():
+  assert images.image_id("/x/COCO_val2014_000000123456.jpg") == 123456
+  assert images.image_id("COCO_test-dev2015_000000000042.png") == 42
+  assert images.image_id("VizWiz_val_00000123.jpg") == 2_000_000_123
+  assert images.image_id("frame_0099.png") == 99 and images.image_id("7.jpg") == 7
+  with pytest.raises(InputError, match=r"cat\.jpg: no image id in the file name"):
+    images.image_id("/x/cat.jpg")
+  with pytest.raises(InputError, match=r"b/COCO_val2014_000000000001\.png: image id 1 is also the id of a/1\.jpg"):
+    extract.checked_ids(["a/1.jpg", "b/COCO_val2014_000000000001.png"])
+
+
+def test_command_exit_status_and_convert_free_npz(photos, tmp_path, monkeypatch, capsys):
+  monkeypatch.setitem(models.MODELS, "vgg16", functools.partial(models.VGG, STAGES, hidden=HIDDEN))
+  monkeypatch.setattr(weights, "IMAGE_SIZE", SIZE)
+  rng = np.random.default_rng(0)
+  npz = str(tmp_path / "w.npz")
+  np.savez(npz, **{k: rng.normal(size=s).astype(np.float32) * 0.1
+                   for k, (s, _, _) in weights.torch_layout(models.MODELS["vgg16"]()).items()})
+  command = lambda images_, layer, out: [
+      "--images", images_, "--layer", layer, "--model", "vgg16", "--weights", npz, "--out", str(tmp_path / out)]
+  assert cli.main(command(photos, "fc7", "f.h5") + ["--batch", "8"]) == 0
+  printed = capsys.readouterr().out
+  assert "unreadable, skipped: " + os.path.join(photos, "notanimage_10.jpg") in printed
+  assert "11 images: 0 already in the store, 9 extracted" in printed
+  assert FeatureStore(str(tmp_path / "f.h5")).shape == (HIDDEN,)
+  bad = tmp_path / "bad"
+  bad.mkdir()
+  (bad / "1.jpg").write_text("no")
+  assert cli.main(command(str(bad), "fc7", "g.h5")) == 1  # nothing could be read
+  assert not os.path.exists(tmp_path / "g.h5") and not os.path.exists(tmp_path / "g.h5.partial")
+  assert cli.main(command(photos, "cls", "h.h5")) == 2
+  assert "--layer cls: vgg16 has layers fc7, conv5" in capsys.readouterr().err
+
+
+def test_the_extracted_store_trains(tiny_data, tmp_path):
+  config = image_only.get_config("runlocal")  # the image-only row: the features are all it sees
+  config.data.dir = tiny_data
+  needed = FeatureStore(os.path.join(tiny_data, config.data.features)).image_ids  # every image asked for
+  photos_dir = tmp_path / "coco"
+  photos_dir.mkdir()
+  sources = [GRACE] + [os.path.join(SAMPLE_DATA, n) for n in ("Minduka_Present_Blue_Pack.png", "logo2.png")]
+  for i, key in enumerate(needed.tolist()):
+    source = sources[i % 3]
+    os.symlink(source, photos_dir / f"COCO_train2014_{key:012d}{os.path.splitext(source)[1]}")
+  model, params = _tiny()
+  out = str(tmp_path / "fc7.h5")
+  summary = extract.extract(images.list_images(str(photos_dir)), model, params, out, SETTINGS,
+                            image_size=SIZE, batch=64)
+  assert summary.rows == len(needed) and not summary.unreadable
+  config.data.features, config.data.feature_shape = out, (HIDDEN,)
+  config.num_train_steps, config.eval_every_steps, config.log_every_steps = 4, 4, 2
+  metrics = train.train_and_evaluate(config, str(tmp_path / "run"), devices=jax.devices()[:1])
+  with open(tmp_path / "run" / "metrics.jsonl") as f:
+    losses = [r["train/loss"] for r in map(json.loads, f) if "train/loss" in r]
+  assert len(losses) == 2 and np.isfinite(losses).all() and metrics
