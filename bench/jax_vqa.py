@@ -44,7 +44,7 @@ class JaxTrainer:
     params = jax.jit(lambda: model.init(jax.random.key(0), example, train=False)["params"])()
     self.state = jax.device_put(TrainState(step=np.int32(0), params=params, opt_state=tx.init(params),
                                            rng=jax.random.PRNGKey(1)), sharding.replicated(mesh))
-    self.train_step, self.mesh = make_train_step(model, tx, mesh, vqa_task.loss), mesh
+    self.train_step, self.mesh, self.tx = make_train_step(model, tx, mesh, vqa_task.loss), mesh, tx
 
   def to_device(self, batch):
     width = bucket_length(int(batch["length"].max()), MAX_LEN)
