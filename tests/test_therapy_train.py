@@ -17,15 +17,8 @@ STEPS = 2
 
 
 def _config(module, arg, **changes):
-  config = module.get_config(arg)
-  config.num_train_steps = config.eval_every_steps = config.log_every_steps = STEPS
-  for key, value in changes.items():
-    *path, name = key.split(".")
-    target = config
-    for p in path:
-      target = target[p]
-    target[name] = value
-  return config
+  steps = {k: STEPS for k in ("num_train_steps", "eval_every_steps", "log_every_steps")}
+  return configs.override(module.get_config(arg), {**steps, **changes})
 
 
 def _read(path):

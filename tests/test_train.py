@@ -9,6 +9,7 @@ import pytest
 
 from experiments.vqa import deeper_lstm_norm_i
 from vqajax import checkpoint
+from vqajax import configs
 from vqajax import evaluate
 from vqajax import sharding
 from vqajax import train
@@ -18,15 +19,7 @@ from vqajax.metrics.reference import reference_accuracy
 
 
 def _config(data_dir, **changes):
-  config = deeper_lstm_norm_i.get_config("runlocal")
-  config.data.dir = data_dir
-  for key, value in changes.items():
-    target = config
-    *path, name = key.split(".")
-    for p in path:
-      target = target[p]
-    target[name] = value
-  return config
+  return configs.override(deeper_lstm_norm_i.get_config("runlocal"), {"data.dir": data_dir, **changes})
 
 
 def _losses(workdir):

@@ -10,10 +10,23 @@ synthetic set and a toy-sized model, for tests and smoke runs).
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import ml_collections
 
 ARGS = ("", "cpu", "runlocal")
+
+
+def override(config: ml_collections.ConfigDict, changes: dict[str, Any]) -> ml_collections.ConfigDict:
+  """Sets dotted fields (`{"model.fusion": "concat"}`) of `config` and returns it; on a
+  locked config an unknown field raises (KeyError / AttributeError)."""
+  for key, value in changes.items():
+    *parents, field = key.split(".")
+    target = config
+    for parent in parents:
+      target = target[parent]
+    target[field] = value
+  return config
 
 
 def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:

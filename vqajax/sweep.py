@@ -25,6 +25,7 @@ import shlex
 import sys
 from typing import Any, Sequence
 
+from vqajax import configs
 from vqajax import reports
 from vqajax.errors import InputError, exit_status
 
@@ -87,12 +88,8 @@ def point_config(point: Point, sets: dict[str, Any]):
   path, _, arg = point.config.partition(":")
   config = _load_module(path, "config").get_config(arg)
   for key, value in {**point.overrides, **sets}.items():
-    *parents, field = key.split(".")
-    target = config
     try:
-      for parent in parents:
-        target = target[parent]
-      target[field] = value
+      configs.override(config, {key: value})
     except (KeyError, AttributeError, TypeError) as e:
       raise InputError(f"point {point.name}: cannot set config.{key}={value!r} ({e})") from None
   return config
