@@ -80,6 +80,19 @@ def step_breakdown(trainer, config, vocab, batch, peak):
                    for k, v in times.items()) + f"; the LSTM at {lstm_share:.0%} of the matmul peak"
 
 
+def skinny_matmuls(m, peak, rows=(32, 128, 500)):
+  """GFLOP/s of one LSTM step's fused matmul [rows, E + H] x [E + H, 4H] as a share of the
+  peak, for row counts the length-sorted chunks run at (the tail steps of a VQA-like
+  batch hold few rows)."""
+  w = jnp.ones((m.embed_dim + m.lstm_dim, 4 * m.lstm_dim), jnp.float32)
+  mm = jax.jit(lambda x, w: x @ w)
+  shares = []
+  for n in rows:
+    x = jnp.ones((n, w.shape[0]), jnp.float32)
+    shares.append(f"{n} rows {2 * n * w.size / seconds(mm, x, w, reps=20) / peak:.0%}")
+  return ", ".join(shares)
+
+
 class TorchRunner:
 
   def __init__(self, trainer, batches):
@@ -164,6 +177,7 @@ def main():
   print(f"bf16 vs f32 (vqajax)     {ratio('vqajax bf16', 'vqajax f32'):5.2f}x (reported, no target)")
   print(f"length 26: useful FLOP/s {share26:5.0%} of the f32 matmul peak (target >= 60%)")
   print(f"vqajax f32 step, VQA lengths: {step_breakdown(jax_f32, config, args.vocab, host[0], median(peaks))}")
+  print(f"one LSTM step's matmul, share of the peak: {skinny_matmuls(config.model, median(peaks))}")
   print(f"vs torch padded          {ratio('vqajax f32', 'torch padded'):5.2f}x (target >= 2.0x)")
   print(f"vs torch packed          {ratio('vqajax f32', 'torch packed'):5.2f}x (target >= 1.2x)")
 
