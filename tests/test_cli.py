@@ -103,11 +103,13 @@ def _start_and_wait_for_checkpoint(cmd, workdir):
 
 
 def test_kill_9_then_rerun_resumes_from_the_last_checkpoint(tiny_data, tmp_path):
-  workdir = str(tmp_path / "w")
-  cmd = _train_cmd(tiny_data, workdir, "--config.num_train_steps=3000", "--config.eval_every_steps=10")
+  workdir, cache = str(tmp_path / "w"), str(tmp_path / "xla")
+  cmd = _train_cmd(tiny_data, workdir, f"--compilation_cache_dir={cache}", "--config.num_train_steps=3000",
+                   "--config.eval_every_steps=10")
   proc = _start_and_wait_for_checkpoint(cmd, workdir)
   proc.send_signal(signal.SIGKILL)
   proc.wait()
+  assert os.listdir(cache)  # the compiled steps, for the rerun to load
   saved = max(int(d) for d in os.listdir(os.path.join(workdir, "checkpoints")) if d.isdigit())
   done = subprocess.run(cmd[:-2] + ["--config.num_train_steps=%d" % (saved + 10), "--config.eval_every_steps=10"],
                         env=_env(), capture_output=True, text=True, timeout=300)

@@ -33,10 +33,15 @@ flags.DEFINE_bool("distributed", False, "Call jax.distributed.initialize() (auto
 flags.DEFINE_string("coordinator_address", None, "host:port of process 0 for multi-host runs.")
 flags.DEFINE_integer("num_processes", None, "Number of processes in a multi-host run.")
 flags.DEFINE_integer("process_id", None, "This process' index in a multi-host run.")
+flags.DEFINE_string("compilation_cache_dir", os.environ.get("JAX_COMPILATION_CACHE_DIR", "~/.cache/vqajax/xla"),
+                    "Persistent XLA compilation cache: a restarted run (preemption, resume, eval) loads "
+                    "its compiled steps instead of compiling them again; '' disables it.")
 flags.mark_flags_as_required(["config", "workdir"])
 
 
 def _initialise():
+  if FLAGS.compilation_cache_dir:
+    jax.config.update("jax_compilation_cache_dir", os.path.expanduser(FLAGS.compilation_cache_dir))
   if FLAGS.coordinator_address:
     # CPU processes (tests, CPU clusters) exchange collectives over gloo; no effect elsewhere.
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
