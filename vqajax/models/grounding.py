@@ -54,12 +54,23 @@ def mean_answers(answers, valid):
   return (answers * weights).sum(1) / jnp.maximum(weights.sum(1), 1.0)
 
 
-class GroundingClassifier(nn.Module):
+class _TextInputs(nn.Module):
+  """What both challenges' models share: `inputs` and the text encoder's sizes."""
   vocab_size: int
   inputs: str = "i+q+a"
   embed_dim: int = 300
   lstm_dim: int = 512
   lstm_layers: int = 1
+
+  def encode_text(self, batch):
+    """(input parts, question [B, D], answers [B, A, D] or None); call from a compact method."""
+    parts = self.inputs.split("+")
+    question, answers = _Text(self.vocab_size, self.embed_dim, self.lstm_dim, self.lstm_layers,
+                              name="text")(batch, "a" in parts)
+    return parts, question, answers
+
+
+class GroundingClassifier(_TextInputs):
   fused_dim: int = 512
   attention_dim: int = 256
   mlp_dims: tuple[int, ...] = (512,)
@@ -67,9 +78,7 @@ class GroundingClassifier(nn.Module):
 
   @nn.compact
   def __call__(self, batch, *, train: bool):
-    parts = self.inputs.split("+")
-    question, answers = _Text(self.vocab_size, self.embed_dim, self.lstm_dim, self.lstm_layers,
-                              name="text")(batch, "a" in parts)
+    parts, question, answers = self.encode_text(batch)
     x = question if answers is None else jnp.concatenate(
         [question, mean_answers(answers, batch["answer_valid"])], axis=-1)
     x = jnp.tanh(nn.Dense(self.fused_dim, name="text_proj")(x))
@@ -87,20 +96,13 @@ class GroundingClassifier(nn.Module):
     return nn.Dense(2, name="classifier")(x)
 
 
-class MaskPredictor(nn.Module):
-  vocab_size: int
-  inputs: str = "i+q+a"
-  embed_dim: int = 300
-  lstm_dim: int = 512
-  lstm_layers: int = 1
+class MaskPredictor(_TextInputs):
   cell_dim: int = 256
   dropout: float = 0.1
 
   @nn.compact
   def __call__(self, batch, *, train: bool):
-    parts = self.inputs.split("+")
-    question, answers = _Text(self.vocab_size, self.embed_dim, self.lstm_dim, self.lstm_layers,
-                              name="text")(batch, "a" in parts)
+    _, question, answers = self.encode_text(batch)
     num_answers = batch["answer_valid"].shape[1]
     per_slot = jnp.broadcast_to(question[:, None], (question.shape[0], num_answers, question.shape[-1]))
     text = {"i+q": per_slot, "i+a": answers}.get(self.inputs)
