@@ -1,6 +1,6 @@
 """IoU / IoU-PQ on the device vs a per-mask numpy loop on the same masks.
 
-    python bench/bench_iou.py [--rounds 5]
+    python bench/bench_iou.py [--rounds 5] [--scale 1.0]
 
 Two settings, each on random answer groundings (2-4 valid answers per question, masks of
 ~30% coverage, some empty): the 14x14 grid masks the mask task evaluates on (20,000
@@ -10,7 +10,8 @@ over questions and their valid groundings with numpy (one intersection, one unio
 mask), as an evaluation script would. Asserts equal IoU-PQ, prints medians over rounds and
 the ratio (target >= 20x) last, with the rate at which each side reads the masks beside
 the machine's memory bandwidth (a numpy copy of the same bytes, measured in the run):
-large masks are bandwidth-bound on a CPU, whoever loops over them.
+large masks are bandwidth-bound on a CPU, whoever loops over them. `--scale` multiplies
+the question counts (the tests run it small).
 """
 
 from __future__ import annotations
@@ -66,11 +67,13 @@ def timed(fn, *args):
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--rounds", type=int, default=5)
+  parser.add_argument("--scale", type=float, default=1.0)
   args = parser.parse_args()
   rng = np.random.default_rng(0)
   kernel = jax.jit(iou.iou_pq_sums)
   lines = []
   for name, questions, size in SETTINGS:
+    questions = max(1, round(questions * args.scale))
     host = masks(rng, questions, size)
     device = [jax.device_put(a) for a in host]
     jax.block_until_ready(kernel(*device))  # compile
