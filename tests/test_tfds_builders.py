@@ -16,9 +16,9 @@ import tensorflow_datasets as tfds
 from data_pipeline.tfds import __main__ as tfds_cli
 from experiments.therapy import grounding_mask
 from experiments.vqa import deeper_lstm_norm_i
+from vqajax import configs
 from vqajax import sharding
 from vqajax import train
-from vqajax import configs
 from vqajax.data import pipeline, tfds_records, therapy_dataset, vqa_dataset
 from vqajax.data.features import FeatureStore, FeatureStoreError, write_store
 from vqajax.data.therapy_files import feature_key
@@ -89,11 +89,8 @@ def test_v1_files_test_splits_and_multiple_choice(tiny_data, tmp_path):
 
 
 def _config(data_dir, **data):
-  config = deeper_lstm_norm_i.get_config("runlocal")
-  config.data.dir = data_dir
-  for key, value in data.items():
-    config.data[key] = value
-  return config
+  return configs.override(deeper_lstm_norm_i.get_config("runlocal"),
+                          {f"data.{k}": v for k, v in dict(data, dir=data_dir).items()})
 
 
 def test_tfds_route_feeds_the_batches_and_losses_of_the_files(tiny_data, vqa_v2):
@@ -301,8 +298,5 @@ def test_answer_therapy_synthetic_features_and_the_tfds_route(tiny_therapy, tmp_
 
 
 def _therapy_config(data_dir, **data):
-  config = grounding_mask.get_config("runlocal")
-  config.data.dir = data_dir
-  for key, value in data.items():
-    config.data[key] = value
-  return config
+  return configs.override(grounding_mask.get_config("runlocal"),
+                          {f"data.{k}": v for k, v in dict(data, dir=data_dir).items()})
