@@ -5,15 +5,13 @@ import numpy as np
 import pytest
 
 from experiments.vqa import deeper_lstm_norm_i
+from vqajax import configs
 from vqajax.data import text, vqa_dataset, vqa_files
 
 
 def _load(data_dir, **changes):
-  config = deeper_lstm_norm_i.get_config("runlocal")
-  config.data.dir = data_dir
-  for key, value in changes.items():
-    config.data[key] = value
-  return vqa_dataset.load(config.data)
+  changes = {f"data.{k}": v for k, v in dict(changes, dir=data_dir).items()}
+  return vqa_dataset.load(configs.override(deeper_lstm_norm_i.get_config("runlocal"), changes).data)
 
 
 def _train_annotations(data_dir):
