@@ -5,7 +5,7 @@
 Two settings, each on random answer groundings (2-4 valid answers per question, masks of
 ~30% coverage, some empty): the 14x14 grid masks the mask task evaluates on (20,000
 questions) and image-resolution masks (448x448, 300 questions). The device side is the
-jitted `vqajax.metrics.iou.iou_pq_sums` on masks already on the device; the reference loops
+jitted `vqajax.answertherapy.iou.iou_pq_sums` on masks already on the device; the reference loops
 over questions and their valid groundings with numpy (one intersection, one union per
 mask), as an evaluation script would. Asserts equal IoU-PQ, prints medians over rounds and
 the ratio (target >= 20x) last, with the rate at which each side reads the masks beside
@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from vqajax.metrics import iou  # noqa: E402
+from vqajax.answertherapy import iou  # noqa: E402
 
 ANSWERS = 4
 SETTINGS = (("grid 14x14", 20_000, 14), ("image 448x448", 300, 448))

@@ -11,7 +11,7 @@ and deletes it at the end; one question per stored image (VQA-like lengths, voca
 is the training process's alone, runs:
 
 1. `pipeline.train_dataset` (batch 500, tf.data) alone for one epoch: examples/s;
-2. deeper LSTM Q + norm I (the paper's config, the jitted step of `vqajax.train`) trained
+2. deeper LSTM Q + norm I (the paper's config, the jitted step of `vqajax.core.train`) trained
    for --train-steps steps on that pipeline, after compiling every length bucket:
    examples/s, i.e. the rate at which the model consumes input;
 
@@ -41,7 +41,7 @@ SPARE_BYTES = 2 * 2**30
 
 
 def write_store(path: str, rows: int, dtype: str) -> None:
-  """`rows` random feature rows in the layout of `vqajax.data.features.write_store`,
+  """`rows` random feature rows in the layout of `vqajax.features.store.write_store`,
   written a block at a time (the store need not fit in memory)."""
   block = np.random.default_rng(0).random((4096, DIM), np.float32).astype(dtype)
   if path.endswith(".h5"):
@@ -71,9 +71,9 @@ def worker(store_path: str, train_steps: int) -> dict:
   import jax
   from jax_vqa import JaxTrainer, vqa_lengths
   from experiments.vqa import deeper_lstm_norm_i
-  from vqajax import sharding
-  from vqajax.data import pipeline
-  from vqajax.data.features import FeatureStore
+  from vqajax.core import sharding
+  from vqajax.core import pipeline
+  from vqajax.features.store import FeatureStore
 
   store = FeatureStore(store_path)
   n = len(store.image_ids)

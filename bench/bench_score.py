@@ -5,8 +5,8 @@ Run from the repository root (CPU is fine, about 2 minutes):
     python bench/bench_score.py [--questions 200000] [--seed 0] [--rounds 3]
 
 Writes official-format questions/annotations/results files to a temp dir, then times
-  1. end to end, JSON loading included: `vqajax.score.evaluate_files` (what the CLI runs)
-     vs loading the same files + `vqajax.metrics.reference.reference_accuracy`, the
+  1. end to end, JSON loading included: `vqajax.vqa.accuracy.score.evaluate_files` (what the CLI runs)
+     vs loading the same files + `tests.reference.reference_accuracy`, the
      former three ways: without the cache, cold (empty cache, which the run fills: the
      first results file scored against a val set) and warm (cache filled: every later
      results file against the same val set);
@@ -36,12 +36,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from vqajax.data import vqa_files  # noqa: E402
-from vqajax.metrics.reference import reference_accuracy  # noqa: E402
-from vqajax.metrics.score_cache import encode_annotations, question_info  # noqa: E402
-from vqajax.metrics.vqa_accuracy import (Interner, encode_predictions,  # noqa: E402
+from vqajax.vqa import files as vqa_files  # noqa: E402
+from tests.reference import reference_accuracy  # noqa: E402
+from vqajax.vqa.accuracy.cache import encode_annotations, question_info  # noqa: E402
+from vqajax.vqa.accuracy.kernel import (Interner, encode_predictions,  # noqa: E402
                                          encode_targets, question_accuracy)
-from vqajax.score import (evaluate_files, read_annotations, read_questions,  # noqa: E402
+from vqajax.vqa.accuracy.score import (evaluate_files, read_annotations, read_questions,  # noqa: E402
                           read_results, score_encoded)
 
 _OBJECTS = ['dog', 'cat', 'man', 'woman', 'car', 'bus', 'tree', 'table', 'pizza', 'horse',

@@ -5,7 +5,7 @@
 
 The paper's sizes (vocabulary ~15k, K=1000, 4096-d features, RMSprop as configured) on
 random questions whose lengths follow a VQA-like distribution (mean ~6 words, tail to 26).
-vqajax runs the sharded jitted step of `vqajax.train` on all local devices (input already
+vqajax runs the sharded jitted step of `vqajax.core.train` on all local devices (input already
 on the host: the input pipeline has its own benchmark); the reference is
 `bench/torch_vqa.py`, padded to 26 tokens (the paper's code) and packed. Each round times
 every contender on the same batches, one after another, so a ratio compares measurements
@@ -33,9 +33,9 @@ import optax  # noqa: E402
 
 from experiments.vqa import deeper_lstm_norm_i  # noqa: E402
 from jax_vqa import MAX_LEN, JaxTrainer, make_batches, vqa_lengths  # noqa: E402
-from vqajax import sharding  # noqa: E402
-from vqajax.data.pipeline import bucket_length  # noqa: E402
-from vqajax.models.question import LSTMEncoder  # noqa: E402
+from vqajax.core import sharding  # noqa: E402
+from vqajax.core.pipeline import bucket_length  # noqa: E402
+from vqajax.nn.question import LSTMEncoder  # noqa: E402
 
 def lstm_flops(m, lengths):
   """Useful forward matmul FLOPs of the question LSTM on questions of `lengths` words."""

@@ -1,17 +1,17 @@
 """The vqajax side of the training benchmarks (no torch): VQA-like batches and the jitted,
-sharded step of `vqajax.train` on deeper LSTM Q + norm I at given sizes."""
+sharded step of `vqajax.core.train` on deeper LSTM Q + norm I at given sizes."""
 
 import types
 
 import jax
 import numpy as np
 
-from vqajax import sharding
-from vqajax.data.pipeline import bucket_length
-from vqajax.experiment import TrainState, make_optimizer
-from vqajax.models import vqa as vqa_models
-from vqajax.tasks import vqa as vqa_task
-from vqajax.train import make_train_step
+from vqajax.core import sharding
+from vqajax.core.pipeline import bucket_length
+from vqajax.core.experiment import TrainState, make_optimizer
+from vqajax.vqa import models as vqa_models
+from vqajax.vqa import task as vqa_task
+from vqajax.core.train import make_train_step
 
 MAX_LEN = 26
 
@@ -34,7 +34,7 @@ def make_batches(rng, count, batch, vocab, answers, lengths_fn):
 
 
 class JaxTrainer:
-  """The jitted, sharded step of `vqajax.train` with its own train state."""
+  """The jitted, sharded step of `vqajax.core.train` with its own train state."""
 
   def __init__(self, config, vocab, answers, mesh, example):
     sizes = types.SimpleNamespace(vocab=range(vocab), answers=range(answers),

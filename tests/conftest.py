@@ -22,7 +22,7 @@ import pytest  # pylint: disable=g-import-not-at-top
 @pytest.fixture(scope="session")
 def tiny_data(tmp_path_factory):
   """The embedded synthetic dataset at scale 'tiny', written once per session."""
-  from vqajax.data import synthetic  # pylint: disable=g-import-not-at-top
+  from vqajax.synthetic.vqa import write as synthetic  # pylint: disable=g-import-not-at-top
   out = str(tmp_path_factory.mktemp("synthetic_tiny"))
   synthetic.generate(out, seed=0, scale="tiny")
   return out
@@ -31,7 +31,7 @@ def tiny_data(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_therapy(tmp_path_factory):
   """The synthetic VQA-AnswerTherapy dataset at scale 'tiny', written once per session."""
-  from vqajax.data import synthetic_therapy  # pylint: disable=g-import-not-at-top
+  from vqajax.synthetic.answertherapy import write as synthetic_therapy  # pylint: disable=g-import-not-at-top
   out = str(tmp_path_factory.mktemp("therapy_tiny"))
   synthetic_therapy.generate(out, seed=0, scale="tiny")
   return out

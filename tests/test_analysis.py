@@ -8,9 +8,10 @@ from fractions import Fraction
 import matplotlib.image
 import pytest
 
-from vqajax.analysis import answers, humans
-from vqajax.errors import InputError
-from vqajax.metrics.normalize import normalize
+from vqajax.vqa import answers
+from vqajax.vqa import humans
+from vqajax.core.errors import InputError
+from vqajax.vqa.accuracy.normalize import normalize
 
 
 def _ann(qid, answer_list, atype="other", qtype="what", mc=None):

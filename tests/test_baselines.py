@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from experiments.vqa import deeper_lstm_norm_i
-from vqajax import baselines
-from vqajax import baselines_nn
-from vqajax.data import synthetic, vqa_dataset
+from vqajax.vqa import baselines
+from vqajax.vqa import baselines_nn
+from vqajax.synthetic.vqa import write as synthetic
+from vqajax.vqa import dataset as vqa_dataset
 
 
 def _rec(qid, question, answer, qtype="what", image_id=None, choices=None):
@@ -173,7 +174,7 @@ def test_paper_ordering_on_the_small_set(small_runs):
 
 
 def test_run_and_write_gives_official_files_scored_like_the_reference(tiny_data, tmp_path):
-  from vqajax.metrics.reference import reference_accuracy  # pylint: disable=g-import-not-at-top
+  from tests.reference import reference_accuracy  # pylint: disable=g-import-not-at-top
   config = deeper_lstm_norm_i.get_config("runlocal")
   config.data.dir = tiny_data
   rows = baselines.run_and_write(config, str(tmp_path), ["prior", "q_type_prior"])

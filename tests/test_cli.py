@@ -15,7 +15,7 @@ CONFIG = f"{ROOT}/experiments/vqa/deeper_lstm_norm_i.py:runlocal"
 
 
 def _train_cmd(data_dir, workdir, *flags):
-  return [sys.executable, "-c", "from vqajax.main import train_entry; train_entry()",
+  return [sys.executable, "-c", "from vqajax.cli import train_entry; train_entry()",
           f"--config={CONFIG}", f"--workdir={workdir}", f"--config.data.dir={data_dir}", *flags]
 
 

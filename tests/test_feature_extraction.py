@@ -15,12 +15,15 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from data_pipeline.features import __main__ as cli
-from data_pipeline.features import extract, images, models, weights
+from vqajax.features import cli
+from vqajax.features import extract
+from vqajax.features import images
+from vqajax.features import models
+from vqajax.features import weights
 from experiments.vqa import i as image_only
-from vqajax import train
-from vqajax.data.features import FeatureStore
-from vqajax.errors import InputError
+from vqajax.core import train
+from vqajax.features.store import FeatureStore
+from vqajax.core.errors import InputError
 
 SAMPLE_DATA = os.path.join(os.path.dirname(__import__("matplotlib").__file__), "mpl-data", "sample_data")
 GRACE = os.path.join(SAMPLE_DATA, "grace_hopper.jpg")  # RGB JPEG, 512 x 600
@@ -131,7 +134,9 @@ def test_resume_after_a_subset_equals_one_run(photos, tmp_path):
 _KILLED_RUN = """
 import sys, time
 import jax, numpy as np
-from data_pipeline.features import extract, images, models
+from vqajax.features import extract
+from vqajax.features import images
+from vqajax.features import models
 load = images.load
 images.load = lambda *args: (time.sleep(0.15), load(*args))[1]
 model = models.VGG({stages}, hidden={hidden})

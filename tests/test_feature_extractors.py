@@ -11,7 +11,8 @@ import jax
 import numpy as np
 import pytest
 
-from data_pipeline.features import models, weights
+from vqajax.features import models
+from vqajax.features import weights
 
 torch = pytest.importorskip("torch")  # torch itself imports fine beside TensorFlow, torchvision not
 if importlib.util.find_spec("torchvision") is None:

@@ -3,7 +3,7 @@ import os
 import numpy as np
 import pytest
 
-from vqajax.data.features import FeatureStore, FeatureStoreError, write_store
+from vqajax.features.store import FeatureStore, FeatureStoreError, write_store
 
 
 @pytest.mark.parametrize("ext,dtype", [("h5", np.float16), ("npy", np.float32), ("hdf5", np.float32)])

@@ -4,8 +4,8 @@ import stat
 
 import pytest
 
-from vqajax import files
-from vqajax.errors import InputError
+from vqajax.core import files
+from vqajax.core.errors import InputError
 
 
 def test_write_json_atomic_replaces_whole_file_with_default_permissions(tmp_path):

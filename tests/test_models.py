@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from experiments.vqa import deeper_lstm_norm_i
-from vqajax.errors import InputError
-from vqajax.models import vqa as vqa_models
-from vqajax.models.lstm import masked_lstm
-from vqajax.models.question import LSTMEncoder
+from vqajax.core.errors import InputError
+from vqajax.vqa import models as vqa_models
+from vqajax.nn.lstm import masked_lstm
+from vqajax.nn.question import LSTMEncoder
 
 
 def test_padding_never_changes_the_encoding():

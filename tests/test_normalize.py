@@ -2,9 +2,9 @@
 
 import pytest
 
-from vqajax.metrics.normalize import (CONTRACTIONS, clean, normalize, process_digit_article,
+from vqajax.vqa.accuracy.normalize import (CONTRACTIONS, clean, normalize, process_digit_article,
                                       process_punctuation)
-from vqajax.metrics.reference import round_official
+from vqajax.vqa.accuracy.kernel import round_official
 
 
 @pytest.mark.parametrize('raw, expected', [

@@ -1,9 +1,9 @@
 import jax
 import numpy as np
 
-from vqajax import sharding
-from vqajax.data import pipeline
-from vqajax.data.features import FeatureStore, write_store
+from vqajax.core import sharding
+from vqajax.core import pipeline
+from vqajax.features.store import FeatureStore, write_store
 
 
 def _split(tmp_path, n=10):

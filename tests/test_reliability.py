@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from tests.test_train import _config, _losses, _params
-from vqajax import train
-from vqajax.errors import InputError
+from vqajax.core import train
+from vqajax.core.errors import InputError
 
 
 def _damage(checkpoint_dir):
@@ -90,7 +90,7 @@ def test_empty_very_long_and_non_ascii_questions_train_and_evaluate(tiny_data, t
   config = _config(data, num_train_steps=2, log_every_steps=2, eval_every_steps=2)
   metrics = train.train_and_evaluate(config, str(tmp_path / "run"))
   assert 0 <= metrics["accuracy"] <= 100
-  from vqajax.data import vqa_dataset  # pylint: disable=g-import-not-at-top
+  from vqajax.vqa import dataset as vqa_dataset  # pylint: disable=g-import-not-at-top
   lengths = vqa_dataset.load(config.data).val["length"][:3]
   # empty -> 0 words (encodes to zeros); 100 words -> cut at 26; unicode words are words:
   # de, qué, color, es, el, coche + the unspaced Chinese run as one word = 7

@@ -8,11 +8,12 @@ import shutil
 import matplotlib.image
 import pytest
 
-from vqajax import reports, sweep
-from vqajax.analysis import cli as report_cli
-from vqajax.analysis import humans
-from vqajax.data import text
-from vqajax.metrics.reference import reference_accuracy
+from vqajax.vqa import reports
+from vqajax.core import sweep
+from vqajax.vqa import report_cli
+from vqajax.vqa import humans
+from vqajax.core import text
+from tests.reference import reference_accuracy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SWEEPS = os.path.join(ROOT, "experiments", "sweeps")

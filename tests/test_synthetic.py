@@ -9,11 +9,11 @@ import re
 import numpy as np
 import pytest
 
-from vqajax.data import cli
-from vqajax.data import synthetic
-from vqajax.data import synthetic_features
-from vqajax.data.features import FeatureStore
-from vqajax.data.question_types import MSCOCO_QUESTION_TYPES, question_type
+from vqajax.synthetic import cli
+from vqajax.synthetic.vqa import write as synthetic
+from vqajax.synthetic.vqa import features as synthetic_features
+from vqajax.features.store import FeatureStore
+from vqajax.vqa.question_types import MSCOCO_QUESTION_TYPES, question_type
 
 SPLITS = ("train", "val")
 _NUMBER_WORDS = {"none": "0", "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5",
@@ -393,7 +393,7 @@ def test_cli_synth(tmp_path, capsys):
 def test_multiple_choice_answer_is_the_official_majority(data):
   """Cross-check with the suite's official-style normalisation: the MC answer is the most
   frequent normalised answer, and the normalisation leaves it unchanged."""
-  normalize = pytest.importorskip("vqajax.metrics.normalize").normalize
+  normalize = pytest.importorskip("vqajax.vqa.accuracy.normalize").normalize
   for split in SPLITS:
     for ann in data["json"][f"{split}_annotations"]["annotations"]:
       counts = collections.Counter(normalize(x["answer"]) for x in ann["answers"])

@@ -11,9 +11,13 @@ import re
 import numpy as np
 import pytest
 
-from vqajax.analysis import therapy
-from vqajax.data import cli, masks, synthetic_therapy, synthetic_world, therapy_files
-from vqajax.data.features import FeatureStore
+from vqajax.answertherapy import analysis as therapy
+from vqajax.synthetic import cli
+from vqajax.answertherapy import masks
+from vqajax.synthetic.answertherapy import write as synthetic_therapy
+from vqajax.synthetic.vqa import world as synthetic_world
+from vqajax.answertherapy import files as therapy_files
+from vqajax.features.store import FeatureStore
 
 NAMES = [f"{p}_{s}" for p in ("VQA", "VizWiz") for s in ("train", "val", "test")]
 HELD_OUT = ("val", "test")

@@ -1,6 +1,6 @@
 import numpy as np
 
-from vqajax.data import text
+from vqajax.core import text
 
 
 def test_tokenize_lowercases_and_drops_punctuation():

@@ -13,17 +13,20 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from data_pipeline.tfds import __main__ as tfds_cli
+from vqajax.tfds import cli as tfds_cli
 from experiments.therapy import grounding_mask
 from experiments.vqa import deeper_lstm_norm_i
-from vqajax import configs
-from vqajax import sharding
-from vqajax import train
-from vqajax.data import pipeline, tfds_records, therapy_dataset, vqa_dataset
-from vqajax.data.features import FeatureStore, FeatureStoreError, write_store
-from vqajax.data.therapy_files import feature_key
-from vqajax.data.vqa_files import DataFileError
-from vqajax.experiment import Experiment
+from vqajax.vqa import configs
+from vqajax.core import sharding
+from vqajax.core import train
+from vqajax.core import pipeline
+from vqajax.core import tfds_records
+from vqajax.answertherapy import dataset as therapy_dataset
+from vqajax.vqa import dataset as vqa_dataset
+from vqajax.features.store import FeatureStore, FeatureStoreError, write_store
+from vqajax.answertherapy.files import feature_key
+from vqajax.vqa.files import DataFileError
+from vqajax.core.experiment import Experiment
 
 V2_FILES = {
     "train": ("v2_OpenEnded_mscoco_train2014_questions.json", "v2_mscoco_train2014_annotations.json",
@@ -166,11 +169,11 @@ def test_bad_files_give_the_readers_one_line_errors(tiny_data, tmp_path):
   del annotations["annotations"][3]["answers"][2]["answer_confidence"]
   (manual / V2_FILES["train"][1]).write_text(json.dumps(annotations))
   env = dict(os.environ, PYTHONPATH=os.getcwd())
-  run = subprocess.run([sys.executable, "-m", "data_pipeline.tfds", "build", "vqa/v2", "--manual_dir", str(manual),
+  run = subprocess.run([sys.executable, "-m", "vqajax.tfds.cli", "build", "vqa/v2", "--manual_dir", str(manual),
                         "--data_dir", str(tmp_path / "data")], capture_output=True, text=True, env=env, check=False)
   assert run.returncode == 2
   assert run.stderr.strip().splitlines()[-1] == (
-      f"python -m data_pipeline.tfds: error: {manual / V2_FILES['train'][1]}: annotations[3] "
+      f"python -m vqajax.tfds.cli: error: {manual / V2_FILES['train'][1]}: annotations[3] "
       f'(question_id={qid}): answers[2]: expected a string "answer_confidence", got none')
   assert not os.path.exists(tmp_path / "data" / "vqa" / "v2" / "1.0.0")
   with pytest.raises(DataFileError, match="none of the vqa files"):

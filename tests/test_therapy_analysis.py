@@ -11,9 +11,11 @@ import jax
 import numpy as np
 import pytest
 
-from vqajax.analysis import therapy, therapy_cli
-from vqajax.data import masks, therapy_files
-from vqajax.metrics import iou as iou_metric
+from vqajax.answertherapy import analysis as therapy
+from vqajax.answertherapy import cli as therapy_cli
+from vqajax.answertherapy import masks
+from vqajax.answertherapy import files as therapy_files
+from vqajax.answertherapy import iou as iou_metric
 
 
 def _box(x0, y0, x1, y1):

@@ -9,10 +9,12 @@ import re
 import numpy as np
 import pytest
 
-from data_pipeline.answertherapy import construct, raw, synthetic_raw
-from vqajax.analysis import therapy
-from vqajax.data import therapy_files
-from vqajax.errors import InputError
+from vqajax.answertherapy import construct
+from vqajax.answertherapy import construct_raw as raw
+from vqajax.synthetic.answertherapy import raw as synthetic_raw
+from vqajax.answertherapy import analysis as therapy
+from vqajax.answertherapy import files as therapy_files
+from vqajax.core.errors import InputError
 
 VQA, VIZWIZ = therapy_files.VQA, therapy_files.VIZWIZ
 

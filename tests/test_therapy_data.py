@@ -6,8 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from vqajax.data import masks, therapy_files
-from vqajax.data.vqa_files import DataFileError
+from vqajax.answertherapy import masks
+from vqajax.answertherapy import files as therapy_files
+from vqajax.vqa.files import DataFileError
 
 
 def _points(*xy):

@@ -8,10 +8,13 @@ import numpy as np
 import pytest
 from pycocotools import mask as coco_mask
 
-from vqajax.data import masks, therapy_dataset, therapy_files
-from vqajax.metrics import iou
-from vqajax.metrics import precision_recall as pr
-from vqajax.tasks import grounding_class, grounding_mask, therapy_groups
+from vqajax.answertherapy import masks
+from vqajax.answertherapy import dataset as therapy_dataset
+from vqajax.answertherapy import files as therapy_files
+from vqajax.answertherapy import iou
+from vqajax.answertherapy import precision_recall as pr
+from vqajax.answertherapy import grounding_class, grounding_mask
+from vqajax.answertherapy import groups as therapy_groups
 
 
 def test_precision_recall_by_hand_with_undefined_cases():
@@ -132,8 +135,8 @@ def test_rle_export_decodes_to_the_predicted_mask():
 
 
 def test_task_registry_names_its_tasks_and_rejects_others():
-  from vqajax import tasks  # pylint: disable=g-import-not-at-top
-  from vqajax.errors import InputError  # pylint: disable=g-import-not-at-top
+  from vqajax.core import task as tasks  # pylint: disable=g-import-not-at-top
+  from vqajax.core.errors import InputError  # pylint: disable=g-import-not-at-top
   assert tasks.get("grounding_mask") is grounding_mask and sorted(tasks.TASKS) == [
       "grounding_class", "grounding_mask", "vqa"]
   with pytest.raises(InputError, match="config.task 'grounding' is not one of"):

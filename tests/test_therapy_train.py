@@ -10,8 +10,11 @@ import pytest
 from pycocotools import mask as coco_mask
 
 from experiments.therapy import grounding_class, grounding_mask
-from vqajax import configs, evaluate, train
-from vqajax.data import therapy_dataset, therapy_files
+from vqajax.vqa import configs
+from vqajax.core import evaluate
+from vqajax.core import train
+from vqajax.answertherapy import dataset as therapy_dataset
+from vqajax.answertherapy import files as therapy_files
 
 STEPS = 2
 

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from experiments.vqa import deeper_lstm_norm_i
-from vqajax import checkpoint
-from vqajax import configs
-from vqajax import evaluate
-from vqajax import sharding
-from vqajax import train
-from vqajax.data import pipeline
-from vqajax.experiment import Experiment
-from vqajax.metrics.reference import reference_accuracy
+from vqajax.core import checkpoint
+from vqajax.vqa import configs
+from vqajax.core import evaluate
+from vqajax.core import sharding
+from vqajax.core import train
+from vqajax.core import pipeline
+from vqajax.core.experiment import Experiment
+from tests.reference import reference_accuracy
 
 
 def _config(data_dir, **changes):

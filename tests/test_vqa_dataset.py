@@ -5,8 +5,10 @@ import numpy as np
 import pytest
 
 from experiments.vqa import deeper_lstm_norm_i
-from vqajax import configs
-from vqajax.data import text, vqa_dataset, vqa_files
+from vqajax.vqa import configs
+from vqajax.core import text
+from vqajax.vqa import dataset as vqa_dataset
+from vqajax.vqa import files as vqa_files
 
 
 def _load(data_dir, **changes):

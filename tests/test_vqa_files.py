@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from vqajax.data import vqa_files
-from vqajax.data.vqa_files import DataFileError
+from vqajax.vqa import files as vqa_files
+from vqajax.vqa.files import DataFileError
 
 
 def _write(tmp_path, name, obj):

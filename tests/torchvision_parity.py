@@ -15,7 +15,9 @@ import torch
 import torchvision
 from torchvision import transforms
 
-from data_pipeline.features import images, models, weights
+from vqajax.features import images
+from vqajax.features import models
+from vqajax.features import weights
 
 SAMPLE_DATA = os.path.join(os.path.dirname(__import__("matplotlib").__file__), "mpl-data", "sample_data")
 

@@ -1,10 +1,10 @@
 r"""Answer grounding masks (VQA-AnswerTherapy, ICCV 2023, section 4.2, Tables 5 and 6).
 
-The mask predictor of `vqajax/models/grounding.py`: per answer slot, the text (question,
+The mask predictor of `vqajax/answertherapy/models.py`: per answer slot, the text (question,
 question + answer, or answer; one shared LSTM) modulates each grid cell's projected
 feature (FiLM) -> a logit per cell; per-cell binary cross-entropy against the answer's
 grid mask. The variant is `config.model.inputs`: "i+q", "i+q+a" (default), "i+a".
-Arguments (comma-separated, `vqajax/configs.py:therapy_config`): "" full, "cpu" minutes
+Arguments (comma-separated, `vqajax/vqa/configs.py:therapy_config`): "" full, "cpu" minutes
 on 2 cores (medium synthetic set), "runlocal" seconds (tiny set).
 
   vqajax-train --config=experiments/therapy/grounding_mask.py:cpu --workdir=/tmp/gm_iqa
@@ -20,7 +20,7 @@ Results: WORKDIR/results/step_N/table5 and table6 .{md,csv,json} (IoU-PQ / IoU w
 whole-image baseline), results.json (an RLE mask per answer), metrics.json.
 """
 
-from vqajax import configs
+from vqajax.vqa import configs
 
 
 def get_config(arg: str = ""):

@@ -2,12 +2,12 @@
 the image"s COCO captions -> MLP.
 
 Shared head: MLP 2 x 1000 tanh with dropout 0.5, softmax over the top-K answers. Config
-arguments ("", "cpu", "runlocal") as in `vqajax/configs.py`:
+arguments ("", "cpu", "runlocal") as in `vqajax/vqa/configs.py`:
 
   vqajax-train --config=experiments/vqa/caption.py:cpu --workdir=/tmp/caption
 """
 
-from vqajax import configs
+from vqajax.vqa import configs
 
 
 def get_config(arg: str = ""):

@@ -8,7 +8,7 @@ clip 0.1, per-step lr decay, batch 500.
 
 Arguments: "" (the paper's setting), "cpu" (a few minutes on a 2-core CPU:
 narrower layers, Adam 1e-3, batch 128, 1500 steps) and "runlocal" (seconds: the tiny
-set and a toy-sized model, for tests and smoke runs); see `vqajax/configs.py`. On the
+set and a toy-sized model, for tests and smoke runs); see `vqajax/vqa/configs.py`. On the
 embedded synthetic data (generated on first use):
 
   vqajax-train --config=experiments/vqa/deeper_lstm_norm_i.py:cpu --workdir=/tmp/vqa
@@ -21,7 +21,7 @@ Full synthetic run, then the same on the real VQA v2 files:
       --config.data.features=features/vgg19_fc7.h5
 """
 
-from vqajax import configs
+from vqajax.vqa import configs
 
 
 def get_config(arg: str = ""):

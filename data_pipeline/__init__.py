@@ -1,2 +1,0 @@
-"""Offline data tools (features, TFDS builders, AnswerTherapy construction); never
-imported by `vqajax`."""

@@ -1,0 +1,81 @@
+"""The import rules of the layout (DESIGN.md): folders never import upward or sideways.
+
+  core/, nn/       no paper package, no synthetic/, no features extraction, no front door
+  vqa/ and answertherapy/   stand side by side: neither imports the other
+  synthetic/       imported only by the command that writes the embedded datasets (and tests)
+  tests/           the oracles: no library module imports them
+"""
+
+import ast
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE = os.path.join(ROOT, "vqajax")
+
+
+def _imports(path):
+  """Every absolute module name `path` imports (at any depth: lazy imports count)."""
+  tree = ast.parse(open(path, encoding="utf-8").read(), path)
+  names = set()
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      names.update(alias.name for alias in node.names)
+    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+      names.add(node.module)
+      names.update(f"{node.module}.{alias.name}" for alias in node.names)
+  return names
+
+
+def _modules():
+  for folder, _, files in os.walk(PACKAGE):
+    for name in files:
+      if name.endswith(".py"):
+        path = os.path.join(folder, name)
+        module = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+        yield module.removesuffix(".__init__"), _imports(path)
+
+
+MODULES = dict(_modules())
+
+
+def _within(name, package):
+  return name == package or name.startswith(package + ".")
+
+
+def _violations(importer, forbidden):
+  return sorted(f"{module} imports {name}" for module, names in MODULES.items()
+                if _within(module, importer) for name in names
+                if any(_within(name, f) for f in forbidden))
+
+
+@pytest.mark.parametrize("importer, forbidden", [
+    ("vqajax.core", ("vqajax.vqa", "vqajax.answertherapy", "vqajax.synthetic", "vqajax.tfds",
+                     "vqajax.cli", "vqajax.features")),
+    ("vqajax.nn", ("vqajax.vqa", "vqajax.answertherapy", "vqajax.synthetic", "vqajax.tfds",
+                   "vqajax.cli", "vqajax.features", "vqajax.core")),
+    ("vqajax.features", ("vqajax.vqa", "vqajax.answertherapy", "vqajax.synthetic", "vqajax.tfds",
+                         "vqajax.cli")),
+    ("vqajax.vqa", ("vqajax.answertherapy", "vqajax.synthetic", "vqajax.tfds", "vqajax.cli")),
+    ("vqajax.answertherapy", ("vqajax.vqa", "vqajax.synthetic", "vqajax.tfds", "vqajax.cli")),
+    ("vqajax.tfds", ("vqajax.synthetic", "vqajax.cli")),
+    ("vqajax", ("tests", "data_pipeline", "bench", "experiments")),
+])
+def test_no_module_imports_upward_or_sideways(importer, forbidden):
+  assert _violations(importer, forbidden) == []
+
+
+def test_only_the_front_door_imports_synthetic():
+  importers = {module for module, names in MODULES.items()
+               if not _within(module, "vqajax.synthetic")
+               and any(_within(name, "vqajax.synthetic") for name in names)}
+  assert importers <= {"vqajax.cli"}, importers
+
+
+def test_the_rules_see_the_modules():
+  """The checks above are not vacuous: the scan finds every package and real imports."""
+  packages = {module.split(".")[1] for module in MODULES if module.count(".") >= 1}
+  assert {"core", "nn", "vqa", "answertherapy", "synthetic", "features", "tfds"} <= packages
+  assert "vqajax.core.errors" in MODULES["vqajax.vqa.files"] | {
+      n.rsplit(".", 1)[0] for n in MODULES["vqajax.vqa.files"]}

@@ -1,1 +1,0 @@
-"""Analyses of annotations and results behind the paper's tables and figures."""

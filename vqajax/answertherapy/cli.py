@@ -1,0 +1,52 @@
+"""vqajax-therapy: the VQA-AnswerTherapy dataset analysis (paper section 3.2).
+
+  vqajax-therapy analyze FILE... --out DIR
+
+FILE is a released annotation file (e.g. VQA_train.json, VizWiz_train.json). Writes
+agreement, disagreements, relation_pairs, table1, table2, table3 and degenerate as
+Markdown, CSV and JSON into DIR and prints them (`analysis.therapy`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import time
+from typing import Sequence
+
+from vqajax.answertherapy import analysis as therapy
+from vqajax.answertherapy.files import read_therapy
+from vqajax.core.errors import exit_status
+
+
+def analyze(args) -> None:
+  start = time.perf_counter()
+  samples = []
+  for path in args.files:
+    read = read_therapy(path)
+    sources = collections.Counter(s.source for s in read)
+    print(f"{path}: {len(read)} samples (" + ", ".join(f"{n} {s}" for s, n in sorted(sources.items())) + ")")
+    samples += read
+  summary = therapy.write_report(therapy.analyze(samples), args.out)
+  print(f"\n{summary}\n{len(samples)} samples analysed in {time.perf_counter() - start:.1f} s; "
+        f"tables in {args.out}")
+
+
+def _parser() -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(prog="vqajax-therapy", description=__doc__.split("\n")[0])
+  commands = parser.add_subparsers(dest="command", required=True)
+  command = commands.add_parser("analyze", help="single vs multiple groundings, Tables 1-3")
+  command.set_defaults(fn=analyze)
+  command.add_argument("files", nargs="+", metavar="FILE", help="VQA-AnswerTherapy JSON file")
+  command.add_argument("--out", required=True, help="output directory")
+  return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  args = _parser().parse_args(argv)
+  return exit_status("vqajax-therapy", lambda: args.fn(args))
+
+
+if __name__ == "__main__":
+  sys.exit(main())

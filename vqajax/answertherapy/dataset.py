@@ -1,0 +1,168 @@
+"""VQA-AnswerTherapy files -> numeric arrays for the two challenges (single vs multiple
+grounding, answer-grounding masks).
+
+Every split is a dict of numpy arrays with one row per visual question (file order, the
+`train_files` / `val_files` one after another):
+
+  question_id        row index in the split (results name the sample by its ids)
+  label              0 single, 1 multiple (`binary_label`)
+  source             0 VQAv2, 1 VizWiz (`therapy_files.SOURCES`)
+  tokens, length     the question: ids [N, max_question_len] of the shared vocabulary
+  answer_tokens, answer_length, answer_valid
+                     the answers: [N, max_answers, max_answer_len], [N, A], [N, A]
+                     (questions have 2-4 answers; padded slots are not valid)
+  weight             class weight of the label (train only; `class_weights`)
+  image_row          row in the grid feature store (when `data.features` is set)
+  grid_mask          [N, A, G, G] share of each grid cell that the answer's grounding
+                     covers (with `grid_masks`; `masks.to_grid` of the polygon
+                     rasterised at 8G x 8G, the image stretched to a square)
+
+Question and answer words share one vocabulary (built on the train split), since both
+go through the same text encoder. Without `val_files` the val split is a seeded
+held-out share (`holdout`) of the train files' visual questions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+
+from vqajax.answertherapy import masks
+from vqajax.synthetic.answertherapy import write as synthetic_therapy
+from vqajax.core import text
+from vqajax.answertherapy import files as therapy_files
+from vqajax.features.store import FeatureStore
+from vqajax.vqa.dataset import SOURCES
+from vqajax.core.errors import InputError
+
+_RASTER = 8  # raster pixels per grid cell side for the grid masks
+
+
+@dataclasses.dataclass
+class TherapyData:
+  train: dict[str, np.ndarray]
+  val: dict[str, np.ndarray]
+  store: FeatureStore | None
+  vocab: text.Vocab
+  val_samples: list[therapy_files.Sample]  # the val rows' samples, for results files
+  class_weights: np.ndarray                # [2] single, multiple
+
+
+def prepare(config) -> None:
+  """With `data.synthetic`, writes the synthetic therapy set into `data.dir` unless complete."""
+  data = config.data
+  if not data.synthetic:
+    return
+  if not data.dir:
+    data.dir = os.path.join(os.path.expanduser("~/.cache/vqajax/synthetic_therapy"),
+                            f"{data.synthetic_scale}-seed{config.seed}")
+  if not os.path.exists(os.path.join(data.dir, synthetic_therapy.MANIFEST)):  # written last
+    synthetic_therapy.generate(data.dir, seed=config.seed, scale=data.synthetic_scale)
+
+
+def _read(config_data, files: str) -> list[therapy_files.Sample]:
+  """The samples of the named files; with `source` "tfds", of the splits of the prepared
+  TFDS dataset `tfds_dir` named after them (`VQA_train.json` -> split VQA_train)."""
+  names = [f for f in files.split(",") if f]
+  if not names:
+    raise InputError("config.data: no therapy files named (comma-separated file names)")
+  if config_data.source not in SOURCES:
+    raise InputError(f"config.data.source '{config_data.source}' is not one of {SOURCES}")
+  if config_data.source == "raw":
+    return [s for name in names for s in therapy_files.read_therapy(
+        name if os.path.isabs(name) else os.path.join(config_data.dir, name))]
+  from vqajax.core import tfds_records  # pylint: disable=g-import-not-at-top
+  tfds_dir = config_data.tfds_dir if os.path.isabs(config_data.tfds_dir) else os.path.join(
+      config_data.dir, config_data.tfds_dir)
+  splits = [os.path.splitext(os.path.basename(name))[0] for name in names]
+  return [s for split in splits for s in therapy_files.read_therapy(
+      f"{tfds_dir}[{split}]", tfds_records.therapy_file(tfds_dir, split))]
+
+
+def holdout_split(samples: list, share: float, seed: int) -> tuple[list, list]:
+  """(train, val): a seeded `share` of the visual questions held out as val."""
+  if not 0 < share < 1:
+    raise InputError(f"config.data.holdout must be in (0, 1) without val_files, got {share}")
+  order = np.random.default_rng([seed, 4]).permutation(len(samples))
+  cut = round(share * len(samples))
+  return [samples[i] for i in sorted(order[cut:])], [samples[i] for i in sorted(order[:cut])]
+
+
+def class_weights(labels: np.ndarray) -> np.ndarray:
+  """[2] weights N / (2 N_c) from the train label counts (a class's examples weigh as
+  much in total as the other's); an absent class weighs 0."""
+  counts = np.bincount(labels, minlength=2).astype(np.float64)
+  return np.where(counts > 0, len(labels) / (2 * np.maximum(counts, 1)), 0.0).astype(np.float32)
+
+
+def grid_masks(sample: therapy_files.Sample, size: int, max_answers: int) -> np.ndarray:
+  """[max_answers, size, size] cell fractions of the sample's groundings (padding: 0)."""
+  out = np.zeros((max_answers, size, size), np.float32)
+  raster = _RASTER * size
+  for j, polygon in enumerate(sample.polygons):
+    scaled = polygon * (raster / sample.width, raster / sample.height)
+    out[j] = masks.to_grid(masks.polygon_mask(scaled, raster, raster), size)
+  return out
+
+
+def _arrays(samples, vocab: text.Vocab, config_data, store, grid: int | None) -> dict[str, np.ndarray]:
+  n, width = len(samples), config_data.max_answers
+  too_many = next((s for s in samples if len(s.answers) > width), None)
+  if too_many is not None:
+    raise InputError(f"{too_many.path}: records[{too_many.index}] has {len(too_many.answers)} answers; "
+                     f"config.data.max_answers is {width}")
+  tokens, lengths = vocab.encode([text.tokenize(s.question) for s in samples], config_data.max_question_len)
+  answer_lists = [text.tokenize(a) for s in samples for a in s.answers + ("",) * (width - len(s.answers))]
+  answer_tokens, answer_lengths = vocab.encode(answer_lists, config_data.max_answer_len)
+  out = {
+      "question_id": np.arange(n, dtype=np.int64),
+      "label": np.array([s.label == "multiple" for s in samples], np.int32),
+      "source": np.array([therapy_files.SOURCES.index(s.source) for s in samples], np.int32),
+      "tokens": tokens, "length": lengths,
+      "answer_tokens": answer_tokens.reshape(n, width, -1),
+      "answer_length": answer_lengths.reshape(n, width),
+      "answer_valid": np.arange(width)[None, :] < np.array([len(s.answers) for s in samples])[:, None],
+  }
+  if store is not None:
+    keys = [therapy_files.feature_key(s.image_id) for s in samples]
+    out["image_row"] = store.rows(keys, samples[0].path).astype(np.int32)
+  if grid is not None:
+    out["grid_mask"] = np.stack([grid_masks(s, grid, width) for s in samples])
+  return out
+
+
+def load(config, grid_targets: bool = False) -> TherapyData:
+  """Reads the train / val files and the feature store of `config.data`; with
+  `grid_targets`, also the grid masks of the answers' groundings."""
+  prepare(config)
+  data = config.data
+  train = _read(data, data.train_files)
+  if data.val_files:
+    val = _read(data, data.val_files)
+  else:
+    train, val = holdout_split(train, data.holdout, config.seed)
+  store = None
+  if data.features:
+    store = FeatureStore(data.features if os.path.isabs(data.features) else os.path.join(data.dir, data.features))
+    store.check_shape(tuple(data.feature_shape))
+  elif grid_targets:
+    raise InputError("config.data.features: the mask predictor needs a grid feature store")
+  vocab = text.Vocab.build((text.tokenize(t) for s in train for t in (s.question,) + s.answers),
+                           data.vocab_min_count)
+  grid = data.feature_shape[0] if grid_targets else None
+  arrays = {name: _arrays(samples, vocab, data, store, grid) for name, samples in (("train", train), ("val", val))}
+  weights = class_weights(arrays["train"]["label"])
+  arrays["train"]["weight"] = weights[arrays["train"]["label"]]
+  print(f"therapy data: {len(train)} train / {len(val)} val questions, "
+        f"{100 * arrays['train']['label'].mean():.1f}% multiple in train; vocabulary {len(vocab)}")
+  return TherapyData(train=arrays["train"], val=arrays["val"], store=store, vocab=vocab,
+                     val_samples=val, class_weights=weights)
+
+
+def sizes(data: TherapyData) -> dict[str, int]:
+  """The data sizes recorded in run.json."""
+  return {"train_questions": len(data.train["label"]), "val_questions": len(data.val["label"]),
+          "train_multiple": int(data.train["label"].sum()), "val_multiple": int(data.val["label"].sum()),
+          "vocab_size": len(data.vocab)}

@@ -1,0 +1,156 @@
+"""Reader and validator of the VQA-AnswerTherapy annotation files.
+
+A file is a JSON list of samples `{image_id, question, answers: [strings],
+grounding_labels: [one polygon per answer, each a list of {x, y} in pixels], width,
+height, answer_type, binary_label, question_id (VQA-sourced samples only)}`. Checks go a
+field at a time over all records (like `vqa_files`); a malformed file raises
+`DataFileError` naming the file, the record and what was expected.
+
+`binary_label` is `same`/`diff` in the first release and `single`/`multiple` later; both
+are read as `label` 'single' / 'multiple'. The source is inferred per record: a record
+with a `question_id` comes from VQAv2, one without from VizWiz (the released format;
+so one reader serves both files, and a file mixing the two).
+
+A feature store keys images by integer (`data.features`); `feature_key` maps an
+`image_id` to that key: a COCO id (an integer or a digit string) is itself, a VizWiz
+name `VizWiz_<split>_<n>.jpg` is `VIZWIZ_KEYS[split] + n` (above any COCO id).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import operator
+import re
+from typing import Callable
+
+import numpy as np
+
+from vqajax.vqa.files import DataFileError, column, load_json
+
+LABELS = {"same": "single", "single": "single", "diff": "multiple", "multiple": "multiple"}
+VQA, VIZWIZ = "VQAv2", "VizWiz"
+SOURCES = (VQA, VIZWIZ)
+VIZWIZ_KEYS = {"train": 1_000_000_000, "val": 2_000_000_000, "test": 3_000_000_000}
+_VIZWIZ_NAME = re.compile(r"VizWiz_(train|val|test)_(\d{1,9})\.jpg")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Sample:
+  """One visual question; `polygons[j]` ([P, 2] float64 x, y in pixels) grounds `answers[j]`."""
+  path: str
+  index: int  # position in the file
+  source: str  # VQAv2 | VizWiz
+  image_id: str | int
+  question_id: str | int | None  # VQAv2 only
+  question: str
+  answers: tuple[str, ...]
+  polygons: tuple[np.ndarray, ...]
+  width: int
+  height: int
+  answer_type: str
+  label: str  # single | multiple (binary_label)
+
+
+def feature_key(image_id: str | int) -> int:
+  """The feature-store key of an image (module docstring)."""
+  if type(image_id) is int or (isinstance(image_id, str) and image_id.isascii() and image_id.isdigit()):
+    return int(image_id)
+  match = _VIZWIZ_NAME.fullmatch(image_id) if isinstance(image_id, str) else None
+  if match is None:
+    raise ValueError(f"image_id {image_id!r} has no feature key: expected a COCO id or "
+                     "'VizWiz_<train|val|test>_<number>.jpg'")
+  return VIZWIZ_KEYS[match[1]] + int(match[2])
+
+
+def _typed(items: list, key: str, kinds: tuple[type, ...], expected: str,
+           where: Callable[[int], str]) -> list:
+  """[item[key]] checked to be of one of the JSON `kinds` (exactly: a bool is no int)."""
+  try:
+    values = list(map(operator.itemgetter(key), items))
+  except (TypeError, KeyError):
+    values = None
+  if values is None or not set(map(type, values)) <= set(kinds):
+    for i, item in enumerate(items):
+      if not isinstance(item, dict):
+        raise DataFileError(f"{where(i)}: expected an object, got {item!r}")
+      if type(item.get(key)) not in kinds:
+        raise DataFileError(f'{where(i)}: expected {expected} "{key}", got {item.get(key)!r}')
+  return values
+
+
+def _flatten(lists: list[list], where: Callable[[int], str]) -> tuple[list, Callable[[int], str]]:
+  """The concatenated lists and a `where` naming item k as `where(i)[position]`."""
+  counts = np.fromiter(map(len, lists), np.int64, len(lists))
+  starts = np.cumsum(counts) - counts
+
+  def where_item(k: int) -> str:
+    i = int(np.searchsorted(starts, k, side="right")) - 1
+    return f"{where(i)}[{k - starts[i]}]"
+
+  return list(itertools.chain.from_iterable(lists)), where_item
+
+
+def _polygons(path: str, groundings: list[list], answers: list[list]) -> list[np.ndarray]:
+  """Per record, its points as one [sum P, 2] array (polygons split by the caller)."""
+  where = lambda i: f"{path}: records[{i}]"
+  for i, (g, a) in enumerate(zip(groundings, answers)):
+    if len(g) != len(a) or not a:
+      raise DataFileError(f"{where(i)}: expected one polygon in grounding_labels per answer "
+                          f"(at least one), got {len(g)} polygons for {len(a)} answers")
+  polygons, where_polygon = _flatten(groundings, lambda i: f"{where(i)}: grounding_labels")
+  if not set(map(type, polygons)) <= {list}:
+    k = next(k for k, p in enumerate(polygons) if type(p) is not list)
+    raise DataFileError(f"{where_polygon(k)}: expected a list of {{x, y}} points, got {polygons[k]!r}")
+  points, where_point = _flatten(polygons, where_polygon)
+  xy = [_typed(points, key, (int, float), "a number", where_point) for key in "xy"]
+  xy = np.array(xy, np.float64).T.reshape(-1, 2)
+  if not np.isfinite(xy).all():
+    k = int(np.argmin(np.isfinite(xy).all(axis=1)))
+    raise DataFileError(f"{where_point(k)}: expected finite x and y, got {points[k]!r}")
+  per_record = np.fromiter((sum(map(len, g)) for g in groundings), np.int64, len(groundings))
+  return np.split(xy, np.cumsum(per_record)[:-1])
+
+
+def read_therapy(path: str, data: list | None = None) -> list[Sample]:
+  """The samples of one VQA-AnswerTherapy file, in file order (see module docstring);
+  `data` is its JSON list when already loaded (e.g. from a TFDS dataset, `path` then
+  names it)."""
+  if data is None:
+    data = load_json(path)
+  if not isinstance(data, list) or not data:
+    raise DataFileError(f"{path}: expected a non-empty JSON list of VQA-AnswerTherapy samples")
+  where = lambda i: f"{path}: records[{i}]"
+  image_ids = _typed(data, "image_id", (str, int), "a string or integer", where)
+  questions = column(data, "question", str, where)
+  answer_types = column(data, "answer_type", str, where)
+  sizes = [column(data, key, int, where) for key in ("width", "height")]
+  for key, values in zip(("width", "height"), sizes):
+    if min(values) <= 0:
+      i = int(np.argmin(values))
+      raise DataFileError(f'{where(i)}: expected a positive "{key}", got {values[i]}')
+  labels = column(data, "binary_label", str, where)
+  if not set(labels) <= set(LABELS):
+    i = next(i for i, label in enumerate(labels) if label not in LABELS)
+    raise DataFileError(f'{where(i)}: expected "binary_label" one of {sorted(LABELS)}, got {labels[i]!r}')
+  answers = column(data, "answers", list, where)
+  flat, where_answer = _flatten(answers, lambda i: f"{where(i)}: answers")
+  if not set(map(type, flat)) <= {str}:
+    k = next(k for k, a in enumerate(flat) if type(a) is not str)
+    raise DataFileError(f"{where_answer(k)}: expected a string, got {flat[k]!r}")
+  groundings = column(data, "grounding_labels", list, where)
+  points = _polygons(path, groundings, answers)
+  question_ids = [r.get("question_id") for r in data]
+  for i, qid in enumerate(question_ids):
+    if qid is not None and type(qid) not in (str, int):
+      raise DataFileError(f'{where(i)}: expected a string or integer "question_id", got {qid!r}')
+  samples = []
+  for i, record_points in enumerate(points):
+    ends = np.cumsum([len(p) for p in groundings[i]])[:-1]
+    samples.append(Sample(
+        path=path, index=i, source=VIZWIZ if question_ids[i] is None else VQA,
+        image_id=image_ids[i], question_id=question_ids[i], question=questions[i],
+        answers=tuple(answers[i]), polygons=tuple(np.split(record_points, ends)),
+        width=sizes[0][i], height=sizes[1][i], answer_type=answer_types[i],
+        label=LABELS[labels[i]]))
+  return samples

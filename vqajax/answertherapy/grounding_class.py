@@ -1,0 +1,120 @@
+"""Challenge 1 of VQA-AnswerTherapy (paper section 4.1): is a visual question's answer
+grounding single (all answers on one region) or multiple? (Task contract: `tasks/__init__.py`.)
+
+Loss: softmax cross-entropy weighted by the class weight of each example's label
+(`therapy_dataset.class_weights`, from the train frequencies; ~16% multiple), normalised
+by the batch's total weight. Metrics (percent), from masked confusion sums on device:
+precision and recall with "single" and with "multiple" as the positive class, overall
+and per source (e.g. `VizWiz/precision/multiple`), accuracy and balanced accuracy (the
+mean recall of the classes present), and the same for the naive baselines "always
+single" / "always multiple" (`always_single/...`; undefined precision -> absent, shown
+as "-" in Table 4).
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from vqajax.vqa import reports
+from vqajax.answertherapy import dataset as therapy_dataset
+from vqajax.core.files import write_atomic_many
+from vqajax.answertherapy import precision_recall as pr
+from vqajax.answertherapy import models as grounding
+from vqajax.answertherapy import groups as therapy_groups
+from vqajax.answertherapy.groups import BY_SOURCE, LABELS, key
+
+BEST_METRIC = "balanced_accuracy"
+TEXT_KEYS = ("tokens", "length", "answer_tokens", "answer_length", "answer_valid")
+TRAIN_KEYS = TEXT_KEYS + ("label", "weight")
+METHODS = (("always single", "always_single/"), ("always multiple", "always_multiple/"))
+
+load = therapy_dataset.load
+sizes = therapy_dataset.sizes
+
+
+def build_model(cfg, data):
+  return grounding.build(cfg, data, "grounding_class")
+
+
+def loss(logits, batch):
+  """Class-weighted mean softmax cross-entropy."""
+  ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"])
+  return jnp.sum(batch["weight"] * ce) / jnp.maximum(jnp.sum(batch["weight"]), 1e-12)
+
+
+def eval_keys(data) -> tuple[str, ...]:
+  del data
+  return TEXT_KEYS + ("label", "source", "question_id")
+
+
+def make_eval_step(model, data, mesh):
+  """(params, batch) -> ({predicted, p_multiple}, confusion sums per source), to be jitted."""
+  del data, mesh
+
+  def eval_step(params, batch):
+    logits = model.apply({"params": params}, batch, train=False)
+    predicted = jnp.argmax(logits, axis=-1)
+    sums = pr.confusion_sums(predicted, batch["label"], therapy_groups.weights(batch))
+    return {"predicted": predicted, "p_multiple": jax.nn.softmax(logits)[:, 1]}, sums
+
+  return eval_step
+
+
+def _named(prefix: str, sums) -> dict[str, float]:
+  precision, recall = pr.precision_recall(sums)
+  out = {}
+  for g, group in enumerate(BY_SOURCE):
+    for c, label in enumerate(LABELS):
+      for name, value in (("precision", precision[g, c]), ("recall", recall[g, c])):
+        if value is not None:
+          out[prefix + key(group, f"{name}/{label}")] = value
+  return out
+
+
+def summarise(totals) -> dict[str, float]:
+  """Percent metrics of the model and of the naive baselines (module docstring)."""
+  metrics = _named("", totals)
+  for c, (_, prefix) in enumerate(METHODS):
+    metrics.update(_named(prefix, pr.always(totals["actual"], c)))
+  actual = totals["actual"][0]
+  metrics["accuracy"] = pr.ratio(totals["true_positive"][0].sum(), actual.sum())
+  recalls = [metrics[f"recall/{label}"] for c, label in enumerate(LABELS) if actual[c] > 0]
+  metrics["balanced_accuracy"] = sum(recalls) / max(len(recalls), 1)
+  return metrics
+
+
+def table4(name: str, metrics: dict[str, float]) -> tuple[list[str], list[dict]]:
+  """The paper's Table 4: per source, precision / recall with each class positive, for
+  the naive baselines and the model; undefined values are None ("-")."""
+  columns = ["source", "method"] + [f"{label} {m}" for label in LABELS for m in ("precision", "recall")]
+  rows = []
+  for group in BY_SOURCE:
+    for method, prefix in METHODS + ((name, ""),):
+      row = {"source": group or "all", "method": method}
+      for label in LABELS:
+        for m in ("precision", "recall"):
+          row[f"{label} {m}"] = metrics.get(prefix + key(group, f"{m}/{label}"))
+      rows.append(row)
+  return columns, rows
+
+
+def table(name: str, metrics: dict[str, float]) -> str:
+  return reports.markdown(*table4(name, metrics))
+
+
+def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) -> None:
+  """predictions.json (one record per val question), metrics.json and table4.{md,csv,json}."""
+  records = []
+  for sample, predicted, p in zip(data.val_samples, predictions["predicted"], predictions["p_multiple"]):
+    ids = {"image_id": sample.image_id}
+    if sample.question_id is not None:
+      ids["question_id"] = sample.question_id
+    records.append({**ids, "source": sample.source, "question": sample.question, "answers": list(sample.answers),
+                    "label": sample.label, "predicted": LABELS[int(predicted)], "p_multiple": float(p)})
+  write_atomic_many({os.path.join(out_dir, "predictions.json"): records,
+                     os.path.join(out_dir, "metrics.json"): metrics}, make_dirs=True)
+  reports.write_table(out_dir, "table4", *table4(config.name, metrics))

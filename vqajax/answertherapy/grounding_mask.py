@@ -1,0 +1,147 @@
+"""Challenge 2 of VQA-AnswerTherapy (paper section 4.2): a mask for every answer's
+grounding, over grid image features. (Task contract: `tasks/__init__.py`.)
+
+Target: each answer's grid mask (`therapy_dataset`: the share of each cell its polygon
+covers). Loss: per-cell binary cross-entropy of the predicted logit against that share,
+averaged over the cells of the valid answers. Evaluation is on the grid: the predicted
+mask is sigmoid >= 0.5, the ground truth is share >= 0.5, both [G, G]; IoU per answer
+grounding (`metrics.iou`, empty vs empty = 1) and IoU-PQ (mean over a question's
+groundings, then over questions) as masked sums under jit, overall, per source, per
+grounding label (single / multiple) and per source x label (`VizWiz/multiple/iou_pq`).
+The "whole image" baseline (every cell on, for every answer) is scored the same way
+(`whole_image/...`). An I+Q model has one mask per question: every answer slot gets the
+same text, so the same mask is compared with each answer's grounding.
+
+Results per step: results.json, one record per val answer with its predicted mask
+upsampled to the image (`masks.upsample`) as a COCO RLE (`counts` a str), metrics.json,
+table5 (IoU-PQ and IoU overall / per source) and table6 (IoU-PQ by single / multiple).
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from vqajax.vqa import reports
+from vqajax.answertherapy import masks
+from vqajax.answertherapy import dataset as therapy_dataset
+from vqajax.core.files import write_atomic_many
+from vqajax.answertherapy import iou
+from vqajax.answertherapy import models as grounding
+from vqajax.answertherapy import groups as therapy_groups
+from vqajax.answertherapy.groups import BY_SOURCE, BY_SOURCE_AND_LABEL, LABELS, key
+
+BEST_METRIC = "iou_pq"
+TEXT_KEYS = ("tokens", "length", "answer_tokens", "answer_length", "answer_valid")
+TRAIN_KEYS = TEXT_KEYS + ("grid_mask",)
+METHODS = (("whole image", "whole_image/"),)
+
+
+def load(config):
+  return therapy_dataset.load(config, grid_targets=True)
+
+
+sizes = therapy_dataset.sizes
+
+
+def build_model(cfg, data):
+  return grounding.build(cfg, data, "grounding_mask")
+
+
+def loss(logits, batch):
+  """Mean per-cell binary cross-entropy over the valid answers' cells."""
+  bce = optax.sigmoid_binary_cross_entropy(logits, batch["grid_mask"]).mean(axis=(-2, -1))
+  valid = batch["answer_valid"].astype(jnp.float32)
+  return jnp.sum(valid * bce) / jnp.maximum(jnp.sum(valid), 1.0)
+
+
+def eval_keys(data) -> tuple[str, ...]:
+  del data
+  return TRAIN_KEYS + ("label", "source", "question_id")
+
+
+def iou_sums(pred, gt, valid, groups) -> dict:
+  """Per group (`groups` [B, S]): the sum over questions of the mean IoU of their valid
+  groundings (`iou_pq`), the sum of IoUs over groundings (`iou`) and the counts of both;
+  boolean masks [B, A, G, G], `valid` [B, A]."""
+  ious = jnp.where(valid, iou.iou(pred, gt), 0.0)
+  counts = valid.sum(axis=-1)
+  per_question = ious.sum(axis=-1) / jnp.maximum(counts, 1)
+  has = (counts > 0).astype(jnp.float32)
+  return {"iou_pq": per_question @ groups, "questions": has @ groups,
+          "iou": ious.sum(axis=-1) @ groups, "groundings": counts.astype(jnp.float32) @ groups}
+
+
+def make_eval_step(model, data, mesh):
+  """(params, batch) -> ({mask}, IoU sums of the model and the whole image), to be jitted."""
+  del data, mesh
+
+  def eval_step(params, batch):
+    logits = model.apply({"params": params}, batch, train=False)
+    pred, gt = logits >= 0.0, batch["grid_mask"] >= 0.5  # sigmoid >= 0.5
+    valid = batch["answer_valid"] & batch["mask"][:, None]
+    groups = therapy_groups.weights(batch, by_label=True)
+    sums = {"model": iou_sums(pred, gt, valid, groups),
+            "whole_image": iou_sums(jnp.ones_like(gt), gt, valid, groups)}
+    return {"mask": pred}, sums
+
+  return eval_step
+
+
+def summarise(totals) -> dict[str, float]:
+  """IoU-PQ and IoU in percent per group, of the model and the whole-image baseline."""
+  metrics = {}
+  for method, prefix in (("model", ""), ("whole_image", "whole_image/")):
+    sums = totals[method]
+    for g, group in enumerate(BY_SOURCE_AND_LABEL):
+      for name, count in (("iou_pq", "questions"), ("iou", "groundings")):
+        if sums[count][g] > 0:
+          metrics[prefix + key(group, name)] = float(100 * sums[name][g] / sums[count][g])
+  return metrics
+
+
+def table5(name: str, metrics: dict[str, float]) -> tuple[list[str], list[dict]]:
+  """IoU-PQ and IoU overall and per source (the paper's Table 5 shape)."""
+  columns = ["method"] + [f"{g or 'all'} {m}" for g in BY_SOURCE for m in ("IoU-PQ", "IoU")]
+  rows = [{"method": method, **{f"{g or 'all'} {m}": metrics.get(prefix + key(g, n))
+                                for g in BY_SOURCE for m, n in (("IoU-PQ", "iou_pq"), ("IoU", "iou"))}}
+          for method, prefix in METHODS + ((name, ""),)]
+  return columns, rows
+
+
+def table6(name: str, metrics: dict[str, float]) -> tuple[list[str], list[dict]]:
+  """IoU-PQ by grounding label, overall and per source (the paper's Table 6 shape)."""
+  groups = [key(g, label) for g in BY_SOURCE for label in LABELS]
+  rows = [{"method": method, **{g: metrics.get(prefix + key(g, "iou_pq")) for g in groups}}
+          for method, prefix in METHODS + ((name, ""),)]
+  return ["method"] + groups, rows
+
+
+def table(name: str, metrics: dict[str, float]) -> str:
+  return reports.markdown(*table5(name, metrics)) + "\n" + reports.markdown(*table6(name, metrics))
+
+
+def result_records(samples, predicted: np.ndarray) -> list[dict]:
+  """One record per answer: ids, question, answer and its predicted mask as a COCO RLE
+  at the image size; `predicted` [N, A, G, G] boolean."""
+  records = []
+  for sample, grids in zip(samples, predicted):
+    ids = {"image_id": sample.image_id}
+    if sample.question_id is not None:
+      ids["question_id"] = sample.question_id
+    for answer, grid in zip(sample.answers, grids):
+      records.append({**ids, "source": sample.source, "question": sample.question, "answer": answer,
+                      "label": sample.label,
+                      "mask": masks.encode(masks.upsample(grid, sample.height, sample.width))})
+  return records
+
+
+def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) -> None:
+  """results.json (RLE per answer), metrics.json, table5 and table6 .{md,csv,json}."""
+  write_atomic_many({os.path.join(out_dir, "results.json"): result_records(data.val_samples, predictions["mask"]),
+                     os.path.join(out_dir, "metrics.json"): metrics}, make_dirs=True)
+  reports.write_table(out_dir, "table5", *table5(config.name, metrics))
+  reports.write_table(out_dir, "table6", *table6(config.name, metrics))

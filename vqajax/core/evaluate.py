@@ -1,0 +1,73 @@
+"""Evaluation: the task's masked metric sums under jit, its results files on the host."""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+
+from vqajax.core import checkpoint
+from vqajax.core import sharding
+from vqajax.core import task as tasks
+from vqajax.core import pipeline
+from vqajax.core.experiment import Experiment
+
+
+class Evaluator:
+  """`run(params, step) -> {name: value}` over the val split; optionally writes results."""
+
+  def __init__(self, config, data, model, mesh):
+    self.config, self.data, self.mesh = config, data, mesh
+    self.task = tasks.get(config.task)
+    self.keys = self.task.eval_keys(data)
+    self._eval_step = jax.jit(sharding.in_mesh(mesh, self.task.make_eval_step(model, data, mesh)))
+
+  def run(self, params, step: int, workdir: str | None = None) -> dict[str, float]:
+    """The task's metrics; with `workdir`, also its results files of this step."""
+    totals, kept = None, []
+    batch_size = sharding.padded_batch_size(self.config.eval_batch_size, self.mesh)
+    for local in pipeline.eval_batches(self.data.val, self.data.store, batch_size, self.keys):
+      batch = sharding.to_global(local, self.mesh)
+      predictions, sums = self._eval_step(params, batch)
+      totals = sums if totals is None else jax.tree.map(lambda a, b: a + b, totals, sums)
+      if workdir is not None:
+        kept.append((predictions, batch["mask"]))
+    metrics = self.task.summarise(jax.device_get(totals))
+    if workdir is not None:
+      self._write_results(kept, step, workdir, metrics)
+    return metrics
+
+  def _write_results(self, kept, step, workdir, metrics) -> None:
+    gathered = [jax.tree.map(lambda x: multihost_utils.process_allgather(x, tiled=True), item)
+                for item in kept]
+    if jax.process_index() > 0:
+      return
+    mask = np.concatenate([m for _, m in gathered]).astype(bool)
+    predictions = {k: np.concatenate([p[k] for p, _ in gathered])[mask] for k in gathered[0][0]}
+    self.task.write_results(os.path.join(workdir, "results", f"step_{step}"), self.config, self.data,
+                            predictions, {"step": step, **metrics})
+
+
+def evaluate_checkpoints(config, workdir: str, step: int | None = None, every: bool = False) -> dict:
+  """Evaluates saved checkpoints of `workdir` (latest, `step`, or all); returns {step: metrics}."""
+  ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints)
+  saved = ckpt.steps()
+  if not saved:
+    raise FileNotFoundError(f"{workdir}: no checkpoints to evaluate")
+  if step is not None and step not in saved:
+    raise FileNotFoundError(f"{workdir}: no checkpoint at step {step} (saved: {saved})")
+  steps = saved if every else [step if step is not None else max(saved)]
+  exp = Experiment.build(config)
+  evaluator = Evaluator(config, exp.data, exp.model, exp.mesh)
+  target = exp.initial_state(abstract=True)
+  results = {}
+  for s in steps:
+    state, _ = ckpt.restore(s, target)
+    results[s] = evaluator.run(state.params, s, workdir=workdir)
+    if jax.process_index() == 0:
+      print(f"step {s}: results in {os.path.join(workdir, 'results', f'step_{s}')}")
+      print(exp.task.table(f"{config.name} @ {s}", results[s]))
+  ckpt.close()
+  return results

@@ -1,0 +1,71 @@
+"""What training and evaluation share: data, model, optimizer and the train state."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import ModuleType
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+import optax
+
+from vqajax.core import sharding
+from vqajax.core import task as tasks
+from vqajax.core import pipeline
+
+
+@flax.struct.dataclass
+class TrainState:
+  step: jax.Array
+  params: Any
+  opt_state: Any
+  rng: jax.Array
+
+
+def make_optimizer(cfg) -> optax.GradientTransformation:
+  lr = cfg.learning_rate
+  if cfg.lr_decay_per_step < 1:
+    lr = optax.exponential_decay(lr, transition_steps=1, decay_rate=cfg.lr_decay_per_step)
+  if cfg.name == "rmsprop":
+    opt = optax.rmsprop(lr, decay=cfg.rmsprop_decay, eps=cfg.eps)
+  elif cfg.name == "adam":
+    opt = optax.adam(lr, eps=cfg.eps)
+  else:
+    raise ValueError(f"config.optimizer.name '{cfg.name}' is not 'rmsprop' or 'adam'")
+  return optax.chain(optax.clip(cfg.grad_clip), opt) if cfg.grad_clip > 0 else opt
+
+
+@dataclasses.dataclass
+class Experiment:
+  config: Any
+  mesh: Any
+  task: ModuleType  # vqajax.core.task.TASKS[config.task]
+  data: Any
+  model: Any
+  tx: optax.GradientTransformation
+
+  @classmethod
+  def build(cls, config, devices=None) -> "Experiment":
+    mesh = sharding.data_mesh(devices)
+    sharding.local_batch_size(config.batch_size, mesh)
+    task = tasks.get(config.task)
+    data = task.load(config)
+    model = task.build_model(config.model, data)
+    return cls(config, mesh, task, data, model, make_optimizer(config.optimizer))
+
+  def initial_state(self, abstract: bool = False) -> TrainState:
+    """A fresh train state, created directly with replicated shardings; with `abstract`,
+    only its shapes, dtypes and shardings (a restore target: nothing is computed)."""
+    example = pipeline.example_batch(self.data.train, self.data.store, 2, self.task.TRAIN_KEYS)
+
+    def init(rng):
+      params_rng, rng = jax.random.split(rng)
+      params = self.model.init(params_rng, example, train=False)["params"]
+      return TrainState(step=jnp.zeros((), jnp.int32), params=params,
+                        opt_state=self.tx.init(params), rng=rng)
+
+    create = jax.jit(init, out_shardings=sharding.replicated(self.mesh))
+    key = jax.random.PRNGKey(self.config.seed)
+    return jax.eval_shape(create, key) if abstract else create(key)

@@ -1,0 +1,114 @@
+"""Atomic file writing: an output appears whole or not at all, never half-written.
+
+Each file is written to a temp file in its own directory (same file system) and moved
+into place with `os.replace`; the temp file is removed on any failure. A failure to
+write raises `InputError` naming the target path (a missing directory or a read-only
+location is the user's to fix).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from typing import IO, Any, Callable
+
+from vqajax.core.errors import InputError
+
+
+def temp_path(path: str) -> str:
+  """A fresh temp name next to `path` (same directory, so os.replace is atomic)."""
+  head, tail = os.path.split(path)
+  return os.path.join(head, f".{tail}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+
+
+def _write_temp(path: str, write: Callable[[IO[bytes]], None], fsync: bool) -> str:
+  """Writes a temp file next to `path` with `write(binary file)`; returns its path."""
+  temp = temp_path(path)
+  try:
+    # O_EXCL: never clobber; mode 0o666 & ~umask like a plain open(), unlike mkstemp's 0o600.
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+  except OSError as e:
+    raise InputError(f"{path}: cannot write: {e.strerror}") from None
+  try:
+    with os.fdopen(fd, "wb") as f:
+      write(f)
+      if fsync:
+        f.flush()
+        os.fsync(f.fileno())
+  except BaseException as e:
+    os.remove(temp)
+    if isinstance(e, OSError):
+      raise InputError(f"{path}: cannot write: {e.strerror}") from None
+    raise
+  return temp
+
+
+def _replace(temp: str, path: str) -> None:
+  try:
+    os.replace(temp, path)
+  except OSError as e:
+    raise InputError(f"{path}: cannot write: {e.strerror}") from None
+
+
+def _json_writer(obj: Any) -> Callable[[IO[bytes]], None]:
+  return lambda f: f.write(json.dumps(obj).encode("utf-8"))
+
+
+def write_atomic(path: str, write: Callable[[IO[bytes]], None], *, fsync: bool = True,
+                 make_dirs: bool = False) -> None:
+  """Writes `path` with `write(binary file)`, atomically (see module docstring).
+
+  `fsync` makes the content durable before the rename (skip it for caches);
+  `make_dirs` creates missing parent directories first.
+  """
+  if make_dirs:
+    _make_dirs(path)
+  temp = _write_temp(path, write, fsync)
+  try:
+    _replace(temp, path)
+  except BaseException:
+    os.remove(temp)
+    raise
+
+
+def write_json_atomic(path: str, obj: Any, *, make_dirs: bool = False) -> None:
+  """Writes `obj` as JSON (UTF-8) to `path`, atomically."""
+  write_atomic(path, _json_writer(obj), make_dirs=make_dirs)
+
+
+def _writer(obj: Any) -> Callable[[IO[bytes]], None]:
+  if isinstance(obj, (bytes, str)):
+    data = obj.encode("utf-8") if isinstance(obj, str) else obj
+    return lambda f: f.write(data)
+  return _json_writer(obj)
+
+
+def write_atomic_many(outputs: dict[str, Any], *, make_dirs: bool = False) -> None:
+  """Writes {path: content}, all or nothing as far as the file system allows: bytes and
+  str are written as they are (str as UTF-8), anything else as JSON.
+
+  Every file is fully written to its temp file before the first is moved into place, so
+  a bad path, a full disk or an unserialisable object leaves none of them behind. (Only
+  a failure of `os.replace` itself, after others succeeded, can leave some written.)
+  """
+  temps: dict[str, str] = {}
+  try:
+    for path, obj in outputs.items():
+      if make_dirs:
+        _make_dirs(path)
+      temps[path] = _write_temp(path, _writer(obj), fsync=True)
+    for path in list(temps):
+      _replace(temps[path], path)
+      del temps[path]
+  finally:
+    for temp in temps.values():
+      os.remove(temp)
+
+
+def _make_dirs(path: str) -> None:
+  directory = os.path.dirname(os.path.abspath(path))
+  try:
+    os.makedirs(directory, exist_ok=True)
+  except OSError as e:
+    raise InputError(f"{path}: cannot create directory {directory}: {e.strerror}") from None

@@ -1,0 +1,144 @@
+"""Per-host tf.data input: deterministic, resumable train stream and padded eval batches.
+
+The train stream is a function of (seed, step): epoch e visits the questions in the
+order of a permutation seeded by (seed, e), so the input position of a checkpoint is
+just its step. Each host reads its own slice of every global batch.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator, Sequence
+
+import jax
+import numpy as np
+import tensorflow as tf
+
+from vqajax.features.store import FeatureStore
+from vqajax.core.errors import InputError
+
+tf.config.set_visible_devices([], "GPU")  # the accelerator belongs to JAX
+
+INPUT_KEYS = ("tokens", "length", "question_bow", "caption_bow")  # those the split has
+TRAIN_KEYS = INPUT_KEYS + ("label",)
+LENGTH_BUCKETS = (8, 12, 16)  # and the padded length itself
+
+
+def bucket_length(longest: int, max_len: int) -> int:
+  """The shortest bucket that holds `longest` words: a few static shapes for jit."""
+  return next((b for b in LENGTH_BUCKETS if longest <= b < max_len), max_len)
+
+
+class _Loader:
+  """Gathers rows of the split arrays (those of `keys` that it has) and their image features
+  (none when `store` is None: text-only data).
+
+  Token ids are cut to the length bucket of the longest question in the GLOBAL batch,
+  which every host can tell from the global rows, so all hosts agree on the shape.
+  """
+
+  def __init__(self, arrays: dict[str, np.ndarray], store: FeatureStore | None, keys: Sequence[str]):
+    self.arrays, self.store = arrays, store
+    self.keys = tuple(k for k in keys if k in arrays)
+
+  def __call__(self, global_rows: np.ndarray, host: slice = slice(None)) -> dict[str, np.ndarray]:
+    rows = global_rows[host]
+    batch = {k: self.arrays[k][rows] for k in self.keys}
+    if "tokens" in batch:
+      longest = int(self.arrays["length"][global_rows].max())
+      batch["tokens"] = batch["tokens"][:, :bucket_length(longest, batch["tokens"].shape[1])]
+    if self.store is not None:
+      batch["image"] = self.store.read(self.arrays["image_row"][rows])
+    return batch
+
+  def tf_map(self, make_rows, host: slice):
+    """A tf.data map fn: step -> this host's batch, from the global `make_rows(step)`."""
+    example = self(make_rows(np.int64(0)), host)
+    names = list(example)
+
+    def load(step):
+      batch = self(make_rows(step), host)
+      return [batch[k] for k in names]
+
+    def fn(step):
+      values = tf.numpy_function(load, [step], [tf.as_dtype(example[k].dtype) for k in names])
+      for v, k in zip(values, names):
+        v.set_shape((None,) * example[k].ndim if k == "tokens" else example[k].shape)
+      return dict(zip(names, values))
+
+    return fn
+
+
+def _input_error_names(cls=InputError) -> set[str]:
+  return {cls.__name__}.union(*(_input_error_names(c) for c in cls.__subclasses__()))
+
+
+def numpy_batches(ds: tf.data.Dataset) -> Iterator[dict[str, np.ndarray]]:
+  """`ds.as_numpy_iterator()`, except that bad input met inside tf.data (an `InputError`
+  raised by a loader, e.g. NaN features) comes out as that one-line error again rather
+  than as a TensorFlow error wrapping a traceback."""
+  batches = ds.as_numpy_iterator()
+  while True:
+    try:
+      yield next(batches)
+    except StopIteration:
+      return
+    except tf.errors.OpError as e:
+      names = "|".join(sorted(_input_error_names()))
+      match = re.search(rf"\b(?:{names}): (.*?)\nTraceback", e.message, re.S)
+      if match:
+        raise InputError(match.group(1)) from None
+      raise
+
+
+def example_batch(arrays, store, n: int, keys: Sequence[str] = TRAIN_KEYS) -> dict[str, np.ndarray]:
+  """The first `n` train rows, for shape inference (model init)."""
+  return _Loader(arrays, store, keys)(np.arange(n))
+
+
+def _host_slice(global_batch: int) -> slice:
+  local = global_batch // jax.process_count()
+  return slice(jax.process_index() * local, (jax.process_index() + 1) * local)
+
+
+def train_rows(num_examples: int, global_batch: int, seed: int, step: int) -> np.ndarray:
+  """Rows of global batch `step` of the endless shuffled stream (repeat, then batch)."""
+  positions = step * global_batch + np.arange(global_batch, dtype=np.int64)
+  epochs, offsets = np.divmod(positions, num_examples)
+  rows = np.empty(global_batch, np.int64)
+  for epoch in np.unique(epochs):
+    order = np.random.default_rng([seed, int(epoch)]).permutation(num_examples)
+    rows[epochs == epoch] = order[offsets[epochs == epoch]]
+  return rows
+
+
+def train_dataset(arrays, store, global_batch: int, seed: int, start_step: int,
+                  keys: Sequence[str] = TRAIN_KEYS) -> tf.data.Dataset:
+  """This host's train batches from `start_step` on (endless)."""
+  n, host = len(arrays["label"]), _host_slice(global_batch)
+  loader = _Loader(arrays, store, keys)
+  make_rows = lambda step: train_rows(n, global_batch, seed, int(step))
+  return (tf.data.Dataset.range(start_step, np.iinfo(np.int64).max)
+          .map(loader.tf_map(make_rows, host), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+          .prefetch(tf.data.AUTOTUNE))
+
+
+def eval_batches(arrays, store, global_batch: int, keys: Sequence[str]) -> Iterator[dict[str, np.ndarray]]:
+  """This host's slices of the eval batches, in file order; the last one padded, with `mask`."""
+  n, host = len(arrays["question_id"]), _host_slice(global_batch)
+  loader = _Loader(arrays, store, keys)
+
+  def make_rows(step):
+    positions = int(step) * global_batch + np.arange(global_batch)
+    return np.minimum(positions, n - 1)
+
+  def with_mask(step, batch):
+    positions = step * global_batch + tf.range(global_batch, dtype=tf.int64)
+    batch["mask"] = (positions < n)[host.start:host.stop]
+    return batch
+
+  num_batches = -(-n // global_batch)
+  ds = tf.data.Dataset.range(num_batches)
+  ds = tf.data.Dataset.zip(ds, ds.map(loader.tf_map(make_rows, host), num_parallel_calls=tf.data.AUTOTUNE,
+                                      deterministic=True))
+  return numpy_batches(ds.map(with_mask).prefetch(tf.data.AUTOTUNE))

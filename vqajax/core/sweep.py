@@ -1,0 +1,190 @@
+"""vqajax-sweep: run the points of a sweep file and collect them into tables.
+
+  vqajax-sweep FILE.py[:ARG] --workdir DIR [--set key=value ...] [--points a,b]
+               [--print-commands]
+
+A sweep file defines `get_sweep(arg) -> {"points": [...], "base": NAME or None}`; each
+point is {"name", "config": "file.py[:arg]" (relative to the sweep file), "overrides":
+{"a.b": value}, "command": "train" (default) or "baselines" (with "baselines": [...])}.
+Points run one after another in this process, each in DIR/<name>; a point whose final
+results exist is skipped, so re-running resumes the sweep. `--print-commands` prints one
+`vqajax-train` / `vqajax-baselines` command per unfinished point instead (for a cluster
+or pod queue); re-run without it to collect. Finished points go into DIR/table2.* (the
+paper's Table II shape) and, with a base point, DIR/table4.* (differences to the base).
+`--set` overrides apply to every point; `--points` keeps only the named ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import importlib.util
+import os
+import shlex
+import sys
+from typing import Any, Sequence
+
+from vqajax.vqa import configs
+from vqajax.vqa import reports
+from vqajax.core.errors import InputError, exit_status
+
+
+@dataclasses.dataclass
+class Point:
+  name: str
+  config: str                       # absolute file.py[:arg]
+  overrides: dict[str, Any]
+  command: str = "train"
+  baselines: tuple[str, ...] = ()
+
+
+def _load_module(path: str, what: str):
+  if not os.path.isfile(path):
+    raise InputError(f"{path}: {what} file not found")
+  spec = importlib.util.spec_from_file_location(f"_vqajax_{what}", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def load_sweep(spec: str) -> tuple[list[Point], str | None]:
+  """The points and the base point name of `file.py[:arg]`."""
+  path, _, arg = spec.partition(":")
+  sweep = _load_module(path, "sweep").get_sweep(arg)
+  here = os.path.dirname(os.path.abspath(path))
+  points = []
+  for p in sweep["points"]:
+    config_path, _, config_arg = p["config"].partition(":")
+    if p.get("command", "train") not in ("train", "baselines"):
+      raise InputError(f"{path}: point {p['name']}: command must be 'train' or 'baselines'")
+    points.append(Point(p["name"], f"{os.path.normpath(os.path.join(here, config_path))}:{config_arg}",
+                        dict(p.get("overrides", {})), p.get("command", "train"),
+                        tuple(p.get("baselines", ()))))
+  names = [p.name for p in points]
+  if len(set(names)) != len(names):
+    raise InputError(f"{path}: point names repeat: {names}")
+  base = sweep.get("base")
+  if base is not None and base not in names:
+    raise InputError(f"{path}: base point '{base}' is not one of {names}")
+  return points, base
+
+
+def parse_sets(sets: Sequence[str]) -> dict[str, Any]:
+  """["a.b=value", ...] -> {"a.b": value}; values are Python literals or else strings."""
+  out = {}
+  for item in sets:
+    key, eq, text = item.partition("=")
+    if not eq or not key:
+      raise InputError(f"--set {item!r}: expected key=value")
+    try:
+      out[key] = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+      out[key] = text
+  return out
+
+
+def point_config(point: Point, sets: dict[str, Any]):
+  path, _, arg = point.config.partition(":")
+  config = _load_module(path, "config").get_config(arg)
+  for key, value in {**point.overrides, **sets}.items():
+    try:
+      configs.override(config, {key: value})
+    except (KeyError, AttributeError, TypeError) as e:
+      raise InputError(f"point {point.name}: cannot set config.{key}={value!r} ({e})") from None
+  return config
+
+
+def point_dir(workdir: str, point: Point) -> str:
+  return os.path.join(workdir, point.name)
+
+
+def is_finished(point: Point, config, workdir: str) -> bool:
+  results = os.path.join(point_dir(workdir, point), "results")
+  dirs = point.baselines if point.command == "baselines" else [f"step_{config.num_train_steps}"]
+  return all(os.path.exists(os.path.join(results, d, "metrics.json")) for d in dirs)
+
+
+def command_line(point: Point, workdir: str, sets: dict[str, Any]) -> str:
+  path, _, arg = point.config.partition(":")
+  argv = [f"vqajax-{point.command}", f"--config={os.path.relpath(path)}" + (f":{arg}" if arg else ""),
+          f"--workdir={point_dir(workdir, point)}"]
+  argv += [f"--config.{k}={v}" for k, v in {**point.overrides, **sets}.items()]
+  if point.command == "baselines":
+    argv.append(f"--baselines={','.join(point.baselines)}")
+  return shlex.join(argv)
+
+
+def run_point(point: Point, config, workdir: str) -> None:
+  if point.command == "baselines":
+    from vqajax.vqa import baselines  # pylint: disable=g-import-not-at-top
+    baselines.run_and_write(config, point_dir(workdir, point), point.baselines)
+  else:
+    from vqajax.core import train  # pylint: disable=g-import-not-at-top
+    train.train_and_evaluate(config, point_dir(workdir, point))
+
+
+def collect(points: Sequence[Point], base: str | None, workdir: str, finished: set[str]) -> str:
+  """Writes DIR/table2.* (and DIR/table4.* with a base) from the finished points."""
+  runs, info = {}, {}
+  for point in points:
+    if point.name not in finished:
+      continue
+    found = reports.find_results(point_dir(workdir, point))
+    if point.command == "baselines":
+      runs.update({name: reports.read_scores(found[name]) for name in point.baselines})
+    else:
+      runs[point.name] = reports.read_scores(found[point.name])
+    if point.command == "train":
+      info[point.name] = reports.read_json(os.path.join(point_dir(workdir, point), reports.RUN_FILE))["data"]
+  text = reports.write_table(workdir, "table2", *reports.table2(runs))
+  if base is not None and base in finished:
+    ablations = {p.name: runs[p.name] for p in points if p.name in finished and p.command == "train"}
+    text += "\n" + reports.write_table(workdir, "table4", *reports.table4(ablations, info, base))
+  return text
+
+
+def run(args) -> int:
+  """Runs (or prints) the unfinished points, then collects the tables."""
+  points, base = load_sweep(args.sweep)
+  if args.points:
+    keep = args.points.split(",")
+    unknown = set(keep) - {p.name for p in points}
+    if unknown:
+      raise InputError(f"--points: {sorted(unknown)} not in {[p.name for p in points]}")
+    points = [p for p in points if p.name in keep]
+  sets = parse_sets(args.set)
+  configs = {p.name: point_config(p, sets) for p in points}
+  finished = {p.name for p in points if is_finished(p, configs[p.name], args.workdir)}
+  for point in points:
+    if point.name in finished:
+      print(f"{point.name}: finished, skipped")
+    elif args.print_commands:
+      print(command_line(point, args.workdir, sets))
+    else:
+      print(f"{point.name}: running  ({command_line(point, args.workdir, sets)})")
+      run_point(point, configs[point.name], args.workdir)
+      if not is_finished(point, configs[point.name], args.workdir):  # e.g. SIGTERM
+        print(f"{point.name}: stopped before its final step; re-run to resume the sweep")
+        return 1
+      finished.add(point.name)
+  if not args.print_commands:
+    print(collect(points, base, args.workdir, finished))
+  return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  parser = argparse.ArgumentParser(prog="vqajax-sweep", description=__doc__.split("\n")[0])
+  parser.add_argument("sweep", help="sweep file, FILE.py[:ARG]")
+  parser.add_argument("--workdir", required=True, help="one subdirectory per point, tables here")
+  parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                      help="config override for every point (repeatable)")
+  parser.add_argument("--points", help="comma-separated names: run and collect only these")
+  parser.add_argument("--print-commands", action="store_true",
+                      help="print a launch command per unfinished point instead of running it")
+  args = parser.parse_args(argv)
+  return exit_status("vqajax-sweep", lambda: run(args))
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,148 @@
+"""train_and_evaluate(config, workdir): jitted, sharded training with periodic evaluation.
+
+Restarting with the same workdir resumes from the newest checkpoint, including the
+input position, so the resumed run sees the batches the interrupted one would have.
+The final step's evaluation writes the official results files (results/step_N/).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+
+import jax
+import numpy as np
+import optax
+from absl import logging
+from clu import periodic_actions
+from jax.experimental import multihost_utils
+
+from vqajax.core import checkpoint
+from vqajax.core import evaluate
+from vqajax.vqa import reports
+from vqajax.core import sharding
+from vqajax.core import writers
+from vqajax.core import pipeline
+from vqajax.core.experiment import Experiment, TrainState
+
+
+class NonFiniteLossError(FloatingPointError):
+  pass
+
+
+def _check_finite(metrics: list[dict], first_step: int, last_checkpoint) -> None:
+  """Raises NonFiniteLossError naming the first step whose loss or gradient norm is NaN/inf."""
+  for i, m in enumerate(metrics):
+    if not (np.isfinite(m["loss"]) and np.isfinite(m["grad_norm"])):
+      raise NonFiniteLossError(
+          f"non-finite {'loss' if not np.isfinite(m['loss']) else 'gradients'} at step "
+          f"{first_step + i}; nothing was saved after it (last good checkpoint: {last_checkpoint}); "
+          "lower the learning rate, enable gradient clipping or check the inputs for NaN/inf")
+
+
+def make_train_step(model, tx, mesh, task_loss):
+  """The jitted step; `task_loss(outputs, batch)` is the task's loss."""
+  replicated, data = sharding.replicated(mesh), sharding.data_sharding(mesh)
+
+  @functools.partial(jax.jit, in_shardings=(replicated, data), out_shardings=(replicated, replicated),
+                     donate_argnums=0)
+  @functools.partial(sharding.in_mesh, mesh)
+  def train_step(state: TrainState, batch):
+    dropout_rng = jax.random.fold_in(state.rng, state.step)
+
+    def loss_fn(params):
+      outputs = model.apply({"params": params}, batch, train=True, rngs={"dropout": dropout_rng})
+      return task_loss(outputs, batch)
+
+    loss, grads = jax.value_and_grad(loss_fn)(state.params)
+    updates, opt_state = tx.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
+    return new_state, {"loss": loss, "grad_norm": optax.global_norm(grads)}
+
+  return train_step
+
+
+class _Preemption:
+  """SIGTERM -> stop after a step on which every process agrees, to save it together.
+
+  One process: a handler sets a flag that the loop reads between steps. Several
+  (jax.distributed): the coordination service's notifier catches SIGTERM on any host and
+  every host reaches the same sync step (`reached_preemption_sync_point`, to be asked
+  at every step); a Python handler would replace the notifier's, so none is set.
+  """
+
+  def __init__(self):
+    self._sync = jax.process_count() > 1
+    self._flag = False
+    if not self._sync:
+      self._previous = signal.signal(signal.SIGTERM, self._handle)
+
+  def _handle(self, signum, frame):
+    del signum, frame
+    self._flag = True
+
+  def requested(self, step: int) -> bool:
+    return multihost_utils.reached_preemption_sync_point(step) if self._sync else self._flag
+
+  def restore(self):
+    if not self._sync:
+      signal.signal(signal.SIGTERM, self._previous)
+
+
+def train_and_evaluate(config, workdir: str, devices=None) -> dict:
+  """Trains `config` in `workdir` on `devices` (default: all); returns the last val metrics."""
+  exp = Experiment.build(config, devices)
+  mesh, data = exp.mesh, exp.data
+  ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints,
+                                exp.task.BEST_METRIC)
+  restored = ckpt.restore_latest(exp.initial_state(abstract=True))
+  if restored is None:
+    state, start = exp.initial_state(), 0
+  else:
+    state, meta, start = restored
+    logging.info("Resumed from step %d (input position %d)", start, meta["input_step"])
+    print(f"resumed from checkpoint at step {start}")
+  evaluator = evaluate.Evaluator(config, data, exp.model, mesh)
+  if jax.process_index() == 0:
+    reports.write_run_file(workdir, config, exp.task.sizes(data))
+  writer = writers.create(workdir)
+  if start == 0:
+    writer.write_hparams({k: v for k, v in config.to_dict().items() if not isinstance(v, dict)})
+  report = periodic_actions.ReportProgress(num_train_steps=config.num_train_steps, writer=writer,
+                                           every_steps=config.log_every_steps)
+  train_step = make_train_step(exp.model, exp.tx, mesh, exp.task.loss)
+  batches = pipeline.numpy_batches(pipeline.train_dataset(data.train, data.store, config.batch_size,
+                                                         config.seed, start, exp.task.TRAIN_KEYS))
+  preemption, metrics, eval_metrics = _Preemption(), [], {}
+  meta = lambda step: {"input_step": step, "seed": config.seed}
+  try:
+    for step in range(start + 1, config.num_train_steps + 1):
+      state, step_metrics = train_step(state, sharding.to_global(next(batches), mesh))
+      metrics.append(step_metrics)
+      report(step)
+      final, stop = step == config.num_train_steps, preemption.requested(step)
+      log = step % config.log_every_steps == 0 or final
+      evaluate_now = step % config.eval_every_steps == 0 or final
+      if log or evaluate_now or stop:  # never log or save past a NaN
+        metrics = jax.device_get(metrics)
+        _check_finite(metrics, step - len(metrics) + 1, ckpt.latest_step())
+      if log:
+        means = {f"train/{k}": float(np.mean([m[k] for m in metrics])) for k in metrics[0]}
+        writer.write_scalars(step, means)
+        metrics = []
+      if evaluate_now:  # the final step also writes the official results files
+        eval_metrics = evaluator.run(state.params, step, workdir=workdir if final else None)
+        writer.write_scalars(step, {f"val/{k}": v for k, v in eval_metrics.items()})
+        ckpt.save(step, state, meta(step), eval_metrics)
+      if stop:
+        if ckpt.latest_step() != step:
+          ckpt.save(step, state, meta(step))
+        print(f"SIGTERM: saved checkpoint at step {step}; rerun the same command to resume")
+        break
+  finally:
+    preemption.restore()
+    writer.flush()
+    ckpt.close()
+  return eval_metrics

@@ -1,0 +1,81 @@
+"""Extracts image features into a store that `vqajax` trains on (see data_pipeline/README.md).
+
+  python -m vqajax.features.cli --images DIR|LIST.txt --model vgg16|vgg19|vit_b16 \\
+      --weights FILE.pth|FILE.npz --layer fc7|conv5|cls|patches --out STORE.h5|STORE.npy \\
+      [--preprocess vqa|torchvision] [--batch N] [--dtype float16|float32] [--chunk N]
+  python -m vqajax.features.cli convert IN.pth OUT.npz
+
+Rerunning the same command resumes: images already in the store are skipped. Exit
+status 0 when the store is written (unreadable images are reported and skipped), 1 when
+images were to be extracted and none could be read, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Sequence
+
+from absl import logging
+
+from vqajax.features import images
+from vqajax.features import models
+from vqajax.features import weights
+from vqajax.features.extract import extract
+from vqajax.core.errors import InputError, exit_status
+
+PROG = "python -m vqajax.features.cli"
+
+
+def _parser() -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
+  parser.add_argument("--images", required=True, help="a directory of images or a file listing image paths")
+  parser.add_argument("--model", required=True, choices=sorted(models.MODELS))
+  parser.add_argument("--weights", required=True, help="torchvision state dict (.pth) or its .npz conversion")
+  parser.add_argument("--layer", required=True, choices=sorted({l for ls in models.LAYERS.values() for l in ls}))
+  parser.add_argument("--out", required=True, help="the store: .h5 / .hdf5 or .npy (+ .image_ids.npy)")
+  parser.add_argument("--preprocess", default="vqa", choices=sorted(images.PREPROCESS))
+  parser.add_argument("--batch", type=int, default=32, help="global batch (rounded up to a multiple of the devices)")
+  parser.add_argument("--dtype", default="float16", choices=("float16", "float32"))
+  parser.add_argument("--chunk", type=int, default=256, help="images per durable chunk (lost at most on a kill)")
+  parser.add_argument("--log-every", type=int, default=1000, help="images between progress lines")
+  return parser
+
+
+def run(args: argparse.Namespace) -> int:
+  if args.layer not in models.LAYERS[args.model]:
+    raise InputError(f"--layer {args.layer}: {args.model} has layers {', '.join(models.LAYERS[args.model])}")
+  if args.batch < 1 or args.chunk < 1:
+    raise InputError("--batch and --chunk must be positive")
+  paths = images.list_images(args.images)
+  if not paths:
+    raise InputError(f"{args.images}: no image files (extensions {', '.join(images.EXTENSIONS)})")
+  model = models.MODELS[args.model](layer=args.layer)
+  params = weights.load_params(args.weights, model, args.model)
+  settings = {"model": args.model, "layer": args.layer, "preprocess": args.preprocess,
+              "image_size": weights.IMAGE_SIZE, "dtype": args.dtype, "weights": os.path.basename(args.weights)}
+  summary = extract(paths, model, params, args.out, settings, preprocess=args.preprocess,
+                    image_size=weights.IMAGE_SIZE, batch=args.batch, dtype=args.dtype,
+                    chunk=args.chunk, log_every=args.log_every)
+  for path, reason in summary.unreadable:
+    print(f"unreadable, skipped: {path}: {reason}")
+  print(summary.line())
+  return 1 if summary.unreadable and not summary.extracted else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  argv = sys.argv[1:] if argv is None else list(argv)
+  logging.set_verbosity(logging.INFO)
+  if argv[:1] == ["convert"]:
+    parser = argparse.ArgumentParser(prog=f"{PROG} convert", description="torchvision .pth -> .npz (same names)")
+    parser.add_argument("pth")
+    parser.add_argument("npz")
+    args = parser.parse_args(argv[1:])
+    return exit_status(PROG, lambda: print(f"{weights.convert(args.pth, args.npz)} tensors written to {args.npz}"))
+  args = _parser().parse_args(argv)
+  return exit_status(PROG, lambda: run(args))
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,151 @@
+"""Image files -> features of a Flax model -> a resumable store (the command's engine).
+
+Images are decoded and preprocessed on the host by a thread pool that works up to two
+batches ahead; batches are `jax.jit`-ed over a 1-D ('data',) mesh of all local devices
+(the last batch padded), and the next batch is dispatched before the previous one is
+fetched, so neither side waits for the other. Finished rows go to a `ChunkedStore`.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+import os
+import time
+from concurrent import futures
+from typing import Iterator
+
+from absl import logging
+import flax.linen as nn
+import jax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+import numpy as np
+
+from vqajax.features import images
+from vqajax.features.partial_store import ChunkedStore
+from vqajax.core.errors import InputError
+
+
+@dataclasses.dataclass
+class Summary:
+  """What a run did; `unreadable` lists (file, reason)."""
+  images: int = 0  # listed
+  already: int = 0  # in the store before this run
+  extracted: int = 0  # forwarded by this run
+  unreadable: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+  rows: int = 0  # in the store at the end
+  seconds: float = 0.0
+
+  def line(self) -> str:
+    rate = self.extracted / self.seconds if self.seconds else 0.0
+    return (f"{self.images} images: {self.already} already in the store, {self.extracted} extracted "
+            f"({rate:.1f} images/s), {len(self.unreadable)} unreadable and skipped; the store has "
+            f"{self.rows} rows")
+
+
+def checked_ids(paths: list[str]) -> list[int]:
+  """The image id of every file; two files with one id are an error naming both."""
+  seen: dict[int, str] = {}
+  for path in paths:
+    key = images.image_id(path)
+    if key in seen:
+      raise InputError(f"{path}: image id {key} is also the id of {seen[key]}")
+    seen[key] = path
+  return list(seen)
+
+
+def _decoded(todo: list[tuple[str, int]], preprocess: str, size: int, ahead: int
+             ) -> Iterator[tuple[str, int, np.ndarray | None, str]]:
+  """(path, id, input or None, reason unreadable) in order, decoded `ahead` images ahead."""
+  with futures.ThreadPoolExecutor(os.cpu_count()) as pool:
+    pending: collections.deque = collections.deque()
+    items = iter(todo)
+    for path, key in itertools.islice(items, ahead):
+      pending.append((path, key, pool.submit(images.load, path, preprocess, size)))
+    while pending:
+      path, key, future = pending.popleft()
+      for next_path, next_key in itertools.islice(items, 1):
+        pending.append((next_path, next_key, pool.submit(images.load, next_path, preprocess, size)))
+      try:
+        yield path, key, future.result(), ""
+      except images.UnreadableImage as e:
+        yield path, key, None, str(e)
+
+
+class _Progress:
+  """A log line every `every` images: done / total, rate and ETA."""
+
+  def __init__(self, total: int, every: int):
+    self.total, self.every, self.start, self.done, self._next = total, every, time.monotonic(), 0, every
+
+  def add(self, count: int) -> None:
+    self.done += count
+    if self.done >= self._next or self.done == self.total:
+      self._next = self.done + self.every
+      rate = self.done / max(time.monotonic() - self.start, 1e-9)
+      eta = time.strftime("%H:%M:%S", time.gmtime((self.total - self.done) / rate))
+      logging.info("%d / %d images, %.1f images/s, ETA %s", self.done, self.total, rate, eta)
+
+
+def extract(paths: list[str], model: nn.Module, params, out: str, settings: dict, *,
+            preprocess: str = "vqa", image_size: int = 224, batch: int = 32,
+            dtype: str = "float16", chunk: int = 256, log_every: int = 1000) -> Summary:
+  """Extracts the features of the images not yet in `out` and merges them in (see module
+  and `store` docstrings); `settings` identify the run for resuming."""
+  start = time.monotonic()
+  ids = checked_ids(paths)
+  row_shape = jax.eval_shape(lambda p, x: model.apply({"params": p}, x), params,
+                             jax.ShapeDtypeStruct((1, image_size, image_size, 3), np.float32)).shape[1:]
+  store = ChunkedStore(out, settings, row_shape, dtype)
+  todo = [(path, key) for path, key in zip(paths, ids) if key not in store.done]
+  summary = Summary(images=len(paths), already=len(paths) - len(todo))
+
+  devices = jax.local_devices()
+  batch = -(-batch // len(devices)) * len(devices)  # a multiple of the device count
+  mesh = Mesh(np.array(devices), ("data",))
+  data, replicated = NamedSharding(mesh, PartitionSpec("data")), NamedSharding(mesh, PartitionSpec())
+  forward = jax.jit(lambda p, x: model.apply({"params": p}, x),
+                    in_shardings=(replicated, data), out_shardings=data)
+  params = jax.device_put(params, replicated)
+  progress = _Progress(len(todo), log_every)
+  rows: list[tuple[list[int], np.ndarray]] = []  # fetched, not yet in a chunk
+
+  def fetch(keys: list[int], outputs: jax.Array) -> None:
+    rows.append((keys, np.asarray(jax.device_get(outputs))[:len(keys)].astype(dtype)))
+    if sum(len(k) for k, _ in rows) >= chunk:
+      flush()
+
+  def flush() -> None:
+    if rows:
+      store.append(np.concatenate([k for k, _ in rows]), np.concatenate([f for _, f in rows]))
+      rows.clear()
+
+  in_flight = None
+  decoded = _decoded(todo, preprocess, image_size, 2 * batch)
+  while True:
+    keys, inputs = [], np.zeros((batch, image_size, image_size, 3), np.float32)
+    for path, key, pixels, reason in decoded:
+      if pixels is None:
+        logging.warning("%s: unreadable, skipped (%s)", path, reason)
+        summary.unreadable.append((path, reason))
+        progress.add(1)
+        continue
+      inputs[len(keys)] = pixels
+      keys.append(key)
+      if len(keys) == batch:
+        break
+    if not keys:
+      break
+    outputs = forward(params, jax.device_put(inputs, data))  # dispatched, runs while we fetch
+    if in_flight:
+      fetch(*in_flight)
+    in_flight = (keys, outputs)
+    summary.extracted += len(keys)
+    progress.add(len(keys))
+  if in_flight:
+    fetch(*in_flight)
+  flush()
+  summary.rows = store.finish()
+  summary.seconds = time.monotonic() - start
+  return summary

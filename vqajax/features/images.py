@@ -1,0 +1,110 @@
+"""Image files -> ids and preprocessed float32 arrays (PIL, on the host).
+
+Decoding honours the EXIF orientation; every mode becomes RGB: greyscale, CMYK and
+palette images are converted, and images with transparency (RGBA, LA, palette with a
+transparent colour) are composited on white first (transparent parts read as a white
+page, not as whatever colour the hidden pixels hold). A file PIL cannot decode (not an
+image, truncated, too large) raises `UnreadableImage` with the reason.
+
+Image ids: `COCO_<split>_<digits>.<ext>` is the number; a VizWiz name
+`VizWiz_<split>_<n>.jpg` is `vqajax.answertherapy.files.feature_key` (the key the
+AnswerTherapy reader asks for); any other name is the trailing digits of its stem
+(`000123.png` -> 123, `img_42.jpg` -> 42); a name without trailing digits is an error.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+from PIL import Image, ImageOps
+
+from vqajax.answertherapy.files import feature_key
+from vqajax.core.errors import InputError
+
+EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+CAFFE_BGR_MEAN = np.array([103.939, 116.779, 123.68], np.float32)
+IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
+IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
+_COCO_NAME = re.compile(r"COCO_[\w-]+?_(\d+)")
+_TRAILING_DIGITS = re.compile(r".*?(\d+)")
+
+
+class UnreadableImage(Exception):
+  """An image file that cannot be decoded; the message is the reason."""
+
+
+def list_images(source: str) -> list[str]:
+  """The image files of a directory (by extension, sorted, not recursive) or of a list
+  file (one path a line, relative to the list's directory; blank and # lines skipped)."""
+  if os.path.isdir(source):
+    return sorted(os.path.join(source, name) for name in os.listdir(source)
+                  if name.lower().endswith(EXTENSIONS) and os.path.isfile(os.path.join(source, name)))
+  try:
+    with open(source, encoding="utf-8") as f:
+      lines = [line.strip() for line in f]
+  except (OSError, UnicodeDecodeError) as e:
+    raise InputError(f"{source}: not a directory or a readable list of image paths ({e})") from None
+  base = os.path.dirname(source)
+  return [os.path.join(base, line) for line in lines if line and not line.startswith("#")]
+
+
+def image_id(path: str) -> int:
+  """The feature-store key of an image file (module docstring)."""
+  name = os.path.basename(path)
+  stem = os.path.splitext(name)[0]
+  coco = _COCO_NAME.fullmatch(stem)
+  if coco:
+    return int(coco[1])
+  if name.startswith("VizWiz_"):
+    try:
+      return feature_key(name)
+    except ValueError as e:
+      raise InputError(f"{path}: {e}") from None
+  digits = _TRAILING_DIGITS.fullmatch(stem)
+  if digits is None:
+    raise InputError(f"{path}: no image id in the file name (expected COCO_<split>_<id>.jpg, "
+                     "VizWiz_<split>_<n>.jpg or a name ending in digits)")
+  return int(digits[1])
+
+
+def decode(path: str) -> Image.Image:
+  """The image upright (EXIF orientation applied) in RGB."""
+  try:
+    with Image.open(path) as image:
+      image.load()
+      image = ImageOps.exif_transpose(image)
+  except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
+    raise UnreadableImage(f"{type(e).__name__}: {e}") from None
+  if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
+    white = Image.new("RGBA", image.size, (255, 255, 255, 255))
+    image = Image.alpha_composite(white, image.convert("RGBA"))
+  return image.convert("RGB")
+
+
+def vqa(image: Image.Image, size: int) -> np.ndarray:
+  """The VQA paper's (caffe VGG): size x size without crop, BGR, 0..255 minus the BGR mean."""
+  pixels = np.asarray(image.resize((size, size), Image.BILINEAR), np.float32)
+  return pixels[:, :, ::-1] - CAFFE_BGR_MEAN
+
+
+def torchvision(image: Image.Image, size: int) -> np.ndarray:
+  """torchvision's: shorter side to size * 8/7 (256 for 224), centre crop size x size,
+  RGB in 0..1 normalised by the ImageNet mean and std."""
+  short = size * 8 // 7
+  width, height = image.size
+  long = int(short * max(width, height) / min(width, height))
+  resized = (short, long) if width <= height else (long, short)
+  image = image.resize(resized, Image.BILINEAR)
+  top, left = int(round((resized[1] - size) / 2)), int(round((resized[0] - size) / 2))
+  pixels = np.asarray(image.crop((left, top, left + size, top + size)), np.float32) / 255
+  return (pixels - IMAGENET_MEAN) / IMAGENET_STD
+
+
+PREPROCESS = {"vqa": vqa, "torchvision": torchvision}
+
+
+def load(path: str, preprocess: str, size: int) -> np.ndarray:
+  """[size, size, 3] float32 input of the model; raises UnreadableImage."""
+  return PREPROCESS[preprocess](decode(path), size)

@@ -1,0 +1,105 @@
+"""A feature store built in durable chunks, so an interrupted extraction resumes.
+
+While extracting into `OUT` (`.h5` / `.hdf5` / `.npy`), finished rows go to
+`OUT.partial/chunk_NNNNNN.npz` (image ids + features), each written to a temp file, synced
+and renamed: a kill loses at most the chunk being filled. `meta.json` there records the
+settings; a rerun with other settings is an error. `finish()` streams the rows of an
+existing `OUT` (images added to a finished store) and of the chunks into
+`OUT.partial/store.*`, then moves that onto `OUT` (for `.npy` the ids file first, then
+the features) and removes `OUT.partial`. A kill between those moves is rolled forward by
+the next run, so `OUT` is never left as a pair that `FeatureStore` rejects.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+from typing import Iterator
+
+import numpy as np
+
+from vqajax.features.store import FeatureStore, ids_path, write_store_blocks
+from vqajax.core.errors import InputError
+from vqajax.core.files import write_atomic, write_json_atomic
+
+_BLOCK_ROWS = 1024  # rows copied at a time from an existing store
+
+
+class ChunkedStore:
+  """The rows done so far (`done`) and the chunks still to merge into `out`."""
+
+  def __init__(self, out: str, settings: dict, row_shape: tuple[int, ...], dtype: str):
+    if not out.endswith((".h5", ".hdf5", ".npy")):
+      raise InputError(f"{out}: unknown feature store type (expected .h5, .hdf5 or .npy)")
+    self.out, self.row_shape, self.dtype = out, tuple(row_shape), np.dtype(dtype)
+    self.partial = out + ".partial"
+    self._staged = os.path.join(self.partial, "store" + os.path.splitext(out)[1])
+    self._roll_forward()
+    self.done: set[int] = set()
+    if os.path.exists(out):
+      store = FeatureStore(out)
+      if store.shape != self.row_shape or store.dtype != self.dtype:
+        raise InputError(f"{out}: holds {store.dtype} features of shape {store.shape}, this run makes "
+                         f"{self.dtype} {self.row_shape}: extract into another store")
+      self.done.update(store.image_ids.tolist())
+      store.close()
+    meta = os.path.join(self.partial, "meta.json")
+    if os.path.exists(meta):
+      with open(meta, encoding="utf-8") as f:
+        started = json.load(f)
+      if started != settings:
+        raise InputError(f"{meta}: this extraction was started with {started}, this run asks for "
+                         f"{settings}: rerun with those settings or delete {self.partial}")
+    else:
+      write_json_atomic(meta, settings, make_dirs=True)
+    self._chunks = sorted(glob.glob(os.path.join(self.partial, "chunk_*.npz")))
+    for chunk in self._chunks:
+      with np.load(chunk) as arrays:
+        self.done.update(arrays["image_ids"].tolist())
+
+  def append(self, image_ids: np.ndarray, features: np.ndarray) -> None:
+    """Adds rows as one durable chunk."""
+    path = os.path.join(self.partial, f"chunk_{len(self._chunks):06d}.npz")
+    write_atomic(path, lambda f: np.savez(f, image_ids=np.asarray(image_ids, np.int64),
+                                          features=np.asarray(features, self.dtype)))
+    self._chunks.append(path)
+    self.done.update(np.asarray(image_ids).tolist())
+
+  def finish(self) -> int:
+    """Merges the existing store and the chunks into `out`; returns its row count."""
+    if not self._chunks:
+      shutil.rmtree(self.partial, ignore_errors=True)
+      return len(self.done)
+    existing = FeatureStore(self.out) if os.path.exists(self.out) else None
+    ids = [existing.image_ids] if existing else []
+    for chunk in self._chunks:
+      with np.load(chunk) as arrays:
+        ids.append(arrays["image_ids"])
+    try:
+      write_store_blocks(self._staged, np.concatenate(ids), self.row_shape, self.dtype,
+                         self._blocks(existing))
+    finally:
+      if existing:
+        existing.close()
+    self._roll_forward()
+    return len(self.done)
+
+  def _blocks(self, existing: FeatureStore | None) -> Iterator[np.ndarray]:
+    if existing:
+      for start in range(0, len(existing.image_ids), _BLOCK_ROWS):
+        rows = np.arange(start, min(start + _BLOCK_ROWS, len(existing.image_ids)))
+        yield existing.read(rows).astype(self.dtype)
+    for chunk in self._chunks:
+      with np.load(chunk) as arrays:
+        yield arrays["features"]
+
+  def _roll_forward(self) -> None:
+    """Completes a finished merge that was interrupted while being moved onto `out`."""
+    if not os.path.exists(self._staged):
+      return  # no merge finished: chunks are merged (again) by finish()
+    if self.out.endswith(".npy") and os.path.exists(ids_path(self._staged)):
+      os.replace(ids_path(self._staged), ids_path(self.out))
+    os.replace(self._staged, self.out)
+    shutil.rmtree(self.partial)

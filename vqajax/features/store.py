@@ -1,0 +1,211 @@
+"""Image-feature stores: HDF5 or `.npy`, read lazily.
+
+A store holds `features` [N, ...] (float16 or float32) and `image_ids` [N]:
+
+* HDF5: one file with datasets `features` and `image_ids`;
+* npy: `NAME.npy` (features) beside `NAME.image_ids.npy`.
+
+Rows are read on demand into private buffers (HDF5, or `pread` for .npy, not a memory
+map: mapped pages that were read stay in the process's RSS), so a store larger than RAM
+trains and the process's memory does not grow with the store
+(bench/bench_pipeline.py measures peak RSS on an 8 GB store).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Iterable
+
+import h5py
+import numpy as np
+
+from vqajax.core.errors import InputError
+from vqajax.core.files import temp_path
+
+_FLOAT_DTYPES = (np.float16, np.float32)
+
+
+class FeatureStoreError(InputError):
+  """A store that does not match what the run expects."""
+
+
+def ids_path(npy_path: str) -> str:
+  return npy_path[: -len(".npy")] + ".image_ids.npy"
+
+
+def _runs(rows: np.ndarray) -> list[tuple[int, int]]:
+  """(start, stop) positions of the runs of consecutive values in sorted unique `rows`."""
+  breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+  return list(zip(np.r_[0, breaks].tolist(), np.r_[breaks, len(rows)].tolist()))
+
+
+class _H5Rows:
+  """Rows of an HDF5 dataset, a slice per run (h5py's fancy indexing is ~10x slower).
+
+  Contiguous datasets (what `write_store` writes) read fastest; a dataset chunked one row
+  per chunk reads ~3x slower and HDF5 keeps ~130 MB of chunk index once 8 GB were read.
+  """
+
+  def __init__(self, dataset):
+    self._dataset, self.shape, self.dtype = dataset, dataset.shape, dataset.dtype
+
+  def __getitem__(self, rows: np.ndarray) -> np.ndarray:
+    out = np.empty((len(rows),) + tuple(self.shape[1:]), self.dtype)
+    for start, stop in _runs(rows):
+      out[start:stop] = self._dataset[int(rows[start]):int(rows[start]) + stop - start]
+    return out
+
+
+class _NpyRows:
+  """Rows of a C-order .npy array, read with `pread` (thread-safe, no memory map)."""
+
+  def __init__(self, path: str):
+    self._fd = os.open(path, os.O_RDONLY)
+    with open(path, "rb") as f:
+      version = np.lib.format.read_magic(f)
+      shape, fortran_order, self.dtype = (np.lib.format.read_array_header_1_0(f) if version == (1, 0)
+                                          else np.lib.format.read_array_header_2_0(f))
+      self._offset = f.tell()
+    if fortran_order or not shape:
+      raise FeatureStoreError(f"{path}: expected a C-order array of feature rows")
+    self.path, self.shape = path, shape
+    self._row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * self.dtype.itemsize
+    if os.fstat(self._fd).st_size < self._offset + shape[0] * self._row_bytes:
+      raise FeatureStoreError(f"{path}: truncated (its header promises {shape[0]} rows)")
+
+  def __getitem__(self, rows: np.ndarray) -> np.ndarray:
+    """Rows (sorted, unique); each run of consecutive rows is one read."""
+    out = np.empty((len(rows),) + tuple(self.shape[1:]), self.dtype)
+    flat = out.reshape(len(rows), -1).view(np.uint8)
+    for start, stop in _runs(rows):
+      size = (stop - start) * self._row_bytes
+      if os.preadv(self._fd, [flat[start:stop]], self._offset + int(rows[start]) * self._row_bytes) != size:
+        raise FeatureStoreError(f"{self.path}: short read at row {rows[start]}")
+    return out
+
+  def close(self) -> None:
+    os.close(self._fd)
+
+
+class FeatureStore:
+  """Lazy row access by image id."""
+
+  def __init__(self, path: str):
+    self.path = path
+    if path.endswith((".h5", ".hdf5")):
+      self._file = h5py.File(path, "r")
+      for key in ("features", "image_ids"):
+        if key not in self._file:
+          raise FeatureStoreError(f"{path}: missing dataset '{key}' (expected 'features' and 'image_ids')")
+      self._features = _H5Rows(self._file["features"])
+      image_ids = self._file["image_ids"][...]
+    elif path.endswith(".npy"):
+      self._file = self._features = _NpyRows(path)
+      image_ids = np.load(ids_path(path))
+    else:
+      raise FeatureStoreError(f"{path}: unknown feature store type (expected .h5, .hdf5 or .npy)")
+    if self._features.dtype not in _FLOAT_DTYPES:
+      raise FeatureStoreError(f"{path}: features are {self._features.dtype}, expected float16 or float32")
+    if image_ids.ndim != 1 or len(image_ids) != self._features.shape[0]:
+      raise FeatureStoreError(
+          f"{path}: {len(image_ids)} image ids for {self._features.shape[0]} feature rows")
+    self.image_ids = image_ids.astype(np.int64)
+    self._order = np.argsort(self.image_ids, kind="stable")  # ids -> rows by binary search:
+    self._sorted_ids = self.image_ids[self._order]             # a dict would cost ~100 B per image
+    if (np.diff(self._sorted_ids) == 0).any():
+      raise FeatureStoreError(f"{path}: duplicate image ids")
+
+  @property
+  def shape(self) -> tuple[int, ...]:
+    """Shape of one image's features, e.g. (4096,) or (14, 14, 512)."""
+    return tuple(self._features.shape[1:])
+
+  @property
+  def dtype(self) -> np.dtype:
+    return self._features.dtype
+
+  def rows(self, image_ids, source: str = "") -> np.ndarray:
+    """Store rows of `image_ids`; `source` names the file that asked, for errors."""
+    ids = np.asarray(image_ids, np.int64).reshape(-1)
+    pos = np.searchsorted(self._sorted_ids, ids)
+    found = pos < len(self._sorted_ids)
+    found[found] = self._sorted_ids[pos[found]] == ids[found]
+    if not found.all():
+      where = f" (needed by {source})" if source else ""
+      raise FeatureStoreError(f"{self.path}: no features for image_id {ids[np.argmin(found)]}{where}")
+    return self._order[pos]
+
+  def check_shape(self, expected: tuple[int, ...]) -> None:
+    if self.shape != tuple(expected):
+      raise FeatureStoreError(
+          f"{self.path}: features have shape {self.shape} per image, the config expects {tuple(expected)}")
+
+  def read(self, rows: np.ndarray) -> np.ndarray:
+    """Features of `rows` (any order, repeats allowed), as float32; NaN or inf is an error."""
+    unique, inverse = np.unique(rows, return_inverse=True)
+    features = np.asarray(self._features[unique], np.float32)
+    finite = np.isfinite(features.reshape(len(unique), -1)).all(axis=1)
+    if not finite.all():
+      raise FeatureStoreError(f"{self.path}: the features of image_id "
+                              f"{self.image_ids[unique[np.argmin(finite)]]} are not finite (NaN or inf)")
+    return features[inverse]
+
+  def close(self) -> None:
+    if self._file is not None:
+      self._file.close()
+
+
+def write_store(path: str, image_ids, features) -> None:
+  """Writes a store atomically (a failed write leaves no file behind)."""
+  features = np.asarray(features)
+  write_store_blocks(path, image_ids, features.shape[1:], features.dtype, [features])
+
+
+def write_store_blocks(path: str, image_ids, row_shape, dtype, blocks: Iterable) -> None:
+  """Writes a store atomically from consecutive blocks of feature rows (one row per image
+  id, in order), holding one block at a time; the file is synced before it is moved in."""
+  image_ids = np.asarray(image_ids, np.int64)
+  dtype, shape = np.dtype(dtype), (len(image_ids),) + tuple(row_shape)
+  if dtype not in _FLOAT_DTYPES:
+    raise FeatureStoreError(f"{path}: need float16/float32 features with one row per image id")
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  suffix = ".h5" if path.endswith((".h5", ".hdf5")) else ".npy"
+  tmp = temp_path(path) + suffix
+  try:
+    if suffix == ".h5":
+      with h5py.File(tmp, "w") as f:
+        features = f.create_dataset("features", shape=shape, dtype=dtype)  # contiguous: see _H5Rows
+        written = _write_blocks(path, shape, dtype, blocks, features.__setitem__)
+        f.create_dataset("image_ids", data=image_ids)
+    else:
+      with open(tmp, "wb") as f:
+        np.lib.format.write_array_header_1_0(
+            f, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape})
+        written = _write_blocks(path, shape, dtype, blocks, lambda _, block: f.write(block.data))
+      np.save(ids_path(tmp), image_ids)
+    if written != len(image_ids):
+      raise FeatureStoreError(f"{path}: need float16/float32 features with one row per image id")
+    for done in ((ids_path(tmp),) if suffix == ".npy" else ()) + (tmp,):
+      with open(done, "rb") as f:
+        os.fsync(f.fileno())
+    if suffix == ".npy":
+      os.replace(ids_path(tmp), ids_path(path))
+    os.replace(tmp, path)
+  finally:
+    for leftover in (tmp, ids_path(tmp) if suffix == ".npy" else None):
+      if leftover and os.path.exists(leftover):
+        os.remove(leftover)
+
+
+def _write_blocks(path: str, shape: tuple[int, ...], dtype: np.dtype, blocks: Iterable,
+                  write: Callable[[slice, np.ndarray], object]) -> int:
+  """Calls `write(rows, block)` for each block (checked against `shape`, `dtype`); returns
+  the number of rows written."""
+  written = 0
+  for block in blocks:
+    block = np.ascontiguousarray(block)
+    if block.dtype != dtype or block.shape[1:] != shape[1:] or written + len(block) > shape[0]:
+      raise FeatureStoreError(f"{path}: need float16/float32 features with one row per image id")
+    write(slice(written, written + len(block)), block)
+    written += len(block)
+  return written

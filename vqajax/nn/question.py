@@ -1,0 +1,75 @@
+"""Question encoders over right-padded token ids with their lengths."""
+
+from __future__ import annotations
+
+import functools
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+from flax.linen.recurrent import DenseParams
+from jax.sharding import PartitionSpec as P
+
+from vqajax.nn import lstm
+
+
+class WordEmbedding(nn.Module):
+  """The paper's word embedding: a fully-connected layer on one-hot words, then tanh."""
+  vocab_size: int
+  dim: int = 300
+
+  @nn.compact
+  def __call__(self, tokens):
+    x = nn.Embed(self.vocab_size, self.dim, embedding_init=nn.initializers.uniform(0.16))(tokens)
+    return jnp.tanh(x + self.param("bias", nn.initializers.zeros, (self.dim,)))
+
+
+class _LSTMWeights(nn.Module):
+  """Flax's LSTM-cell parameters ({ii,if,ig,io}/kernel, {hi,hf,hg,ho}/{kernel,bias}) as one
+  [E + H, 4H] kernel (input rows, then hidden rows; gates i, f, g, o) and a [4H] bias."""
+  hidden: int
+
+  @nn.compact
+  def __call__(self, inputs: int):
+    x, h = jnp.zeros((inputs,)), jnp.zeros((self.hidden,))  # only their widths are read
+    w_i = [DenseParams(self.hidden, use_bias=False, name=f"i{gate}")(x)[0] for gate in "ifgo"]
+    w_h, b = zip(*(DenseParams(self.hidden, kernel_init=nn.initializers.orthogonal(), name=f"h{gate}")(h)
+                   for gate in "ifgo"))
+    w = jnp.concatenate([jnp.concatenate(w_i, axis=-1), jnp.concatenate(w_h, axis=-1)])
+    return w, jnp.concatenate(b)
+
+
+class _LSTMLayer(nn.Module):
+  hidden: int
+
+  @nn.compact
+  def __call__(self, inputs: int):
+    return _LSTMWeights(self.hidden, name="cell")(inputs)
+
+
+class LSTMEncoder(nn.Module):
+  """Stacked LSTM; the encoding is the last (cell, hidden) of every layer, concatenated.
+
+  Each row's state is frozen after its last word, so padding never changes the encoding
+  (and an empty question encodes to zeros); the recurrence only computes the steps of
+  words (`lstm.encode`). Traced under a mesh with a 'data' axis (`sharding.in_mesh`),
+  each device encodes its own rows (`shard_map`), so the batch stays sharded. `dtype`
+  is the matmul input type of the recurrence (parameters stay float32).
+  """
+  vocab_size: int
+  embed_dim: int = 300
+  hidden: int = 512
+  layers: int = 2
+  dtype: jnp.dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, tokens, lengths):
+    x = WordEmbedding(self.vocab_size, self.embed_dim)(tokens.T)  # time-major [T, B, E]
+    weights = [_LSTMLayer(self.hidden, name=f"lstm_{layer}")(self.embed_dim if layer == 0 else self.hidden)
+               for layer in range(self.layers)]
+    encode = functools.partial(lstm.encode, dtype=self.dtype)
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.shape.get("data", 1) > 1:
+      encode = jax.shard_map(encode, mesh=mesh, in_specs=(P(None, "data"), P("data"), P()),
+                             out_specs=P("data"), check_vma=False)
+    return encode(x, lengths, weights)

@@ -1,0 +1,55 @@
+"""Builds a TFDS dataset from official files in a manual directory (nothing downloaded).
+
+  python -m vqajax.tfds.cli build NAME/CONFIG --manual_dir DIR --data_dir DIR [--features STORE]
+
+NAME/CONFIG: vqa/v2, vqa/v1, vizwiz_vqa/default, answer_therapy/default. `--features`
+joins each example's row of a FeatureStore (.h5 / .npy) by image id, as the config
+`CONFIG+<store stem>`. Prints the prepared directory (what `config.data.tfds_dir` names).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Sequence
+
+from vqajax.core.errors import exit_status
+
+from vqajax.tfds import base
+from vqajax.tfds import builders
+
+
+def build(name: str, manual_dir: str, data_dir: str, features: str = "") -> str:
+  """Prepares dataset `name` ("builder/config") into data_dir; returns its directory."""
+  builder_name, _, config_name = name.partition("/")
+  builder = builders.make(builder_name, config_name, data_dir, features)
+  builder.download_and_prepare(download_config=base.download_config(manual_dir))
+  return str(builder.data_dir)
+
+
+def _parser() -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(prog="python -m vqajax.tfds.cli", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  commands = parser.add_subparsers(dest="command", required=True)
+  b = commands.add_parser("build", help="prepare a dataset from the official files in --manual_dir")
+  b.add_argument("name", help=f"builder/config, e.g. vqa/v2 (builders: {', '.join(builders.BUILDERS)})")
+  b.add_argument("--manual_dir", required=True, help="the official files, unchanged")
+  b.add_argument("--data_dir", required=True, help="where TFDS datasets are prepared")
+  b.add_argument("--features", default="", help="a FeatureStore to join by image id (optional)")
+  return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  args = _parser().parse_args(argv)
+
+  def run() -> None:
+    start = time.time()
+    path = build(args.name, args.manual_dir, args.data_dir, args.features)
+    print(f"prepared {path} in {time.time() - start:.1f} s")
+
+  return exit_status("python -m vqajax.tfds.cli", run)
+
+
+if __name__ == "__main__":
+  sys.exit(main())

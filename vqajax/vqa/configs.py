@@ -1,0 +1,214 @@
+"""The shared configurations: the VQA paper's rows (`experiments/vqa/*.py` build on
+`vqa_config`) and the VQA-AnswerTherapy challenges (`experiments/therapy/*.py`,
+`therapy_config`).
+
+Arguments of every row: "" (the paper's setting), "cpu" (a few minutes on a 2-core CPU:
+narrower layers, Adam 1e-3, batch 128, 1500 steps) and "runlocal" (seconds: the tiny
+synthetic set and a toy-sized model, for tests and smoke runs).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import ml_collections
+
+ARGS = ("", "cpu", "runlocal")
+
+
+def override(config: ml_collections.ConfigDict, changes: dict[str, Any]) -> ml_collections.ConfigDict:
+  """Sets dotted fields (`{"model.fusion": "concat"}`) of `config` and returns it; on a
+  locked config an unknown field raises (KeyError / AttributeError)."""
+  for key, value in changes.items():
+    *parents, field = key.split(".")
+    target = config
+    for parent in parents:
+      target = target[parent]
+    target[field] = value
+  return config
+
+
+def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
+  """The locked config of row `name`; `model` overrides fields of `config.model`."""
+  if arg not in ARGS:
+    raise ValueError(f"unknown config argument '{arg}' (expected one of {ARGS})")
+  config = ml_collections.ConfigDict()
+  config.name = name
+  config.task = "vqa"                   # vqajax/core/task.py
+  config.seed = 0
+
+  config.data = data = ml_collections.ConfigDict()
+  data.synthetic = True                 # generate the embedded dataset into `dir` if missing
+  data.synthetic_scale = "tiny" if arg == "runlocal" else "medium"
+  data.dir = ""                         # "" -> ~/.cache/vqajax/synthetic/<scale>-seed<seed>
+  data.format = "vqa"                   # or "vizwiz" (one JSON list per split)
+  data.source = "raw"                   # or "tfds": the records of a prepared TFDS dataset ...
+  data.tfds_dir = ""                    # ... in this directory (data_pipeline/tfds), relative to dir
+  data.train_questions = "v2_OpenEnded_mscoco_train2014_questions.json"
+  data.train_annotations = "v2_mscoco_train2014_annotations.json"
+  data.train_mc_questions = ""
+  data.val_questions = "v2_OpenEnded_mscoco_val2014_questions.json"
+  data.val_annotations = "v2_mscoco_val2014_annotations.json"
+  data.val_mc_questions = "MultipleChoice_mscoco_val2014_questions.json"  # "" -> open-ended only
+  data.train_captions = ""              # COCO captions, for the caption rows
+  data.val_captions = ""
+  data.features = "features/fc7.h5"
+  data.feature_shape = (4096,)
+  data.num_answers = 1000               # K
+  data.vocab_min_count = 1              # 5 / 11: the vocabulary ablations
+  data.max_question_len = 26
+  data.bow_words = 1000                 # BoW Q: top question words ...
+  data.bow_lead_words = 10              # ... + top first / second / third words
+  data.caption_words = 1000             # Caption: top caption words
+  data.drop_unknown_answers = True      # train only on questions whose answer is in the top K
+  data.confident_only = False           # the paper's confidence-filtered training set
+  data.results_prefix = "v2_"           # official naming: "" for v1 files
+
+  config.model = m = ml_collections.ConfigDict()
+  m.question = "lstm"                   # "none" | "bow" | "lstm" (vqajax/vqa/models.py)
+  m.embed_dim = 300
+  m.lstm_dim = 512
+  m.lstm_layers = 2
+  m.use_image = True
+  m.image_norm = True
+  m.image_scale = 0.01                  # without image_norm: raw fc7 times this (models/vqa.py)
+  m.caption = False
+  m.project = ("question", "image")     # inputs that get fully-connected + tanh to fused_dim
+  m.fusion = "mul"                      # or "concat"
+  m.fused_dim = 1024
+  m.mlp_dims = (1000, 1000)
+  m.dropout = 0.5                       # before each layer of the MLP
+  m.dtype = "float32"                   # matmul inputs; "bfloat16": parameters stay float32
+  unknown = set(model) - set(m.keys())
+  if unknown:
+    raise ValueError(f"row '{name}': unknown config.model fields {sorted(unknown)}")
+  m.update(model)
+  if m.caption:
+    data.train_captions, data.val_captions = "captions_train2014.json", "captions_val2014.json"
+
+  config.optimizer = opt = ml_collections.ConfigDict()
+  opt.name = "rmsprop"                  # as the paper's released code; or "adam"
+  opt.learning_rate = 3e-4
+  opt.lr_decay_per_step = 0.99997592083
+  opt.rmsprop_decay = 0.8
+  opt.eps = 1e-8
+  opt.grad_clip = 0.1                   # element-wise; 0 disables
+
+  config.batch_size = 500
+  config.eval_batch_size = 500
+  config.num_train_steps = 6000
+  config.log_every_steps = 100
+  config.eval_every_steps = 1000        # each evaluation also saves a checkpoint
+  config.keep_checkpoints = 3           # the last k, plus the best by val accuracy
+
+  if arg:  # "cpu", and "runlocal" on top of it
+    m.embed_dim, m.lstm_dim, m.fused_dim, m.mlp_dims = 64, 128, 256, (256, 256)
+    opt.name, opt.learning_rate, opt.lr_decay_per_step, opt.grad_clip = "adam", 1e-3, 1.0, 0.0
+    config.batch_size = config.eval_batch_size = 128
+    config.num_train_steps = 1500
+    config.eval_every_steps = 500
+  if arg == "runlocal":
+    data.num_answers = 100
+    m.embed_dim, m.lstm_dim, m.fused_dim, m.mlp_dims = 32, 32, 64, (64, 64)
+    config.batch_size = config.eval_batch_size = 32
+    config.num_train_steps = 40
+    config.log_every_steps = 10
+    config.eval_every_steps = 20
+  config.lock()
+  return config
+
+
+THERAPY_ARGS = ("cpu", "runlocal", "real")
+# The released train files: $VQAJAX_THERAPY_DIR, else ../shared/data/answertherapy beside the checkout.
+THERAPY_DIR = os.environ.get("VQAJAX_THERAPY_DIR", os.path.normpath(
+    os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "answertherapy")))
+
+
+def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.ConfigDict:
+  """The locked config of a VQA-AnswerTherapy challenge (`task` 'grounding_class' or
+  'grounding_mask'). `arg`: comma-separated, any of "cpu" (minutes on a 2-core CPU, the
+  medium synthetic set), "runlocal" (seconds, the tiny set) and "real" (the released
+  train files in `$VQAJAX_THERAPY_DIR`, default ../shared/data/answertherapy, with a
+  seeded 80/20 held-out split and no image features: text-only models); "" is the full
+  setting on the medium synthetic set."""
+  flags = set(arg.split(",")) - {""}
+  if flags - set(THERAPY_ARGS):
+    raise ValueError(f"unknown config argument '{arg}' (expected comma-separated {THERAPY_ARGS})")
+  config = ml_collections.ConfigDict()
+  config.name = name
+  config.task = task                    # vqajax/core/task.py
+  config.seed = 0
+
+  config.data = data = ml_collections.ConfigDict()
+  data.synthetic = True                 # generate the synthetic therapy set into `dir` if missing
+  data.synthetic_scale = "tiny" if "runlocal" in flags else "medium"
+  data.dir = ""                         # "" -> ~/.cache/vqajax/synthetic_therapy/<scale>-seed<seed>
+  data.train_files = "VQA_train.json,VizWiz_train.json"  # comma-separated, relative to dir
+  data.val_files = "VQA_val.json,VizWiz_val.json"        # "" -> a held-out share of train
+  data.holdout = 0.2                    # that share (seeded by config.seed), without val_files
+  data.source = "raw"                   # or "tfds": the files' splits of a prepared TFDS dataset ...
+  data.tfds_dir = ""                    # ... in this directory (data_pipeline/tfds), relative to dir
+  data.features = "features/therapy_grid.npy"  # grid store keyed by therapy_files.feature_key; "" none
+  data.feature_shape = (14, 14, 32)     # [G, G, C]: e.g. VGG conv5 (14, 14, 512), ViT-B/16 (14, 14, 768)
+  data.max_question_len = 16
+  data.max_answer_len = 6
+  data.max_answers = 4                  # answers per question (2-4 in the released files)
+  data.vocab_min_count = 1
+  if "real" in flags:
+    data.synthetic, data.dir, data.val_files, data.features = False, THERAPY_DIR, "", ""
+
+  config.model = m = ml_collections.ConfigDict()
+  m.inputs = "i+q+a"                    # models/grounding.py: q, q+a, i+q, i+q+a | i+q, i+q+a, i+a
+  m.embed_dim = 300
+  m.lstm_dim = 512
+  m.lstm_layers = 1
+  m.dropout = 0.5 if task == "grounding_class" else 0.1
+  if task == "grounding_class":
+    m.fused_dim = 512
+    m.attention_dim = 256
+    m.mlp_dims = (512,)
+  else:
+    m.cell_dim = 256
+  if "real" in flags:
+    m.inputs = "q+a"
+  unknown = set(model) - set(m.keys())
+  if unknown:
+    raise ValueError(f"'{name}': unknown config.model fields {sorted(unknown)}")
+  m.update(model)
+
+  config.optimizer = opt = ml_collections.ConfigDict()
+  opt.name = "adam"
+  opt.learning_rate = 1e-3
+  opt.lr_decay_per_step = 1.0
+  opt.rmsprop_decay = 0.9
+  opt.eps = 1e-8
+  opt.grad_clip = 0.0
+
+  config.batch_size = 128
+  config.eval_batch_size = 256
+  config.num_train_steps = 4000
+  config.log_every_steps = 100
+  config.eval_every_steps = 1000
+  config.keep_checkpoints = 3
+  if flags & {"cpu", "runlocal"}:
+    m.embed_dim, m.lstm_dim = 64, 128
+    if task == "grounding_class":
+      m.fused_dim, m.attention_dim, m.mlp_dims = 128, 64, (128,)
+    else:
+      m.cell_dim = 64
+    config.batch_size = 64
+    config.num_train_steps = 1000
+    config.eval_every_steps = 500
+  if "runlocal" in flags:
+    m.embed_dim, m.lstm_dim = 16, 32
+    if task == "grounding_class":
+      m.fused_dim, m.attention_dim, m.mlp_dims = 32, 16, (32,)
+    else:
+      m.cell_dim = 16
+    config.batch_size = config.eval_batch_size = 32
+    config.num_train_steps = 20
+    config.log_every_steps = 10
+    config.eval_every_steps = 10
+  config.lock()
+  return config

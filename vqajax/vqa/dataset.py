@@ -1,0 +1,198 @@
+"""Official VQA files -> numeric arrays, the only place where strings become ids.
+
+Every split is a dict of numpy arrays with one row per question (annotation-file
+order); the tf.data pipeline slices them and adds the image features.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+from absl import logging
+
+from vqajax.core import text
+from vqajax.vqa import files as vqa_files
+from vqajax.features.store import FeatureStore
+from vqajax.core.errors import InputError
+from vqajax.vqa.accuracy import kernel as vqa_accuracy
+
+ANSWER_TYPES = ("yes/no", "number", "other", "unanswerable")
+SOURCES = ("raw", "tfds")  # config.data.source: the official files, or a prepared TFDS dataset
+
+
+@dataclasses.dataclass
+class VQAData:
+  train: dict[str, np.ndarray]
+  val: dict[str, np.ndarray]
+  vocab: text.Vocab
+  answers: text.TopK
+  store: FeatureStore
+  question_types: list[str]          # index -> name, for `question_type` ids
+  val_records: list[tuple[dict, dict]]  # (question, annotation) of the val split
+  val_info: dict[str, str]           # data_type / data_subtype, for official result names
+  table_ids: dict[str, np.ndarray]   # raw_ids / norm_ids of the answer table
+  bag_sizes: dict[str, int]          # bins of the bag-of-words inputs (question_bow, caption_bow)
+
+
+def resolve(config_data, name: str) -> str:
+  path = config_data[name]
+  return path if os.path.isabs(path) else os.path.join(config_data.dir, path)
+
+
+def read_split(config_data, split: str):
+  """(records, source, info) of a split: its (question, annotation) pairs in
+  annotation-file order, questions with `multiple_choices` when the config names the
+  split's multiple-choice file; what they came from (for errors); the questions'
+  data_type / data_subtype. `config_data.source` "tfds" reads them from the prepared
+  TFDS dataset `tfds_dir` instead of the files (`tfds_records`)."""
+  if config_data.source not in SOURCES:
+    raise InputError(f"config.data.source '{config_data.source}' is not one of {SOURCES}")
+  with_choices = bool(config_data.get(f"{split}_mc_questions"))
+  if config_data.source == "tfds":
+    from vqajax.core import tfds_records  # pylint: disable=g-import-not-at-top
+    questions, annotations, mc_questions, questions_path = tfds_records.read_vqa(
+        resolve(config_data, "tfds_dir"), split, config_data.format, with_choices)
+    annotations_path = mc_path = questions_path
+  else:
+    questions_path = resolve(config_data, f"{split}_questions")
+    annotations_path = resolve(config_data, f"{split}_annotations")
+    if config_data.format == "vizwiz":  # one file holds questions and answers
+      annotations_path = questions_path
+      questions, annotations = vqa_files.read_vizwiz(questions_path)
+    else:
+      questions = vqa_files.read_questions(questions_path)
+      annotations = vqa_files.read_annotations(annotations_path)
+    mc_path = resolve(config_data, f"{split}_mc_questions") if with_choices else ""
+    mc_questions = vqa_files.read_questions(mc_path) if with_choices else None
+  for i, a in enumerate(annotations["annotations"]):
+    if a["answer_type"] not in ANSWER_TYPES:
+      raise vqa_files.DataFileError(
+          f"{annotations_path}: annotations[{i}] answer_type '{a['answer_type']}' is not one of {ANSWER_TYPES}")
+  records = vqa_files.join(questions, annotations, questions_path, annotations_path)
+  if with_choices:
+    vqa_files.attach_choices([q for q, _ in records], mc_questions, mc_path)
+  info = {"data_type": questions.get("data_type", "mscoco"),
+          "data_subtype": questions.get("data_subtype", f"{split}2014")}
+  return records, questions_path, info
+
+
+@dataclasses.dataclass
+class _Encoders:
+  """What turns records into arrays; built from the training split."""
+  vocab: text.Vocab
+  answers: text.TopK
+  question_bag: text.QuestionBag
+  caption_words: text.TopK | None
+  question_types: dict[str, int]
+  interner: vqa_accuracy.Interner
+  max_len: int
+
+
+def _caption_bags(image_ids, captions: dict[int, list[str]], path: str, table: text.TopK) -> np.ndarray:
+  """[N, width] caption-word indices of each image's captions together (-1 padded)."""
+  by_image = {}
+  for image_id in dict.fromkeys(image_ids):
+    if image_id not in captions:
+      raise vqa_files.DataFileError(f"{path}: no caption for image_id {image_id}")
+    by_image[image_id] = [w for c in captions[image_id] for w in text.tokenize(c)]
+  width = max(int((table.index(words) >= 0).sum()) for words in by_image.values())
+  per_image = text.bag_indices(list(by_image.values()), table, max(width, 1))
+  row = {image_id: i for i, image_id in enumerate(by_image)}
+  return per_image[[row[i] for i in image_ids]]
+
+
+def _arrays(records, source, enc: _Encoders, store, captions=None):
+  questions = [q for q, _ in records]
+  annotations = [a for _, a in records]
+  token_lists = [text.tokenize(q["question"]) for q in questions]
+  tokens, lengths = enc.vocab.encode(token_lists, enc.max_len)
+  image_ids = [q["image_id"] for q in questions]
+  out = {
+      "question_id": np.array([q["question_id"] for q in questions], np.int64),
+      "image_row": store.rows(image_ids, source).astype(np.int32),
+      "tokens": tokens,
+      "length": lengths,
+      "question_bow": enc.question_bag.indices(token_lists, enc.max_len),
+      "label": enc.answers.index(a["multiple_choice_answer"] for a in annotations),
+      "answer_type": np.array([ANSWER_TYPES.index(a["answer_type"]) for a in annotations], np.int32),
+      "question_type": np.array([enc.question_types[a["question_type"]] for a in annotations], np.int32),
+  }
+  if captions is not None:
+    out["caption_bow"] = _caption_bags(image_ids, *captions, enc.caption_words)
+  out.update(vqa_accuracy.encode_targets(annotations, enc.interner))
+  if "multiple_choices" in questions[0]:
+    width = max(len(q["multiple_choices"]) for q in questions)
+    choice_index = np.full((len(questions), width), -1, np.int32)
+    choice_raw = np.full((len(questions), width), -1, np.int32)
+    choice_norm = np.full((len(questions), width), -1, np.int32)
+    for i, q in enumerate(questions):
+      n = len(q["multiple_choices"])
+      choice_index[i, :n] = enc.answers.index(q["multiple_choices"])
+      choice_raw[i, :n], choice_norm[i, :n] = vqa_accuracy.encode_answer_table(q["multiple_choices"], enc.interner)
+    out.update(choice_index=choice_index, choice_raw=choice_raw, choice_norm=choice_norm)
+  return out
+
+
+def read_train_records(config_data):
+  """The training (question, annotation) records and their source file, after the
+  confidence filter when `config_data.confident_only`."""
+  records, source, _ = read_split(config_data, "train")
+  if config_data.confident_only:
+    questions = {q["question_id"]: q for q, _ in records}
+    kept = text.confident_only([a for _, a in records])
+    print(f"confidence filter: {len(kept)} of {len(records)} training questions kept")
+    records = [(questions[a["question_id"]], a) for a in kept]
+  return records, source
+
+
+def _read_captions(config_data, split: str):
+  """({image_id: [caption, ...]}, path) of the split's COCO captions file, or None."""
+  if not config_data.get(f"{split}_captions"):
+    return None
+  path = resolve(config_data, f"{split}_captions")
+  return vqa_files.read_captions(path), path
+
+
+def load(config_data) -> VQAData:
+  """Reads train and val files and the feature store named by `config.data`."""
+  train_records, train_source = read_train_records(config_data)
+  val_records, val_source, val_info = read_split(config_data, "val")
+
+  answers = text.TopK.build((a["multiple_choice_answer"] for _, a in train_records),
+                            config_data.num_answers)
+  covered = np.mean(answers.index(a["multiple_choice_answer"] for _, a in train_records) >= 0)
+  logging.info("Top-%d answers cover %.2f%% of training questions", len(answers), 100 * covered)
+  print(f"answer table: top {len(answers)} answers cover {100 * covered:.2f}% of training questions")
+
+  train_tokens = [text.tokenize(q["question"]) for q, _ in train_records]
+  vocab = text.Vocab.build(train_tokens, config_data.vocab_min_count)
+  print(f"question vocabulary: {len(vocab)} entries (min count {config_data.vocab_min_count}, with PAD and UNK)")
+
+  store = FeatureStore(resolve(config_data, "features"))
+  store.check_shape(tuple(config_data.feature_shape))
+  captions = {split: _read_captions(config_data, split) for split in ("train", "val")}
+  if (captions["train"] is None) != (captions["val"] is None):
+    raise vqa_files.DataFileError("config.data: give both train_captions and val_captions, or neither")
+  caption_words = None if captions["train"] is None else text.TopK.build(
+      (w for c in captions["train"][0].values() for s in c for w in text.tokenize(s)),
+      config_data.caption_words)
+  question_types = sorted({a["question_type"] for _, a in train_records + val_records})
+  enc = _Encoders(vocab=vocab, answers=answers,
+                  question_bag=text.QuestionBag.build(train_tokens, config_data.bow_words,
+                                                      config_data.bow_lead_words),
+                  caption_words=caption_words,
+                  question_types={t: i for i, t in enumerate(question_types)},
+                  interner=vqa_accuracy.Interner(), max_len=config_data.max_question_len)
+  raw_ids, norm_ids = vqa_accuracy.encode_answer_table(answers.answers, enc.interner)
+  train = _arrays(train_records, train_source, enc, store, captions["train"])
+  if config_data.drop_unknown_answers:
+    train = {k: v[train["label"] >= 0] for k, v in train.items()}
+  bag_sizes = {"question_bow": enc.question_bag.size}
+  if caption_words is not None:
+    bag_sizes["caption_bow"] = len(caption_words)
+  return VQAData(train=train, val=_arrays(val_records, val_source, enc, store, captions["val"]),
+                 vocab=vocab, answers=answers, store=store, question_types=question_types,
+                 val_records=val_records, val_info=val_info,
+                 table_ids={"raw_ids": raw_ids, "norm_ids": norm_ids}, bag_sizes=bag_sizes)

@@ -1,0 +1,147 @@
+"""vqajax-report: the paper's tables and figures from finished runs.
+
+  vqajax-report table2 RUN... --out DIR          Table II (open-ended + multiple-choice)
+  vqajax-report question-types RUN... --out DIR  Table III (accuracy per question type)
+  vqajax-report answers RUN... --out DIR         Fig. 9 / Fig. 10 (PNG + CSV per run)
+  vqajax-report humans --annotations F --out DIR inter-human agreement (Table I style)
+
+A RUN is [NAME=]PATH: a results directory, a training workdir (its newest results/step_N;
+a workdir with checkpoints but no results is evaluated first, from its run.json), or a
+workdir of `vqajax-baselines` (one row per baseline). Question types and answers come
+from the val annotations: --annotations, or the file named by the first run's run.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Sequence
+
+from vqajax.vqa import reports
+from vqajax.vqa import answers
+from vqajax.vqa import humans
+from vqajax.core.errors import InputError, exit_status
+
+def _run_config(workdir: str):
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  path = os.path.join(workdir, reports.RUN_FILE)
+  if not os.path.exists(path):
+    return None
+  return ml_collections.ConfigDict(reports.read_json(path)["config"])
+
+
+def _evaluate_if_needed(path: str) -> None:
+  """A training workdir with checkpoints but no results: evaluate its newest checkpoint."""
+  config = _run_config(path)
+  if (config is None or os.path.isdir(os.path.join(path, "results"))
+      or not os.path.isdir(os.path.join(path, "checkpoints"))):
+    return
+  from vqajax.core import evaluate  # pylint: disable=g-import-not-at-top
+  print(f"{path}: no results yet, evaluating the newest checkpoint")
+  evaluate.evaluate_checkpoints(config, path)
+
+
+def collect(runs: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+  """({row name: results dir}, workdirs) of the RUN arguments, in order."""
+  found, workdirs = {}, []
+  for run in runs:
+    name, _, path = ("", "", run) if os.path.exists(run) else run.rpartition("=")
+    _evaluate_if_needed(path)
+    rows = reports.find_results(path)
+    if name:
+      if len(rows) > 1:
+        raise InputError(f"{run}: a name is given but {path} holds several runs {sorted(rows)}")
+      rows = {name: next(iter(rows.values()))}
+    duplicate = set(rows) & set(found)
+    if duplicate:
+      raise InputError(f"{run}: row name(s) {sorted(duplicate)} already used; name it NAME=PATH")
+    found.update(rows)
+    workdirs.append(path)
+  return found, workdirs
+
+
+def _annotations(given: str | None, workdirs: Sequence[str]) -> list[dict]:
+  from vqajax.vqa import dataset as vqa_dataset
+  from vqajax.vqa import files as vqa_files  # pylint: disable=g-import-not-at-top
+  if given is None:
+    config = next((c for c in map(_run_config, workdirs) if c is not None), None)
+    if config is None:
+      raise InputError("no --annotations given and no run.json in the runs to take it from")
+    given = vqa_dataset.resolve(config.data, "val_annotations")
+  return vqa_files.read_annotations(given)["annotations"]
+
+
+def _results(results_dir: str) -> dict[int, str]:
+  path = reports.official_file(results_dir, "OpenEnded", "results")
+  return {r["question_id"]: r["answer"] for r in reports.read_json(path)}
+
+
+def table2(args) -> None:
+  rows, _ = collect(args.runs)
+  columns, table = reports.table2({name: reports.read_scores(d) for name, d in rows.items()})
+  print(reports.write_table(args.out, "table2", columns, table))
+
+
+def question_types(args) -> None:
+  rows, workdirs = collect(args.runs)
+  annotations = _annotations(args.annotations, workdirs)
+  human = humans.human_agreement(annotations)["perQuestionType"]
+  counts: dict[str, int] = {}
+  for a in annotations:
+    counts[a["question_type"]] = counts.get(a["question_type"], 0) + 1
+  per_type = {name: reports.read_json(reports.official_file(d, "OpenEnded", "accuracy"))["perQuestionType"]
+              for name, d in rows.items()}
+  table = [{"question type": t, "share %": 100 * counts[t] / len(annotations),
+            **{name: acc.get(t) for name, acc in per_type.items()}, "human": human[t]}
+           for t in sorted(counts)]
+  columns = ["question type", "share %", *rows, "human"]
+  print(reports.write_table(args.out, "table3", columns, table))
+
+
+def answer_figures(args) -> None:
+  rows, workdirs = collect(args.runs)
+  annotations = _annotations(args.annotations, workdirs)
+  for name, results_dir in rows.items():
+    per_question = reports.read_json(reports.official_file(results_dir, "OpenEnded", "evalQA"))
+    written = answers.write_figures(
+        args.out, name, answers.correct_given_answer(annotations, per_question, args.top),
+        answers.answer_given_correct(_results(results_dir), per_question, args.top))
+    print("\n".join(written))
+
+
+def human_table(args) -> None:
+  """Table I's "Question + Image" human row: All and per answer type."""
+  agreement = humans.human_agreement(_annotations(args.annotations, []))
+  by_type = {"": agreement["overall"], **{f"/{t}": v for t, v in agreement["perAnswerType"].items()}}
+  row = {"input": "Question + Image", **{c: by_type.get(suffix) for c, suffix in reports.COLUMNS}}
+  print(reports.write_table(args.out, "humans", ["input", *(c for c, _ in reports.COLUMNS)], [row]))
+
+
+def _parser() -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(prog="vqajax-report", description=__doc__.split("\n")[0])
+  commands = parser.add_subparsers(dest="command", required=True)
+  for name, fn, runs, help_ in (("table2", table2, True, "Table II"),
+                                ("question-types", question_types, True, "Table III"),
+                                ("answers", answer_figures, True, "Fig. 9 and Fig. 10"),
+                                ("humans", human_table, False, "inter-human agreement")):
+    command = commands.add_parser(name, help=help_)
+    command.set_defaults(fn=fn)
+    if runs:
+      command.add_argument("runs", nargs="+", metavar="RUN", help="[NAME=]PATH")
+    command.add_argument("--out", required=True, help="output directory")
+    if name != "table2":
+      command.add_argument("--annotations", required=name == "humans",
+                           help="val annotations JSON (default: from the first run's run.json)")
+    if name == "answers":
+      command.add_argument("--top", type=int, default=50, help="answers per figure")
+  return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  args = _parser().parse_args(argv)
+  return exit_status("vqajax-report", lambda: args.fn(args))
+
+
+if __name__ == "__main__":
+  sys.exit(main())

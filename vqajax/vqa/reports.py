@@ -1,0 +1,167 @@
+"""Result tables (the paper's Tables II, III, IV) from official results directories.
+
+A results directory holds official `*_results.json` files with their `*_accuracy.json`
+and `*_evalQA.json` (as written by `tasks.vqa.write_official`). Tables are written as
+Markdown, CSV and JSON (a list of row objects) together.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import io
+import json
+import os
+import re
+from typing import Any, Sequence
+
+from vqajax.core.errors import InputError
+from vqajax.core.files import write_atomic_many, write_json_atomic
+
+RUN_FILE = "run.json"  # in a workdir: its config and data sizes, for reports
+COLUMNS = (("All", ""), ("Yes/No", "/yes/no"), ("Number", "/number"), ("Other", "/other"))
+TASKS = (("OpenEnded", "accuracy", "OE"), ("MultipleChoice", "mc_accuracy", "MC"))
+
+
+def accuracy_table(rows: dict[str, dict[str, float]]) -> str:
+  """Markdown table: one row per run and task, columns All / Yes/No / Number / Other."""
+  lines = ["| run | task | " + " | ".join(c for c, _ in COLUMNS) + " |",
+           "|---|---|" + "---:|" * len(COLUMNS)]
+  for name, metrics in rows.items():
+    for task, key in (("open-ended", "accuracy"), ("multiple-choice", "mc_accuracy")):
+      if key in metrics:
+        cells = [metrics.get(key + suffix) for _, suffix in COLUMNS]
+        lines.append(f"| {name} | {task} | " + " | ".join(
+            "-" if v is None else f"{v:.2f}" for v in cells) + " |")
+  return "\n".join(lines)
+
+
+def metrics_from_official(scores: dict[str, dict]) -> dict[str, float]:
+  """{task: official accuracy dict} -> the flat names of `accuracy_table`."""
+  keys = {task: key for task, key, _ in TASKS}
+  metrics = {}
+  for task, accuracy in scores.items():
+    metrics[keys[task]] = accuracy["overall"]
+    metrics.update({f"{keys[task]}/{t}": v for t, v in accuracy["perAnswerType"].items()})
+  return metrics
+
+
+# ---------------------------------------------------------------------------- results dirs
+
+def write_run_file(workdir: str, config, sizes: dict) -> None:
+  """workdir/run.json: the config of a run and the sizes of its data (its task's `sizes`)."""
+  write_json_atomic(os.path.join(workdir, RUN_FILE), {"config": config.to_dict(), "data": sizes},
+                    make_dirs=True)
+
+
+def _official(results_dir: str, task: str, kind: str) -> str | None:
+  found = sorted(glob.glob(os.path.join(glob.escape(results_dir), f"*{task}_*_{kind}.json")))
+  if len(found) > 1:
+    raise InputError(f"{results_dir}: several {task} {kind} files: {found}")
+  return found[0] if found else None
+
+
+def official_file(results_dir: str, task: str, kind: str) -> str:
+  """The path of the `kind` ('results', 'accuracy', 'evalQA') file of `task`."""
+  path = _official(results_dir, task, kind)
+  if path is None:
+    raise InputError(f"{results_dir}: no {task} *_{kind}.json file")
+  return path
+
+
+def read_json(path: str) -> Any:
+  try:
+    with open(path, encoding="utf-8") as f:
+      return json.load(f)
+  except (OSError, json.JSONDecodeError) as e:
+    raise InputError(f"{path}: cannot read JSON ({e})") from None
+
+
+def read_scores(results_dir: str) -> dict[str, float]:
+  """The flat metrics of a results directory (open-ended, and multiple-choice if present)."""
+  scores = {task: read_json(path) for task, _, _ in TASKS
+            if (path := _official(results_dir, task, "accuracy")) is not None}
+  if "OpenEnded" not in scores:
+    raise InputError(f"{results_dir}: no OpenEnded *_accuracy.json file")
+  return metrics_from_official(scores)
+
+
+def _step(name: str) -> int:
+  return int(re.fullmatch(r"step_(\d+)", name).group(1))
+
+
+def find_results(path: str) -> dict[str, str]:
+  """{row name: results dir} of a RUN argument: a results directory itself; a training
+  workdir (its newest results/step_N); or a workdir of baselines (every results/<name>,
+  alphabetically)."""
+  if _official(path, "OpenEnded", "accuracy"):
+    return {os.path.basename(os.path.normpath(path)): path}
+  results = os.path.join(path, "results")
+  entries = sorted(os.listdir(results)) if os.path.isdir(results) else []
+  steps = [e for e in entries if re.fullmatch(r"step_\d+", e)]
+  name = os.path.basename(os.path.normpath(path))
+  if steps:
+    return {name: os.path.join(results, max(steps, key=_step))}
+  found = {e: os.path.join(results, e) for e in entries
+           if _official(os.path.join(results, e), "OpenEnded", "accuracy")}
+  if not found:
+    raise InputError(f"{path}: no official results (expected *_accuracy.json files, "
+                     "results/step_N/ or results/<baseline>/)")
+  return found
+
+
+# ---------------------------------------------------------------------------- tables
+
+def markdown(columns: Sequence[str], rows: Sequence[dict]) -> str:
+  fmt = lambda v: "-" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v)
+  numeric = [any(isinstance(r.get(c), (int, float)) for r in rows) for c in columns]
+  lines = ["| " + " | ".join(columns) + " |",
+           "|" + "".join("---:|" if n else "---|" for n in numeric)]
+  lines += ["| " + " | ".join(fmt(r.get(c)) for c in columns) + " |" for r in rows]
+  return "\n".join(lines) + "\n"
+
+
+def csv_text(columns: Sequence[str], rows: Sequence[dict]) -> str:
+  buf = io.StringIO()
+  writer = csv.writer(buf, lineterminator="\n")
+  writer.writerow(columns)
+  writer.writerows([("" if r.get(c) is None else r.get(c)) for c in columns] for r in rows)
+  return buf.getvalue()
+
+
+def write_table(out_dir: str, name: str, columns: Sequence[str], rows: Sequence[dict]) -> str:
+  """Writes out_dir/name.{md,csv,json} together; returns the Markdown."""
+  text = markdown(columns, rows)
+  base = os.path.join(out_dir, name)
+  write_atomic_many({base + ".md": text, base + ".csv": csv_text(columns, rows),
+                     base + ".json": [{c: r.get(c) for c in columns} for r in rows]}, make_dirs=True)
+  return text
+
+
+def task_columns(tasks: Sequence[tuple[str, str, str]] = TASKS) -> list[tuple[str, str]]:
+  """[(column name, metric key)]: 'OE All', 'OE Yes/No', ... then 'MC ...'."""
+  return [(f"{short} {column}", key + suffix) for _, key, short in tasks for column, suffix in COLUMNS]
+
+
+def table2(runs: dict[str, dict[str, float]]) -> tuple[list[str], list[dict]]:
+  """Table II: one row per run, open-ended and multiple-choice accuracy by answer type."""
+  cols = task_columns()
+  rows = [{"run": name, **{c: metrics.get(k) for c, k in cols}} for name, metrics in runs.items()]
+  return ["run"] + [c for c, _ in cols], rows
+
+
+def table4(points: dict[str, dict[str, float]], info: dict[str, dict], base: str
+           ) -> tuple[list[str], list[dict]]:
+  """Table IV: open-ended accuracy of each ablation and its difference to `base`, with
+  the vocabulary size and K of each point (`info`: the data sizes of its run)."""
+  cols = task_columns(TASKS[:1])
+  rows = []
+  for name, metrics in points.items():
+    row = {"point": name, "vocab": info.get(name, {}).get("vocab_size"),
+           "K": info.get(name, {}).get("num_answers")}
+    for c, k in cols:
+      row[c] = metrics.get(k)
+      base_value = points.get(base, {}).get(k)
+      row[f"Δ {c}"] = None if row[c] is None or base_value is None else row[c] - base_value
+    rows.append(row)
+  return ["point", "vocab", "K"] + [c for c, _ in cols] + [f"Δ {c}" for c, _ in cols], rows

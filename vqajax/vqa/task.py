@@ -1,0 +1,173 @@
+"""The VQA classification task: data, model, loss, predictions and masked metric sums
+(jittable), and the official results files (the task contract: `vqajax/core/task.py`)."""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from vqajax.vqa import reports
+from vqajax.vqa.accuracy import score
+from vqajax.core import sharding
+from vqajax.synthetic.vqa import write as synthetic
+from vqajax.vqa import dataset as vqa_dataset
+from vqajax.core import pipeline
+from vqajax.core.pipeline import INPUT_KEYS
+from vqajax.vqa.dataset import ANSWER_TYPES
+from vqajax.core.files import write_atomic_many
+from vqajax.vqa.accuracy import kernel as vqa_accuracy
+from vqajax.vqa import models as vqa_models
+
+BEST_METRIC = "accuracy"
+TRAIN_KEYS = pipeline.TRAIN_KEYS
+EVAL_KEYS = INPUT_KEYS + ("label", "question_id", "answer_type", "question_type",
+                          "gt_ids", "gt_dup", "gt_valid", "unanimous")
+MC_KEYS = ("choice_index", "choice_raw", "choice_norm")
+
+
+def load(config) -> vqa_dataset.VQAData:
+  """Loads config.data, first writing the embedded synthetic dataset if asked and absent."""
+  data = config.data
+  if data.synthetic:
+    if not data.dir:
+      data.dir = os.path.join(os.path.expanduser("~/.cache/vqajax/synthetic"),
+                              f"{data.synthetic_scale}-seed{config.seed}")
+    if not os.path.exists(os.path.join(data.dir, "MANIFEST.json")):  # written last: complete
+      synthetic.generate(data.dir, seed=config.seed, scale=data.synthetic_scale)
+  return vqa_dataset.load(data)
+
+
+def sizes(data: vqa_dataset.VQAData) -> dict[str, int]:
+  """The data sizes recorded in run.json."""
+  return {"train_questions": len(data.train["label"]), "val_questions": len(data.val["question_id"]),
+          "vocab_size": len(data.vocab), "num_answers": len(data.answers)}
+
+
+build_model = vqa_models.build
+
+
+def loss(logits, batch):
+  """Mean softmax cross-entropy over examples whose answer is in the table (label >= 0)."""
+  labels = batch["label"]
+  valid = labels >= 0
+  ce = optax.softmax_cross_entropy_with_integer_labels(logits, jnp.maximum(labels, 0))
+  return jnp.sum(jnp.where(valid, ce, 0.0)) / jnp.maximum(jnp.sum(valid), 1)
+
+
+def multiple_choice(logits, choice_index):
+  """Index of the best-scoring choice among those in the answer table.
+
+  When none of a question's choices is in the table the model has no score for any of
+  them and the first choice (file order) is answered.
+  """
+  scores = jnp.take_along_axis(logits, jnp.maximum(choice_index, 0), axis=-1)
+  scores = jnp.where(choice_index >= 0, scores, -jnp.inf)
+  return jnp.argmax(scores, axis=-1)  # all -inf -> 0, the first choice
+
+
+def _accuracy(pred_ids, batch):
+  return vqa_accuracy.question_accuracy(pred_ids, batch["gt_ids"], batch["gt_dup"], batch["gt_valid"])
+
+
+def predict(logits, batch, table_ids):
+  """Per-question predictions and official accuracies, open-ended and multiple-choice."""
+  answer = jnp.argmax(logits, axis=-1)
+  out = {"answer": answer, "accuracy": _accuracy(
+      vqa_accuracy.pred_ids_from_table(answer, batch["unanimous"], table_ids["raw_ids"],
+                                       table_ids["norm_ids"], xp=jnp), batch)}
+  if "choice_index" in batch:
+    choice = multiple_choice(logits, batch["choice_index"])
+    pick = lambda ids: jnp.take_along_axis(ids, choice[:, None], axis=-1)[:, 0]
+    mc_ids = jnp.where(batch["unanimous"], pick(batch["choice_raw"]), pick(batch["choice_norm"]))
+    out.update(mc_choice=choice, mc_accuracy=_accuracy(mc_ids, batch))
+  return out
+
+
+def metric_sums(predictions, batch, num_answer_types: int, num_question_types: int):
+  """Masked (sum, count) pairs: overall, per answer type and per question type."""
+  mask = batch["mask"].astype(jnp.float32)
+  by_answer_type = jax.nn.one_hot(batch["answer_type"], num_answer_types) * mask[:, None]
+  by_question_type = jax.nn.one_hot(batch["question_type"], num_question_types) * mask[:, None]
+  sums = {"count": mask.sum(), "count_per_answer_type": by_answer_type.sum(0),
+          "count_per_question_type": by_question_type.sum(0)}
+  for name in ("accuracy", "mc_accuracy"):
+    if name in predictions:
+      acc = predictions[name]
+      sums[name] = (acc * mask).sum()
+      sums[f"{name}_per_answer_type"] = acc @ by_answer_type
+      sums[f"{name}_per_question_type"] = acc @ by_question_type
+  return sums
+
+
+# ---------------------------------------------------------------------------- evaluation
+
+def eval_keys(data: vqa_dataset.VQAData) -> tuple[str, ...]:
+  return EVAL_KEYS + (MC_KEYS if "choice_index" in data.val else ())
+
+
+def make_eval_step(model, data: vqa_dataset.VQAData, mesh):
+  """(params, batch) -> (predictions, metric sums), to be jitted."""
+  table_ids = jax.device_put(data.table_ids, sharding.replicated(mesh))
+  num_types = (len(ANSWER_TYPES), len(data.question_types))
+
+  def eval_step(params, batch):
+    logits = model.apply({"params": params}, batch, train=False)
+    predictions = predict(logits, batch, table_ids)
+    return predictions, metric_sums(predictions, batch, *num_types)
+
+  return eval_step
+
+
+def summarise(totals) -> dict[str, float]:
+  """Accuracies in percent, overall and per answer type."""
+  metrics = {}
+  for name in ("accuracy", "mc_accuracy"):
+    if name not in totals:
+      continue
+    metrics[name] = 100 * totals[name] / totals["count"]
+    for i, answer_type in enumerate(ANSWER_TYPES):
+      count = totals["count_per_answer_type"][i]
+      if count:
+        metrics[f"{name}/{answer_type}"] = 100 * totals[f"{name}_per_answer_type"][i] / count
+  return {k: float(v) for k, v in metrics.items()}
+
+
+def results_name(prefix: str, task: str, info: dict, alg: str, kind: str = "results") -> str:
+  """Official naming, e.g. v2_OpenEnded_mscoco_val2014_<alg>_results.json."""
+  return f"{prefix}{task}_{info['data_type']}_{info['data_subtype']}_{alg}_{kind}.json"
+
+
+def write_official(out_dir: str, config, data, alg: str, predicted: dict[str, dict[int, str]],
+                   metrics: dict) -> dict[str, dict]:
+  """Writes, all or nothing, the official results files of `predicted` ({task: {qid: answer}},
+  task 'OpenEnded' / 'MultipleChoice'), their official `_accuracy` and `_evalQA` scores,
+  and `metrics.json`; returns {task: official accuracy}."""
+  annotations = [a for _, a in data.val_records]
+  outputs, scores = {os.path.join(out_dir, "metrics.json"): metrics}, {}
+  for task, results in predicted.items():
+    prefix = config.data.results_prefix if task == "OpenEnded" else ""  # MC exists in v1 only
+    name = lambda kind: os.path.join(out_dir, results_name(prefix, task, data.val_info, alg, kind))
+    scores[task], per_question = score.accuracy_of(annotations, results)
+    outputs[name("results")] = [{"question_id": q, "answer": a} for q, a in results.items()]
+    outputs[name("accuracy")] = scores[task]
+    outputs[name("evalQA")] = per_question
+  write_atomic_many(outputs, make_dirs=True)
+  return scores
+
+
+def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) -> None:
+  """The official results files of the val predictions (host arrays in split order)."""
+  questions = [q for q, _ in data.val_records]
+  answers = data.answers.answers
+  predicted = {"OpenEnded": {q["question_id"]: answers[i] for q, i in zip(questions, predictions["answer"])}}
+  if "mc_choice" in predictions:
+    predicted["MultipleChoice"] = {q["question_id"]: q["multiple_choices"][c]
+                                   for q, c in zip(questions, predictions["mc_choice"])}
+  write_official(out_dir, config, data, config.name, predicted, metrics)
+
+
+def table(name: str, metrics: dict[str, float]) -> str:
+  return reports.accuracy_table({name: metrics})
