@@ -70,9 +70,9 @@ def worker(store_path: str, train_steps: int) -> dict:
   """Pipeline alone for an epoch, then training on it; runs in its own process."""
   import jax
   from jax_vqa import JaxTrainer, vqa_lengths
+
   from experiments.vqa import deeper_lstm_norm_i
-  from vqajax.core import sharding
-  from vqajax.core import pipeline
+  from vqajax.core import pipeline, sharding
   from vqajax.features.store import FeatureStore
 
   store = FeatureStore(store_path)

@@ -36,13 +36,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from vqajax.vqa import files as vqa_files  # noqa: E402
 from tests.reference import reference_accuracy  # noqa: E402
+from vqajax.core import official_files
 from vqajax.vqa.accuracy.cache import encode_annotations, question_info  # noqa: E402
-from vqajax.vqa.accuracy.kernel import (Interner, encode_predictions,  # noqa: E402
-                                         encode_targets, question_accuracy)
-from vqajax.vqa.accuracy.score import (evaluate_files, read_annotations, read_questions,  # noqa: E402
-                          read_results, score_encoded)
+from vqajax.vqa.accuracy.kernel import Interner, encode_predictions, encode_targets, question_accuracy  # noqa: E402
+from vqajax.vqa.accuracy.score import evaluate_files, read_annotations, read_questions, read_results, score_encoded  # noqa: E402
 
 _OBJECTS = ['dog', 'cat', 'man', 'woman', 'car', 'bus', 'tree', 'table', 'pizza', 'horse',
             'frisbee', 'kite', 'umbrella', 'train', 'clock', 'bench', 'sheep', 'laptop']
@@ -121,7 +119,7 @@ def uncached_phases(paths: list[str]) -> dict[str, float]:
     """Seconds per phase of an uncached `evaluate_files` run, JSON parsing counted apart."""
     gc.disable()  # as evaluate_files does
     try:
-        parse = [_timed(lambda: vqa_files.load_json(p))[1] for p in paths]
+        parse = [_timed(lambda: official_files.load_json(p))[1] for p in paths]
         questions, t_questions = _timed(lambda: question_info(read_questions(paths[0])))
         annotations, t_validate = _timed(lambda: read_annotations(paths[1]))
         encoded, t_encode = _timed(lambda: encode_annotations(annotations))

@@ -24,18 +24,19 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # experiments/
 
-import torch  # noqa: E402  (torch and its compiler stack first: the triton extension
-import torch._dynamo  # noqa: E402,F401  that torch.optim loads segfaults when loaded after TensorFlow)
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
+import torch  # noqa: E402  (torch and its compiler stack first: the triton extension
+import torch._dynamo  # noqa: E402,F401  that torch.optim loads segfaults when loaded after TensorFlow)
+from jax_vqa import MAX_LEN, JaxTrainer, make_batches, vqa_lengths  # noqa: E402
 
 from experiments.vqa import deeper_lstm_norm_i  # noqa: E402
-from jax_vqa import MAX_LEN, JaxTrainer, make_batches, vqa_lengths  # noqa: E402
 from vqajax.core import sharding  # noqa: E402
 from vqajax.core.pipeline import bucket_length  # noqa: E402
 from vqajax.nn.question import LSTMEncoder  # noqa: E402
+
 
 def lstm_flops(m, lengths):
   """Useful forward matmul FLOPs of the question LSTM on questions of `lengths` words."""

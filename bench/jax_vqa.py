@@ -7,11 +7,11 @@ import jax
 import numpy as np
 
 from vqajax.core import sharding
-from vqajax.core.pipeline import bucket_length
 from vqajax.core.experiment import TrainState, make_optimizer
+from vqajax.core.pipeline import bucket_length
+from vqajax.core.train import make_train_step
 from vqajax.vqa import models as vqa_models
 from vqajax.vqa import task as vqa_task
-from vqajax.core.train import make_train_step
 
 MAX_LEN = 26
 

@@ -8,9 +8,8 @@ from fractions import Fraction
 import matplotlib.image
 import pytest
 
-from vqajax.vqa import answers
-from vqajax.vqa import humans
 from vqajax.core.errors import InputError
+from vqajax.vqa import answers, humans
 from vqajax.vqa.accuracy.normalize import normalize
 
 

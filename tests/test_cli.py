@@ -15,7 +15,7 @@ CONFIG = f"{ROOT}/experiments/vqa/deeper_lstm_norm_i.py:runlocal"
 
 
 def _train_cmd(data_dir, workdir, *flags):
-  return [sys.executable, "-c", "from vqajax.cli import train_entry; train_entry()",
+  return [sys.executable, "-c", "import sys; from vqajax.cli import main; sys.exit(main(['train', *sys.argv[1:]]))",
           f"--config={CONFIG}", f"--workdir={workdir}", f"--config.data.dir={data_dir}", *flags]
 
 
@@ -34,7 +34,7 @@ def _fails_cleanly(cmd, expected, workdir):
   proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
   assert proc.returncode == 2, proc.stderr[-2000:]
   last = proc.stderr.strip().splitlines()[-1]
-  assert last.startswith("error: ") and expected in last, last
+  assert last.startswith("vqajax train: error: ") and expected in last, last
   assert not os.path.exists(os.path.join(workdir, "checkpoints")) or not os.listdir(
       os.path.join(workdir, "checkpoints"))
 

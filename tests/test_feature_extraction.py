@@ -15,15 +15,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from vqajax.features import cli
-from vqajax.features import extract
-from vqajax.features import images
-from vqajax.features import models
-from vqajax.features import weights
 from experiments.vqa import i as image_only
+from vqajax import cli as front_door
 from vqajax.core import train
-from vqajax.features.store import FeatureStore
 from vqajax.core.errors import InputError
+from vqajax.features import cli, extract, images, models, weights
+from vqajax.features.store import FeatureStore
 
 SAMPLE_DATA = os.path.join(os.path.dirname(__import__("matplotlib").__file__), "mpl-data", "sample_data")
 GRACE = os.path.join(SAMPLE_DATA, "grace_hopper.jpg")  # RGB JPEG, 512 x 600
@@ -260,7 +257,7 @@ def test_the_extracted_store_trains(tiny_data, tmp_path):
   assert summary.rows == len(needed) and not summary.unreadable
   config.data.features, config.data.feature_shape = out, (HIDDEN,)
   config.num_train_steps, config.eval_every_steps, config.log_every_steps = 4, 4, 2
-  metrics = train.train_and_evaluate(config, str(tmp_path / "run"), devices=jax.devices()[:1])
+  metrics = train.train_and_evaluate(front_door.task_of(config), config, str(tmp_path / "run"), devices=jax.devices()[:1])
   with open(tmp_path / "run" / "metrics.jsonl") as f:
     losses = [r["train/loss"] for r in map(json.loads, f) if "train/loss" in r]
   assert len(losses) == 2 and np.isfinite(losses).all() and metrics

@@ -11,8 +11,7 @@ import jax
 import numpy as np
 import pytest
 
-from vqajax.features import models
-from vqajax.features import weights
+from vqajax.features import models, weights
 
 torch = pytest.importorskip("torch")  # torch itself imports fine beside TensorFlow, torchvision not
 if importlib.util.find_spec("torchvision") is None:

@@ -26,7 +26,7 @@ def table2(tmp_path_factory):
   workdir = str(tmp_path_factory.mktemp("table2"))
   env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
   subprocess.run(
-      [sys.executable, "-m", "vqajax.core.sweep", f"{ROOT}/experiments/sweeps/vqa_table2.py:cpu",
+      [sys.executable, "-m", "vqajax", "sweep", f"{ROOT}/experiments/sweeps/vqa_table2.py:cpu",
        "--workdir", workdir, "--points", ",".join(("baselines",) + NEURAL),
        "--set", f"data.dir={data_dir}", "--set", f"num_train_steps={STEPS}",
        "--set", f"eval_every_steps={STEPS}"],

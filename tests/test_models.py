@@ -9,9 +9,9 @@ import pytest
 
 from experiments.vqa import deeper_lstm_norm_i
 from vqajax.core.errors import InputError
-from vqajax.vqa import models as vqa_models
 from vqajax.nn.lstm import masked_lstm
 from vqajax.nn.question import LSTMEncoder
+from vqajax.vqa import models as vqa_models
 
 
 def test_padding_never_changes_the_encoding():

@@ -30,7 +30,7 @@ def _free_port():
 
 
 def _command(data_dir, workdir, *extra):
-  return [sys.executable, "-c", "from vqajax.cli import train_entry; train_entry()",
+  return [sys.executable, "-c", "import sys; from vqajax.cli import main; sys.exit(main(['train', *sys.argv[1:]]))",
           f"--config={ROOT}/experiments/vqa/deeper_lstm_norm_i.py:runlocal", f"--workdir={workdir}",
           f"--config.data.dir={data_dir}", f"--config.num_train_steps={STEPS}",
           "--config.log_every_steps=1", f"--config.eval_every_steps={STEPS}", *extra]

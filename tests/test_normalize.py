@@ -2,9 +2,8 @@
 
 import pytest
 
-from vqajax.vqa.accuracy.normalize import (CONTRACTIONS, clean, normalize, process_digit_article,
-                                      process_punctuation)
 from vqajax.vqa.accuracy.kernel import round_official
+from vqajax.vqa.accuracy.normalize import CONTRACTIONS, clean, normalize, process_digit_article, process_punctuation
 
 
 @pytest.mark.parametrize('raw, expected', [

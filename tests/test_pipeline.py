@@ -1,8 +1,7 @@
 import jax
 import numpy as np
 
-from vqajax.core import sharding
-from vqajax.core import pipeline
+from vqajax.core import pipeline, sharding
 from vqajax.features.store import FeatureStore, write_store
 
 

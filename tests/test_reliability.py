@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tests.test_train import _config, _losses, _params
+from vqajax import cli
 from vqajax.core import train
 from vqajax.core.errors import InputError
 
@@ -26,12 +27,12 @@ def _damage(checkpoint_dir):
 
 def test_damaged_newest_checkpoint_resumes_from_the_previous_one(tiny_data, tmp_path, capsys):
   config = _config(tiny_data, num_train_steps=20, log_every_steps=5, eval_every_steps=10)
-  train.train_and_evaluate(config, str(tmp_path / "full"))
+  train.train_and_evaluate(cli.task_of(config), config, str(tmp_path / "full"))
   run = str(tmp_path / "damaged")
-  train.train_and_evaluate(config, run)
+  train.train_and_evaluate(cli.task_of(config), config, run)
   _damage(os.path.join(run, "checkpoints", "20"))
   capsys.readouterr()
-  train.train_and_evaluate(config, run)  # the newest (20) cannot be read: back to 10
+  train.train_and_evaluate(cli.task_of(config), config, run)  # the newest (20) cannot be read: back to 10
   out = capsys.readouterr().out
   assert "checkpoint at step 20 cannot be restored" in out and "resuming from step 10" in out
   assert os.path.isdir(os.path.join(run, "checkpoints.unreadable", "20"))  # kept for inspection
@@ -42,10 +43,10 @@ def test_damaged_newest_checkpoint_resumes_from_the_previous_one(tiny_data, tmp_
 
 def test_no_restorable_checkpoint_is_a_clear_error_and_moves_nothing(tiny_data, tmp_path):
   run = str(tmp_path / "run")
-  train.train_and_evaluate(_config(tiny_data, num_train_steps=10, eval_every_steps=10), run)
+  train.train_and_evaluate(cli.task_of(_config(tiny_data, num_train_steps=10, eval_every_steps=10)), _config(tiny_data, num_train_steps=10, eval_every_steps=10), run)
   wider = _config(tiny_data, num_train_steps=20, eval_every_steps=10, **{"model.fused_dim": 96})
   with pytest.raises(InputError, match=r"no checkpoint can be restored \(step 10: "):
-    train.train_and_evaluate(wider, run)  # the config changed: the shapes do not fit
+    train.train_and_evaluate(cli.task_of(wider), wider, run)  # the config changed: the shapes do not fit
   assert os.listdir(os.path.join(run, "checkpoints")) == ["10"]
   assert not os.path.exists(os.path.join(run, "checkpoints.unreadable"))
 
@@ -53,13 +54,13 @@ def test_no_restorable_checkpoint_is_a_clear_error_and_moves_nothing(tiny_data, 
 def test_non_finite_loss_names_its_step_and_saves_nothing_after_it(tiny_data, tmp_path):
   run = str(tmp_path / "run")
   config = _config(tiny_data, num_train_steps=30, log_every_steps=10, eval_every_steps=10)
-  train.train_and_evaluate(config, run)
+  train.train_and_evaluate(cli.task_of(config), config, run)
   diverging = _config(tiny_data, num_train_steps=60, log_every_steps=10, eval_every_steps=10,
                       **{"optimizer.learning_rate": float("inf")})
   # step 31 computes a finite loss, then its update makes the parameters inf / NaN
   with pytest.raises(train.NonFiniteLossError, match=r"non-finite loss at step 32; nothing was saved "
                                                      r"after it \(last good checkpoint: 30\)"):
-    train.train_and_evaluate(diverging, run)
+    train.train_and_evaluate(cli.task_of(diverging), diverging, run)
   assert sorted(os.listdir(os.path.join(run, "checkpoints"))) == ["10", "20", "30"]
 
 
@@ -72,7 +73,7 @@ def test_nan_features_are_one_clear_error(tiny_data, tmp_path):
     bad_image = int(f["image_ids"][3])
   config = _config(data, num_train_steps=200, log_every_steps=200, eval_every_steps=200)
   with pytest.raises(InputError) as error:
-    train.train_and_evaluate(config, str(tmp_path / "run"))
+    train.train_and_evaluate(cli.task_of(config), config, str(tmp_path / "run"))
   assert str(error.value) == f"{store}: the features of image_id {bad_image} are not finite (NaN or inf)"
 
 
@@ -88,7 +89,7 @@ def test_empty_very_long_and_non_ascii_questions_train_and_evaluate(tiny_data, t
   with open(path, "w") as f:
     json.dump(questions, f)
   config = _config(data, num_train_steps=2, log_every_steps=2, eval_every_steps=2)
-  metrics = train.train_and_evaluate(config, str(tmp_path / "run"))
+  metrics = train.train_and_evaluate(cli.task_of(config), config, str(tmp_path / "run"))
   assert 0 <= metrics["accuracy"] <= 100
   from vqajax.vqa import dataset as vqa_dataset  # pylint: disable=g-import-not-at-top
   lengths = vqa_dataset.load(config.data).val["length"][:3]

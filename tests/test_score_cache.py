@@ -9,10 +9,10 @@ import time
 import numpy as np
 import pytest
 
-from vqajax.vqa.accuracy import score
+from tests.reference import reference_accuracy
 from vqajax.core.errors import InputError
 from vqajax.vqa.accuracy import cache as score_cache
-from tests.reference import reference_accuracy
+from vqajax.vqa.accuracy import score
 
 _VARIANTS = ['red', 'Red', 'red.', ' red\n', 'blue', 'two', '2', 'a dog', 'dog', 'yes', 'Yes!',
              'dont', "don't", 'its', "it's", '1,000', '1000']

@@ -11,12 +11,19 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vqajax.vqa.accuracy import score
 from tests.reference import reference_accuracy
-from vqajax.vqa.accuracy.kernel import (Interner, aggregate_official, encode_answer_table,
-                                         encode_predictions, encode_targets,
-                                         percent_per_question, pred_ids_from_table,
-                                         question_accuracy, question_accuracy_exact)
+from vqajax.vqa.accuracy import score
+from vqajax.vqa.accuracy.kernel import (
+    Interner,
+    aggregate_official,
+    encode_answer_table,
+    encode_predictions,
+    encode_targets,
+    percent_per_question,
+    pred_ids_from_table,
+    question_accuracy,
+    question_accuracy_exact,
+)
 
 
 def _answers(strings, ids=True, confidence='yes'):
@@ -321,7 +328,7 @@ def test_cli_unwritable_output(tmp_path, capsys):
 
 def test_cli_as_module(tmp_path):
     q, a, r = _files(tmp_path, *_dataset())
-    proc = subprocess.run([sys.executable, '-m', 'vqajax.vqa.accuracy.score', '--questions', q,
+    proc = subprocess.run([sys.executable, '-m', 'vqajax', 'score', '--questions', q,
                            '--annotations', a, '--results', r], capture_output=True, text=True,
                           cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert proc.returncode == 0, proc.stderr

@@ -8,12 +8,10 @@ import shutil
 import matplotlib.image
 import pytest
 
-from vqajax.vqa import reports
-from vqajax.core import sweep
-from vqajax.vqa import report_cli
-from vqajax.vqa import humans
-from vqajax.core import text
 from tests.reference import reference_accuracy
+from vqajax import cli
+from vqajax.core import text
+from vqajax.vqa import humans, report_cli, reports
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SWEEPS = os.path.join(ROOT, "experiments", "sweeps")
@@ -36,7 +34,7 @@ def _json(path):
 def table2_sweep(tiny_data, tmp_path_factory):
   workdir = str(tmp_path_factory.mktemp("table2"))
   argv = [f"{SWEEPS}/vqa_table2.py:runlocal", "--workdir", workdir, *_sets(tiny_data)]
-  assert sweep.main(argv) == 0
+  assert cli.main(["sweep", *argv]) == 0
   return workdir, argv
 
 
@@ -61,7 +59,7 @@ def test_table2_has_every_row_scored_officially(table2_sweep, tiny_data):
 def test_rerunning_a_sweep_skips_finished_points(table2_sweep, capsys):
   workdir, argv = table2_sweep
   before = os.path.getmtime(os.path.join(workdir, "bow_q", "run.json"))
-  assert sweep.main(argv) == 0
+  assert cli.main(["sweep", *argv]) == 0
   out = capsys.readouterr().out
   assert out.count("finished, skipped") == 1 + len(ROWS) and "running" not in out
   assert os.path.getmtime(os.path.join(workdir, "bow_q", "run.json")) == before
@@ -69,10 +67,10 @@ def test_rerunning_a_sweep_skips_finished_points(table2_sweep, capsys):
 
 def test_print_commands_lists_the_unfinished_points(tiny_data, tmp_path, capsys):
   workdir = str(tmp_path)
-  assert sweep.main([f"{SWEEPS}/vqa_ablations.py:cpu", "--workdir", workdir, "--print-commands",
+  assert cli.main(["sweep", f"{SWEEPS}/vqa_ablations.py:cpu", "--workdir", workdir, "--print-commands",
                      "--set", f"data.dir={tiny_data}"]) == 0
   lines = capsys.readouterr().out.strip().splitlines()
-  assert len(lines) == 8 and all(line.startswith("vqajax-train --config=") for line in lines)
+  assert len(lines) == 8 and all(line.startswith("vqajax train --config=") for line in lines)
   assert f"--workdir={workdir}/k500" in lines[3] and "--config.data.num_answers=500" in lines[3]
   assert lines[-1].endswith(f"--config.data.confident_only=True --config.data.dir={tiny_data}")
   assert not os.listdir(workdir)  # nothing ran
@@ -80,7 +78,7 @@ def test_print_commands_lists_the_unfinished_points(tiny_data, tmp_path, capsys)
 
 def test_ablation_sweep_gives_table4_with_deltas_and_vocabulary_sizes(tiny_data, tmp_path):
   workdir = str(tmp_path)
-  assert sweep.main([f"{SWEEPS}/vqa_ablations.py:runlocal", "--workdir", workdir, *_sets(tiny_data, 4)]) == 0
+  assert cli.main(["sweep", f"{SWEEPS}/vqa_ablations.py:runlocal", "--workdir", workdir, *_sets(tiny_data, 4)]) == 0
   rows = {r["point"]: r for r in _json(os.path.join(workdir, "table4.json"))}
   assert list(rows) == ["base", "no_image_norm", "concat_fusion", "k500", "k2000", "vocab_min5",
                         "vocab_min11", "confident_only"]
@@ -151,7 +149,7 @@ def test_report_question_types_answers_and_humans(table2_sweep, tiny_data, tmp_p
 def test_report_errors_are_one_line(tmp_path, capsys):
   assert report_cli.main(["table2", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
   err = capsys.readouterr().err
-  assert err.startswith("vqajax-report: error: ") and "no official results" in err and err.count("\n") == 1
+  assert err.startswith("vqajax report: error: ") and "no official results" in err and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -160,7 +158,7 @@ def test_report_errors_are_one_line(tmp_path, capsys):
     (["--points", "base,nope"], "--points: ['nope'] not in"),
 ])
 def test_sweep_errors_are_one_line(tmp_path, capsys, argv, message):
-  assert sweep.main([f"{SWEEPS}/vqa_ablations.py:runlocal", "--workdir", str(tmp_path), *argv]) == 2
+  assert cli.main(["sweep", f"{SWEEPS}/vqa_ablations.py:runlocal", "--workdir", str(tmp_path), *argv]) == 2
   err = capsys.readouterr().err
-  assert err.startswith("vqajax-sweep: error: ") and message in err and err.count("\n") == 1
+  assert err.startswith("vqajax sweep: error: ") and message in err and err.count("\n") == 1
   assert not os.listdir(tmp_path)

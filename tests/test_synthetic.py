@@ -9,10 +9,11 @@ import re
 import numpy as np
 import pytest
 
-from vqajax.synthetic import cli
-from vqajax.synthetic.vqa import write as synthetic
-from vqajax.synthetic.vqa import features as synthetic_features
+from vqajax.core.errors import InputError
 from vqajax.features.store import FeatureStore
+from vqajax.synthetic import cli
+from vqajax.synthetic.vqa import features as synthetic_features
+from vqajax.synthetic.vqa import write as synthetic
 from vqajax.vqa.question_types import MSCOCO_QUESTION_TYPES, question_type
 
 SPLITS = ("train", "val")
@@ -113,14 +114,17 @@ def test_interrupted_run_leaves_no_manifest(tmp_path, monkeypatch):
   out = str(tmp_path / "d")
   synthetic.generate(out, seed=0, scale="tiny")
   assert synthetic.read_manifest(out) is not None
+  before = {n: os.path.getmtime(os.path.join(out, n)) for n in os.listdir(out)}
+  with pytest.raises(InputError, match="not an empty folder"):  # never over existing files
+    synthetic.generate(out, seed=1, scale="tiny")
+  assert {n: os.path.getmtime(os.path.join(out, n)) for n in os.listdir(out)} == before
 
   def broken(*args, **kwargs):
     raise OSError("disk full")
   monkeypatch.setattr(synthetic, "write_store", broken)
   with pytest.raises(OSError, match="disk full"):
-    synthetic.generate(out, seed=1, scale="tiny")
-  assert synthetic.read_manifest(out) is None  # the half-rewritten directory is not "complete"
-  assert not any(n.startswith(".tmp") for n in os.listdir(out))
+    synthetic.generate(str(tmp_path / "e"), seed=1, scale="tiny")
+  assert os.listdir(tmp_path) == ["d"]  # neither "e" nor its partial sibling is left
 
 
 def test_unknown_scale():

@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 
 from vqajax.answertherapy import analysis as therapy
-from vqajax.synthetic import cli
+from vqajax.answertherapy import files as therapy_files
 from vqajax.answertherapy import masks
+from vqajax.features.keys import feature_key
+from vqajax.features.store import FeatureStore
+from vqajax.synthetic import cli
 from vqajax.synthetic.answertherapy import write as synthetic_therapy
 from vqajax.synthetic.vqa import world as synthetic_world
-from vqajax.answertherapy import files as therapy_files
-from vqajax.features.store import FeatureStore
 
 NAMES = [f"{p}_{s}" for p in ("VQA", "VizWiz") for s in ("train", "val", "test")]
 HELD_OUT = ("val", "test")
@@ -88,7 +89,7 @@ def test_released_format(data):
   assert sum(manifest["families"].values()) == 400 and min(manifest["families"].values()) > 0
   assert manifest["grid"]["size"] == 14 and manifest["grid"]["channels"] == 32
   store = FeatureStore(data["paths"]["grid_features"])
-  keys = sorted(therapy_files.feature_key(s.image_id) for s in data["all"])
+  keys = sorted(feature_key(s.image_id) for s in data["all"])
   assert store.shape == (14, 14, 32) and store.dtype == np.float16
   assert sorted(store.image_ids.tolist()) == keys and len(set(keys)) == 400
   assert store.read(np.arange(400)).min() >= 0  # ReLU, like conv5
@@ -144,7 +145,7 @@ def readout_rows(data):
   out = collections.defaultdict(list)
   for name in NAMES:
     for s in data["samples"][name]:
-      x = store.read(store.rows([therapy_files.feature_key(s.image_id)]))[0].reshape(196, -1)
+      x = store.read(store.rows([feature_key(s.image_id)]))[0].reshape(196, -1)
       out[name.split("_")[1]].append((s, np.c_[x, np.ones(196)], [_cells(s, p) for p in s.polygons]))
   store.close()
   return out
@@ -227,13 +228,13 @@ def test_single_vs_multiple_is_learnable_from_question_and_answers(data):
 
 
 def test_feature_key():
-  assert therapy_files.feature_key("55607") == 55607 == therapy_files.feature_key(55607)
-  assert therapy_files.feature_key("VizWiz_train_00018759.jpg") == 1_000_018_759
-  assert therapy_files.feature_key("VizWiz_val_00000003.jpg") == 2_000_000_003
-  assert therapy_files.feature_key("VizWiz_test_00000003.jpg") == 3_000_000_003
+  assert feature_key("55607") == 55607 == feature_key(55607)
+  assert feature_key("VizWiz_train_00018759.jpg") == 1_000_018_759
+  assert feature_key("VizWiz_val_00000003.jpg") == 2_000_000_003
+  assert feature_key("VizWiz_test_00000003.jpg") == 3_000_000_003
   for bad in ("VizWiz_dev_00000001.jpg", "abc", "12a", "", 1.5, None):
     with pytest.raises(ValueError, match="has no feature key"):
-      therapy_files.feature_key(bad)
+      feature_key(bad)
 
 
 def test_unknown_scale_and_interrupted_run(tmp_path, monkeypatch):
@@ -246,9 +247,8 @@ def test_unknown_scale_and_interrupted_run(tmp_path, monkeypatch):
     raise OSError("disk full")
   monkeypatch.setattr(synthetic_therapy, "write_store", broken)
   with pytest.raises(OSError, match="disk full"):
-    synthetic_therapy.generate(out, seed=1, scale="tiny")
-  assert not os.path.exists(os.path.join(out, "MANIFEST.json"))  # half rewritten: not complete
-  assert not [n for n in os.listdir(out) if n.startswith(".")]
+    synthetic_therapy.generate(str(tmp_path / "e"), seed=1, scale="tiny")
+  assert os.listdir(tmp_path) == ["d"]  # neither "e" nor its partial sibling is left
 
 
 def test_cli_therapy(tmp_path, capsys):
@@ -262,5 +262,7 @@ def test_cli_therapy(tmp_path, capsys):
     cli.main(["therapy", "--out", out, "--scale", "huge"])
   blocked = tmp_path / "file"
   blocked.write_text("")
-  assert cli.main(["therapy", "--out", str(blocked / "x")]) == 1
-  assert "could not write the synthetic therapy dataset" in capsys.readouterr().err
+  assert cli.main(["therapy", "--out", str(blocked / "x")]) == 2
+  assert capsys.readouterr().err.splitlines()[-1].startswith("vqajax data: error: ")
+  assert cli.main(["therapy", "--out", out]) == 2  # never into a folder holding files
+  assert "not an empty folder" in capsys.readouterr().err

@@ -13,20 +13,21 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from vqajax.tfds import cli as tfds_cli
 from experiments.therapy import grounding_mask
 from experiments.vqa import deeper_lstm_norm_i
-from vqajax.vqa import configs
-from vqajax.core import sharding
-from vqajax.core import train
-from vqajax.core import pipeline
-from vqajax.core import tfds_records
+from vqajax import cli
+from vqajax.answertherapy import configs as therapy_configs
 from vqajax.answertherapy import dataset as therapy_dataset
-from vqajax.vqa import dataset as vqa_dataset
-from vqajax.features.store import FeatureStore, FeatureStoreError, write_store
-from vqajax.answertherapy.files import feature_key
-from vqajax.vqa.files import DataFileError
+from vqajax.answertherapy import tfds_records as therapy_tfds_records
+from vqajax.core import config as config_lib
+from vqajax.core import pipeline, sharding, train
 from vqajax.core.experiment import Experiment
+from vqajax.core.official_files import DataFileError
+from vqajax.features.keys import feature_key
+from vqajax.features.store import FeatureStore, FeatureStoreError, write_store
+from vqajax.tfds import cli as tfds_cli
+from vqajax.vqa import dataset as vqa_dataset
+from vqajax.vqa import tfds_records
 
 V2_FILES = {
     "train": ("v2_OpenEnded_mscoco_train2014_questions.json", "v2_mscoco_train2014_annotations.json",
@@ -92,13 +93,13 @@ def test_v1_files_test_splits_and_multiple_choice(tiny_data, tmp_path):
 
 
 def _config(data_dir, **data):
-  return configs.override(deeper_lstm_norm_i.get_config("runlocal"),
+  return config_lib.override(deeper_lstm_norm_i.get_config("runlocal"),
                           {f"data.{k}": v for k, v in dict(data, dir=data_dir).items()})
 
 
 def test_tfds_route_feeds_the_batches_and_losses_of_the_files(tiny_data, vqa_v2):
-  raw = Experiment.build(_config(tiny_data), devices=jax.devices()[:1])
-  via_tfds = Experiment.build(_config(tiny_data, source="tfds", tfds_dir=vqa_v2), devices=jax.devices()[:1])
+  raw = Experiment.build(cli.task_of(_config(tiny_data)), _config(tiny_data), devices=jax.devices()[:1])
+  via_tfds = Experiment.build(cli.task_of(_config(tiny_data, source="tfds", tfds_dir=vqa_v2)), _config(tiny_data, source="tfds", tfds_dir=vqa_v2), devices=jax.devices()[:1])
   for split in ("train", "val"):
     a, b = getattr(raw.data, split), getattr(via_tfds.data, split)
     assert sorted(a) == sorted(b)
@@ -135,7 +136,6 @@ def test_feature_join_holds_each_images_store_row(tiny_data, tmp_path):
   store_path = os.path.join(tiny_data, "features", "conv5_grid.npy")
   path = tfds_cli.build("vqa/v2", tiny_data, str(tmp_path), features=store_path)
   assert path.endswith(os.path.join("vqa", "v2+conv5_grid", "1.0.0"))
-  store = FeatureStore(store_path)
   examples = _examples(path, "val")
   assert len(examples) == len(_json(os.path.join(tiny_data, V2_FILES["val"][1]))["annotations"])
   for ex in examples[::7]:
@@ -169,11 +169,11 @@ def test_bad_files_give_the_readers_one_line_errors(tiny_data, tmp_path):
   del annotations["annotations"][3]["answers"][2]["answer_confidence"]
   (manual / V2_FILES["train"][1]).write_text(json.dumps(annotations))
   env = dict(os.environ, PYTHONPATH=os.getcwd())
-  run = subprocess.run([sys.executable, "-m", "vqajax.tfds.cli", "build", "vqa/v2", "--manual_dir", str(manual),
+  run = subprocess.run([sys.executable, "-m", "vqajax", "tfds", "build", "vqa/v2", "--manual_dir", str(manual),
                         "--data_dir", str(tmp_path / "data")], capture_output=True, text=True, env=env, check=False)
   assert run.returncode == 2
   assert run.stderr.strip().splitlines()[-1] == (
-      f"python -m vqajax.tfds.cli: error: {manual / V2_FILES['train'][1]}: annotations[3] "
+      f"vqajax tfds: error: {manual / V2_FILES['train'][1]}: annotations[3] "
       f'(question_id={qid}): answers[2]: expected a string "answer_confidence", got none')
   assert not os.path.exists(tmp_path / "data" / "vqa" / "v2" / "1.0.0")
   with pytest.raises(DataFileError, match="none of the vqa files"):
@@ -256,7 +256,7 @@ def test_vizwiz_bad_records_name_file_and_record(tmp_path):
     tfds_cli.build("vizwiz_vqa", str(manual), str(tmp_path / "data"))
 
 
-THERAPY_DIR = configs.THERAPY_DIR  # the released train files
+THERAPY_DIR = therapy_configs.THERAPY_DIR  # the released train files
 
 
 @pytest.mark.skipif(not os.path.exists(os.path.join(THERAPY_DIR, "VizWiz_train.json")),
@@ -268,7 +268,7 @@ def test_answer_therapy_round_trips_the_released_files(tmp_path):
   for split in splits:
     records = _json(os.path.join(THERAPY_DIR, f"{split}.json"))
     assert splits[split].num_examples == len(records)
-    assert tfds_records.therapy_file(path, split) == records
+    assert therapy_tfds_records.therapy_file(path, split) == records
   assert (splits["VQA_train"].num_examples, splits["VizWiz_train"].num_examples) == (1648, 2146)
   record = _json(os.path.join(THERAPY_DIR, "VQA_train.json"))[0]
   example = _examples(path, "VQA_train[:1]")[0]
@@ -283,8 +283,8 @@ def test_answer_therapy_round_trips_the_released_files(tmp_path):
 def test_answer_therapy_synthetic_features_and_the_tfds_route(tiny_therapy, tmp_path):
   store_path = os.path.join(tiny_therapy, "features", "therapy_grid.npy")
   path = tfds_cli.build("answer_therapy", tiny_therapy, str(tmp_path), features=store_path)
-  for split in tfds_records.THERAPY_SPLITS:
-    assert tfds_records.therapy_file(path, split) == _json(os.path.join(tiny_therapy, f"{split}.json"))
+  for split in therapy_tfds_records.THERAPY_SPLITS:
+    assert therapy_tfds_records.therapy_file(path, split) == _json(os.path.join(tiny_therapy, f"{split}.json"))
   store = FeatureStore(store_path)
   features, ids = np.load(store_path), np.load(store_path[:-4] + ".image_ids.npy").tolist()
   for ex in _examples(path, "VizWiz_val+VQA_val")[::5]:
@@ -301,5 +301,5 @@ def test_answer_therapy_synthetic_features_and_the_tfds_route(tiny_therapy, tmp_
 
 
 def _therapy_config(data_dir, **data):
-  return configs.override(grounding_mask.get_config("runlocal"),
+  return config_lib.override(grounding_mask.get_config("runlocal"),
                           {f"data.{k}": v for k, v in dict(data, dir=data_dir).items()})

@@ -13,9 +13,9 @@ import pytest
 
 from vqajax.answertherapy import analysis as therapy
 from vqajax.answertherapy import cli as therapy_cli
-from vqajax.answertherapy import masks
 from vqajax.answertherapy import files as therapy_files
 from vqajax.answertherapy import iou as iou_metric
+from vqajax.answertherapy import masks
 
 
 def _box(x0, y0, x1, y1):
@@ -188,7 +188,7 @@ def test_cli_reports_bad_input_in_one_line(hand_files, tmp_path, capsys):
   bad.write_text(json.dumps(FILE_A[:1] + [dict(FILE_A[0], binary_label="both")]))
   assert therapy_cli.main(["analyze", hand_files[0], str(bad), "--out", str(tmp_path / "o")]) == 2
   err = capsys.readouterr().err
-  assert err == f'vqajax-therapy: error: {bad}: records[1]: expected "binary_label" one of ' \
+  assert err == f'vqajax therapy: error: {bad}: records[1]: expected "binary_label" one of ' \
                 "['diff', 'multiple', 'same', 'single'], got 'both'\n"
   assert not os.path.exists(tmp_path / "o")
 

@@ -9,12 +9,12 @@ import re
 import numpy as np
 import pytest
 
+from vqajax.answertherapy import analysis as therapy
 from vqajax.answertherapy import construct
 from vqajax.answertherapy import construct_raw as raw
-from vqajax.synthetic.answertherapy import raw as synthetic_raw
-from vqajax.answertherapy import analysis as therapy
 from vqajax.answertherapy import files as therapy_files
 from vqajax.core.errors import InputError
+from vqajax.synthetic.answertherapy import raw as synthetic_raw
 
 VQA, VIZWIZ = therapy_files.VQA, therapy_files.VIZWIZ
 

@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from vqajax.answertherapy import masks
 from vqajax.answertherapy import files as therapy_files
-from vqajax.vqa.files import DataFileError
+from vqajax.answertherapy import masks
+from vqajax.core.official_files import DataFileError
 
 
 def _points(*xy):

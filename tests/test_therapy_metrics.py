@@ -2,19 +2,19 @@
 values: precision / recall with undefined cases, class weights, IoU / IoU-PQ sums on
 device, the RLE export."""
 
+import types
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from pycocotools import mask as coco_mask
 
-from vqajax.answertherapy import masks
 from vqajax.answertherapy import dataset as therapy_dataset
 from vqajax.answertherapy import files as therapy_files
-from vqajax.answertherapy import iou
-from vqajax.answertherapy import precision_recall as pr
-from vqajax.answertherapy import grounding_class, grounding_mask
+from vqajax.answertherapy import grounding_class, grounding_mask, iou, masks
 from vqajax.answertherapy import groups as therapy_groups
+from vqajax.answertherapy import precision_recall as pr
 
 
 def test_precision_recall_by_hand_with_undefined_cases():
@@ -135,9 +135,11 @@ def test_rle_export_decodes_to_the_predicted_mask():
 
 
 def test_task_registry_names_its_tasks_and_rejects_others():
-  from vqajax.core import task as tasks  # pylint: disable=g-import-not-at-top
+  from vqajax import cli  # pylint: disable=g-import-not-at-top
   from vqajax.core.errors import InputError  # pylint: disable=g-import-not-at-top
-  assert tasks.get("grounding_mask") is grounding_mask and sorted(tasks.TASKS) == [
-      "grounding_class", "grounding_mask", "vqa"]
+  from vqajax.core.task import Task  # pylint: disable=g-import-not-at-top
+  assert sorted(cli.tasks()) == ["grounding_class", "grounding_mask", "vqa"]
+  assert all(isinstance(task, Task) for task in cli.tasks().values())  # the contract's members
+  assert cli.task_of(types.SimpleNamespace(task="grounding_mask")) is grounding_mask
   with pytest.raises(InputError, match="config.task 'grounding' is not one of"):
-    tasks.get("grounding")
+    cli.task_of(types.SimpleNamespace(task="grounding"))

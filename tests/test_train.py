@@ -8,18 +8,15 @@ import numpy as np
 import pytest
 
 from experiments.vqa import deeper_lstm_norm_i
-from vqajax.core import checkpoint
-from vqajax.vqa import configs
-from vqajax.core import evaluate
-from vqajax.core import sharding
-from vqajax.core import train
-from vqajax.core import pipeline
-from vqajax.core.experiment import Experiment
 from tests.reference import reference_accuracy
+from vqajax import cli
+from vqajax.core import checkpoint, evaluate, pipeline, sharding, train
+from vqajax.core import config as config_lib
+from vqajax.core.experiment import Experiment
 
 
 def _config(data_dir, **changes):
-  return configs.override(deeper_lstm_norm_i.get_config("runlocal"), {"data.dir": data_dir, **changes})
+  return config_lib.override(deeper_lstm_norm_i.get_config("runlocal"), {"data.dir": data_dir, **changes})
 
 
 def _losses(workdir):
@@ -29,7 +26,7 @@ def _losses(workdir):
 
 def _params(workdir, config):
   ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"))
-  exp = Experiment.build(config)
+  exp = Experiment.build(cli.task_of(config), config)
   state, _ = ckpt.restore(ckpt.latest_step(), exp.initial_state(abstract=True))
   ckpt.close()
   return jax.device_get(state.params)
@@ -38,14 +35,14 @@ def _params(workdir, config):
 def test_eight_devices_give_the_losses_of_one(tiny_data, tmp_path, monkeypatch):
   monkeypatch.chdir(tmp_path)  # relative workdirs work too
   config = _config(tiny_data, num_train_steps=6, log_every_steps=1, eval_every_steps=6)
-  train.train_and_evaluate(config, "eight")
-  train.train_and_evaluate(config, "one", devices=jax.devices()[:1])
+  train.train_and_evaluate(cli.task_of(config), config, "eight")
+  train.train_and_evaluate(cli.task_of(config), config, "one", devices=jax.devices()[:1])
   assert len(_losses(tmp_path / "eight")) == 6
   np.testing.assert_allclose(_losses(tmp_path / "eight"), _losses(tmp_path / "one"), rtol=2e-5)
 
 
 def test_the_sharded_step_never_gathers_the_batch(tiny_data):
-  exp = Experiment.build(_config(tiny_data))
+  exp = Experiment.build(cli.task_of(_config(tiny_data)), _config(tiny_data))
   assert exp.mesh.devices.size == 8
   batch = sharding.to_global(pipeline.example_batch(exp.data.train, exp.data.store, 32), exp.mesh)
   step = train.make_train_step(exp.model, exp.tx, exp.mesh, exp.task.loss)
@@ -55,10 +52,10 @@ def test_the_sharded_step_never_gathers_the_batch(tiny_data):
 
 def test_resume_continues_from_the_last_checkpoint_exactly(tiny_data, tmp_path):
   full = _config(tiny_data, num_train_steps=20, log_every_steps=5, eval_every_steps=10)
-  train.train_and_evaluate(full, str(tmp_path / "full"))
+  train.train_and_evaluate(cli.task_of(full), full, str(tmp_path / "full"))
   first = _config(tiny_data, num_train_steps=10, log_every_steps=5, eval_every_steps=10)
-  train.train_and_evaluate(first, str(tmp_path / "split"))
-  train.train_and_evaluate(full, str(tmp_path / "split"))  # resumes at step 10
+  train.train_and_evaluate(cli.task_of(first), first, str(tmp_path / "split"))
+  train.train_and_evaluate(cli.task_of(full), full, str(tmp_path / "split"))  # resumes at step 10
   assert _losses(tmp_path / "split") == _losses(tmp_path / "full")
   a, b = _params(tmp_path / "full", full), _params(tmp_path / "split", full)
   jax.tree.map(np.testing.assert_array_equal, a, b)
@@ -67,8 +64,8 @@ def test_resume_continues_from_the_last_checkpoint_exactly(tiny_data, tmp_path):
 def test_results_files_are_official_and_scored_like_the_device(tiny_data, tmp_path):
   config = _config(tiny_data, num_train_steps=10, eval_every_steps=10, log_every_steps=5)
   workdir = str(tmp_path / "run")
-  metrics = train.train_and_evaluate(config, workdir)
-  evaluated = evaluate.evaluate_checkpoints(config, workdir)
+  metrics = train.train_and_evaluate(cli.task_of(config), config, workdir)
+  evaluated = evaluate.evaluate_checkpoints(cli.task_of(config), config, workdir)
   assert evaluated[10] == pytest.approx(metrics, abs=1e-4)
   out = os.path.join(workdir, "results", "step_10")
   name = "v2_OpenEnded_mscoco_val2014_deeper_lstm_q_norm_i_results.json"

@@ -5,15 +5,14 @@ import numpy as np
 import pytest
 
 from experiments.vqa import deeper_lstm_norm_i
-from vqajax.vqa import configs
-from vqajax.core import text
+from vqajax.core import config as config_lib
+from vqajax.core import official_files, text
 from vqajax.vqa import dataset as vqa_dataset
-from vqajax.vqa import files as vqa_files
 
 
 def _load(data_dir, **changes):
   changes = {f"data.{k}": v for k, v in dict(changes, dir=data_dir).items()}
-  return vqa_dataset.load(configs.override(deeper_lstm_norm_i.get_config("runlocal"), changes).data)
+  return vqa_dataset.load(config_lib.override(deeper_lstm_norm_i.get_config("runlocal"), changes).data)
 
 
 def _train_annotations(data_dir):
@@ -100,8 +99,8 @@ def test_captions_missing_for_an_image_name_the_file_and_image(tiny_data, tmp_pa
   captions["annotations"] = [c for c in captions["annotations"] if c["image_id"] != dropped]
   path = tmp_path / "captions_val2014.json"
   path.write_text(json.dumps(captions))
-  with pytest.raises(vqa_files.DataFileError, match=f"{path}: no caption for image_id {dropped}"):
+  with pytest.raises(official_files.DataFileError, match=f"{path}: no caption for image_id {dropped}"):
     _load(tiny_data, train_captions="captions_train2014.json", val_captions=str(path))
   path.write_text(json.dumps({"annotations": [{"image_id": 1, "caption": 5}]}))
-  with pytest.raises(vqa_files.DataFileError, match=r"annotations\[0\]: expected a string \"caption\""):
+  with pytest.raises(official_files.DataFileError, match=r"annotations\[0\]: expected a string \"caption\""):
     _load(tiny_data, train_captions="captions_train2014.json", val_captions=str(path))

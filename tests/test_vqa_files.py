@@ -2,8 +2,9 @@ import json
 
 import pytest
 
+from vqajax.core import official_files
+from vqajax.core.official_files import DataFileError
 from vqajax.vqa import files as vqa_files
-from vqajax.vqa.files import DataFileError
 
 
 def _write(tmp_path, name, obj):
@@ -28,7 +29,7 @@ def test_reads_official_layout_and_joins_in_annotation_order(tmp_path):
       {"question_id": 11, "image_id": 1, "question": "Is it?"},
       {"question_id": 12, "image_id": 2, "question": "Is the cat black?"}]})
   a = _write(tmp_path, "a.json", {"annotations": [_annotation(12, 2), _annotation(11, 1)]})
-  pairs = vqa_files.join(vqa_files.read_questions(q), vqa_files.read_annotations(a), q, a)
+  pairs = official_files.join(official_files.read_questions(q), official_files.read_annotations(a), q, a)
   assert [(qq["question"], aa["question_id"]) for qq, aa in pairs] == [("Is the cat black?", 12), ("Is it?", 11)]
 
 
@@ -43,12 +44,12 @@ def test_reads_official_layout_and_joins_in_annotation_order(tmp_path):
 ])
 def test_malformed_questions(tmp_path, content, message):
   with pytest.raises(DataFileError, match=message):
-    vqa_files.read_questions(_write(tmp_path, "q.json", content))
+    official_files.read_questions(_write(tmp_path, "q.json", content))
 
 
 def test_missing_file(tmp_path):
   with pytest.raises(DataFileError, match="nope.json: file not found"):
-    vqa_files.read_questions(str(tmp_path / "nope.json"))
+    official_files.read_questions(str(tmp_path / "nope.json"))
 
 
 @pytest.mark.parametrize("record,message", [
@@ -58,15 +59,15 @@ def test_missing_file(tmp_path):
 ])
 def test_malformed_annotations(tmp_path, record, message):
   with pytest.raises(DataFileError, match=message):
-    vqa_files.read_annotations(_write(tmp_path, "a.json", {"annotations": [record]}))
+    official_files.read_annotations(_write(tmp_path, "a.json", {"annotations": [record]}))
 
 
 def test_join_reports_unmatched_ids_and_image_mismatch(tmp_path):
   questions = {"questions": [{"question_id": 1, "image_id": 1, "question": "x"}]}
   with pytest.raises(DataFileError, match=r"a\.json: 1 annotated question ids are not in q\.json \(e\.g\. \[2\]\)"):
-    vqa_files.join(questions, {"annotations": [_annotation(2)]}, "q.json", "a.json")
+    official_files.join(questions, {"annotations": [_annotation(2)]}, "q.json", "a.json")
   with pytest.raises(DataFileError, match="has image_id 9, q.json says 1"):
-    vqa_files.join(questions, {"annotations": [_annotation(1, 9)]}, "q.json", "a.json")
+    official_files.join(questions, {"annotations": [_annotation(1, 9)]}, "q.json", "a.json")
 
 
 def test_vizwiz_records_become_vqa_style(tmp_path):

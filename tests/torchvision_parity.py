@@ -15,9 +15,7 @@ import torch
 import torchvision
 from torchvision import transforms
 
-from vqajax.features import images
-from vqajax.features import models
-from vqajax.features import weights
+from vqajax.features import images, models, weights
 
 SAMPLE_DATA = os.path.join(os.path.dirname(__import__("matplotlib").__file__), "mpl-data", "sample_data")
 

@@ -1,111 +1,248 @@
-"""Entry points: `vqajax-train` and `vqajax-eval`.
+"""The front door: `vqajax VERB ...`; `vqajax VERB --help` lists the verb's flags.
 
-  vqajax-train --config=experiments/vqa/deeper_lstm_norm_i.py[:runlocal] --workdir=DIR [--config.x=y]
-  vqajax-eval  --config=... --workdir=DIR [--step=N | --all]
-  vqajax-baselines --config=... --workdir=DIR [--baselines=prior,...] [--word_vectors=FILE]
-
-On several hosts pass --coordinator_address / --num_processes / --process_id (or set
---distributed on TPU pods and clusters that jax.distributed detects by itself).
+Bad input is one line `vqajax VERB: error: ...` on stderr (naming the file, record or
+config field and what was expected) and exit status 2; anything else is a bug and keeps
+its traceback.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
-import re
 import sys
-import traceback
+from typing import Callable, Sequence
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from vqajax.core.errors import exit_status
 
-import jax  # pylint: disable=g-import-not-at-top
-from absl import app, flags, logging  # pylint: disable=g-import-not-at-top
-from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
-
-FLAGS = flags.FLAGS
-config_flags.DEFINE_config_file("config", None, "experiments/<file>.py[:arg]", lock_config=True)
-flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics and results.")
-flags.DEFINE_integer("step", None, "vqajax-eval: the checkpoint step to evaluate (default: latest).")
-flags.DEFINE_bool("all", False, "vqajax-eval: evaluate every saved checkpoint.")
-flags.DEFINE_list("baselines", ["random", "prior", "q_type_prior", "nearest_neighbour"],
-                  "vqajax-baselines: which non-neural baselines to run.")
-flags.DEFINE_string("word_vectors", None, "vqajax-baselines: word2vec/GloVe text file for MC.")
-flags.DEFINE_bool("distributed", False, "Call jax.distributed.initialize() (auto-detected cluster).")
-flags.DEFINE_string("coordinator_address", None, "host:port of process 0 for multi-host runs.")
-flags.DEFINE_integer("num_processes", None, "Number of processes in a multi-host run.")
-flags.DEFINE_integer("process_id", None, "This process' index in a multi-host run.")
-flags.DEFINE_string("compilation_cache_dir", os.environ.get("JAX_COMPILATION_CACHE_DIR", "~/.cache/vqajax/xla"),
-                    "Persistent XLA compilation cache: a restarted run (preemption, resume, eval) loads "
-                    "its compiled steps instead of compiling them again; '' disables it.")
-flags.mark_flags_as_required(["config", "workdir"])
+VERBS = {
+    "train": "train a config with periodic evaluation and checkpoints (a rerun resumes)",
+    "eval": "evaluate a workdir's checkpoints (with the run's recorded config by default)",
+    "baselines": "the VQA paper's non-neural baselines on a config's data",
+    "sweep": "run the points of a sweep file and collect Tables II / IV",
+    "score": "the official VQA accuracy of a results file",
+    "report": "the VQA paper's tables and figures from finished runs",
+    "data": "write the embedded synthetic datasets",
+    "therapy": "VQA-AnswerTherapy: dataset analysis (3.2) and construction (3.1)",
+    "features": "image features with torchvision weights, into a feature store",
+    "tfds": "prepare TFDS datasets from the official files",
+}
+_RUN_VERBS = ("train", "eval", "baselines")
+_BASELINES = ("random", "prior", "q_type_prior", "nearest_neighbour")
 
 
-def _initialise():
-  if FLAGS.compilation_cache_dir:
-    jax.config.update("jax_compilation_cache_dir", os.path.expanduser(FLAGS.compilation_cache_dir))
-  if FLAGS.coordinator_address:
+def tasks() -> dict:
+  """`config.task` -> its task module (the registry sits above the core)."""
+  from vqajax.answertherapy import grounding_class, grounding_mask  # pylint: disable=g-import-not-at-top
+  from vqajax.vqa import task as vqa_task  # pylint: disable=g-import-not-at-top
+  return {"vqa": vqa_task, "grounding_class": grounding_class, "grounding_mask": grounding_mask}
+
+
+def task_of(config):
+  from vqajax.core.errors import InputError  # pylint: disable=g-import-not-at-top
+  known = tasks()
+  if config.task not in known:
+    raise InputError(f"config.task '{config.task}' is not one of {sorted(known)}")
+  return known[config.task]
+
+
+def _run_parser(verb: str) -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(
+      prog=f"vqajax {verb}", description=VERBS[verb],
+      epilog="Any config field is set with --config.FIELD=VALUE (e.g. --config.batch_size=256); "
+             "--print-config lists every field with its value.")
+  parser.add_argument("--config", required=verb != "eval", metavar="FILE.py[:ARG]",
+                      help="config file and argument, e.g. experiments/vqa/bow_q.py:cpu"
+                      + (" (default: the workdir's run.json)" if verb == "eval" else ""))
+  parser.add_argument("--workdir", required=True, help="the run's folder: checkpoints, metrics, results")
+  parser.add_argument("--print-config", action="store_true",
+                      help="print the resolved config and the data sizes, then exit")
+  parser.add_argument("--verbosity", default="info", choices=("warning", "info", "debug"),
+                      help="log level (debug also shows the libraries' INFO lines) (default: info)")
+  if verb == "eval":
+    parser.add_argument("--step", type=int, help="the checkpoint step to evaluate (default: latest)")
+    parser.add_argument("--all", action="store_true", help="evaluate every saved checkpoint")
+  if verb == "baselines":
+    parser.add_argument("--baselines", default=",".join(_BASELINES),
+                        help="comma-separated, of " + ", ".join(_BASELINES) + " (default: all)")
+    parser.add_argument("--word_vectors", help="word2vec / GloVe text file for multiple choice")
+  if verb in ("train", "eval"):
+    parser.add_argument("--distributed", action="store_true",
+                        help="call jax.distributed.initialize() (TPU pods, detected clusters)")
+    parser.add_argument("--coordinator_address", help="host:port of process 0 (multi-host)")
+    parser.add_argument("--num_processes", type=int, help="processes in a multi-host run")
+    parser.add_argument("--process_id", type=int, help="this process' index in a multi-host run")
+    parser.add_argument("--compilation_cache_dir",
+                        default=os.environ.get("JAX_COMPILATION_CACHE_DIR", "~/.cache/vqajax/xla"),
+                        help="persistent XLA compilation cache; '' disables it (default: %(default)s)")
+  return parser
+
+
+def _split_overrides(parser: argparse.ArgumentParser, argv: Sequence[str]):
+  """(namespace, [(field, text)]) of argv; `--config.a.b=v` or `--config.a.b v`."""
+  args, rest = parser.parse_known_args(argv)
+  overrides, i = [], 0
+  while i < len(rest):
+    item = rest[i]
+    if not item.startswith("--config."):
+      parser.error(f"unrecognized argument: {item}")
+    key, eq, text = item[len("--config."):].partition("=")
+    if not eq:
+      if i + 1 >= len(rest):
+        parser.error(f"{item}: expected a value")
+      text, i = rest[i + 1], i + 1
+    overrides.append((key, text))
+    i += 1
+  return args, overrides
+
+
+def _initialise(args) -> None:
+  import jax  # pylint: disable=g-import-not-at-top
+  from absl import logging  # pylint: disable=g-import-not-at-top
+  if getattr(args, "compilation_cache_dir", ""):
+    jax.config.update("jax_compilation_cache_dir", os.path.expanduser(args.compilation_cache_dir))
+  if getattr(args, "coordinator_address", None):
     # CPU processes (tests, CPU clusters) exchange collectives over gloo; no effect elsewhere.
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id)
-  elif FLAGS.distributed:
+    jax.distributed.initialize(args.coordinator_address, args.num_processes, args.process_id)
+  elif getattr(args, "distributed", False):
     jax.distributed.initialize()
   logging.info("process %d of %d, %d local / %d global devices", jax.process_index(),
                jax.process_count(), jax.local_device_count(), jax.device_count())
 
 
-def _train(argv):
-  del argv
-  from vqajax.core import train  # pylint: disable=g-import-not-at-top
-  _initialise()
-  metrics = train.train_and_evaluate(FLAGS.config, FLAGS.workdir)
-  if jax.process_index() == 0 and metrics:
-    from vqajax.core import task as tasks  # pylint: disable=g-import-not-at-top
-    print(tasks.get(FLAGS.config.task).table(FLAGS.config.name, metrics))
+def _setup_logging(verbosity: str) -> None:
+  from absl import flags, logging  # pylint: disable=g-import-not-at-top
+
+  from vqajax.core import runtime  # pylint: disable=g-import-not-at-top
+  if not flags.FLAGS.is_parsed():
+    flags.FLAGS.mark_as_parsed()
+  logging.set_verbosity(verbosity)
+  logging.use_absl_handler()
+  runtime.init(verbose=verbosity == "debug")
 
 
-def _eval(argv):
-  del argv
-  from vqajax.core import evaluate  # pylint: disable=g-import-not-at-top
-  _initialise()
-  evaluate.evaluate_checkpoints(FLAGS.config, FLAGS.workdir, step=FLAGS.step, every=FLAGS.all)
-
-
-def _baselines(argv):
-  del argv
-  from vqajax.vqa import baselines  # pylint: disable=g-import-not-at-top
-  baselines.run_and_write(FLAGS.config, FLAGS.workdir, FLAGS.baselines, FLAGS.word_vectors)
-
-
-def _run(main):
-  """Runs `main` under absl; bad input becomes one line on stderr and exit status 2."""
+def _resolved_config(verb: str, args, overrides):
+  from vqajax.core import config as config_lib  # pylint: disable=g-import-not-at-top
+  from vqajax.core import run_record  # pylint: disable=g-import-not-at-top
   from vqajax.core.errors import InputError  # pylint: disable=g-import-not-at-top
-
-  def guarded(argv):
-    try:
-      main(argv)
-    except (InputError, FileNotFoundError) as e:
-      sys.stderr.write(f"error: {e}\n")
-      sys.exit(2)
-
-  try:
-    app.run(guarded)
-  except AttributeError as e:  # a --config.<field> that the locked config does not have
-    frames = traceback.extract_tb(e.__traceback__)
-    if not frames or "ml_collections" not in frames[-1].filename:
-      raise
-    field = re.search(r"'(\w+)", str(e))
-    hint = re.search(r'Did you mean "(\w+)"', str(e))
-    sys.stderr.write(f"error: the config has no field '{field.group(1) if field else e}'"
-                     + (f' (did you mean "{hint.group(1)}"?)' if hint else "") + "\n")
-    sys.exit(2)
+  if verb == "eval" and not os.path.isdir(args.workdir):
+    raise InputError(f"--workdir {args.workdir}: no such run")
+  if args.config:
+    config = config_lib.load_config(args.config)
+  else:
+    config = run_record.read_config(args.workdir)
+    if config is None:
+      raise InputError(f"--workdir {args.workdir}: no {run_record.RUN_FILE}; give --config")
+  return config_lib.apply_overrides(config, overrides)
 
 
-def train_entry():
-  _run(_train)
+def prepare_data(config) -> None:
+  """The embedded dataset the config asks for, written first if absent (a visible step)."""
+  from absl import logging  # pylint: disable=g-import-not-at-top
+
+  from vqajax.synthetic import embedded  # pylint: disable=g-import-not-at-top
+  note = embedded.prepare(config)
+  if note:
+    logging.info("%s", note)
 
 
-def eval_entry():
-  _run(_eval)
+def train_config(config, workdir: str) -> dict:
+  """`vqajax train` on a resolved config: its data, then training; returns the last metrics."""
+  from vqajax.core import train  # pylint: disable=g-import-not-at-top
+  prepare_data(config)
+  return train.train_and_evaluate(task_of(config), config, workdir)
 
 
-def baselines_entry():
-  _run(_baselines)
+def baselines_config(config, workdir: str, names: Sequence[str], word_vectors: str | None = None):
+  from vqajax.vqa import baselines  # pylint: disable=g-import-not-at-top
+  prepare_data(config)
+  return baselines.run_and_write(config, workdir, names, word_vectors)
+
+
+def _print_config(config) -> None:
+  from vqajax.core import config as config_lib  # pylint: disable=g-import-not-at-top
+  prepare_data(config)
+  task = task_of(config)
+  print("\n".join(config_lib.to_text(config)))
+  print("\n".join(f"data.{k}: {v}" for k, v in task.sizes(task.load(config)).items()))
+
+
+def _run_verb(verb: str, argv: Sequence[str]) -> int:
+  parser = _run_parser(verb)
+  args, overrides = _split_overrides(parser, argv)
+  _setup_logging(args.verbosity)
+
+  def run() -> None:
+    import jax  # pylint: disable=g-import-not-at-top
+    config = _resolved_config(verb, args, overrides)
+    if args.print_config:
+      _print_config(config)
+      return
+    if verb == "baselines":
+      from vqajax.vqa import reports  # pylint: disable=g-import-not-at-top
+      names = [n for n in args.baselines.split(",") if n]
+      print(reports.accuracy_table(baselines_config(config, args.workdir, names, args.word_vectors)))
+      return
+    _initialise(args)
+    if verb == "train":
+      metrics = train_config(config, args.workdir)
+      if jax.process_index() == 0 and metrics:
+        print(task_of(config).table(config.name, metrics))
+      return
+    from vqajax.core import evaluate  # pylint: disable=g-import-not-at-top
+    prepare_data(config)
+    task = task_of(config)
+    results = evaluate.evaluate_checkpoints(task, config, args.workdir, step=args.step, every=args.all)
+    if jax.process_index() == 0:
+      for step, metrics in results.items():
+        print(f"step {step}: results in {os.path.join(args.workdir, 'results', f'step_{step}')}")
+        print(task.table(f"{config.name} @ {step}", metrics))
+
+  return exit_status(f"vqajax {verb}", run)
+
+
+def _delegate(verb: str) -> Callable[[Sequence[str], str], int]:
+  """The `main(argv, prog)` of a verb with its own parser."""
+  if verb == "sweep":
+    from vqajax.vqa import sweep  # pylint: disable=g-import-not-at-top
+    commands = {"train": train_config, "baselines": baselines_config}
+    return lambda argv, prog: sweep.main(argv, prog, commands)
+  if verb == "score":
+    from vqajax.vqa.accuracy import score as main_module  # pylint: disable=g-import-not-at-top
+  elif verb == "report":
+    from vqajax.vqa import report_cli as main_module  # pylint: disable=g-import-not-at-top
+  elif verb == "data":
+    from vqajax.synthetic import cli as main_module  # pylint: disable=g-import-not-at-top
+  elif verb == "therapy":
+    from vqajax.answertherapy import cli as main_module  # pylint: disable=g-import-not-at-top
+  elif verb == "features":
+    from vqajax.features import cli as main_module  # pylint: disable=g-import-not-at-top
+  else:
+    from vqajax.tfds import cli as main_module  # pylint: disable=g-import-not-at-top
+  return main_module.main
+
+
+def _usage() -> str:
+  width = max(map(len, VERBS))
+  return ("usage: vqajax VERB [--help] ...\n\nverbs:\n"
+          + "\n".join(f"  {verb:<{width}}  {text}" for verb, text in VERBS.items())
+          + "\n\n`vqajax VERB --help` lists a verb's flags with their defaults.\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  argv = list(sys.argv[1:] if argv is None else argv)
+  if not argv or argv[0] in ("-h", "--help"):
+    sys.stdout.write(_usage())
+    return 0 if argv else 2
+  verb, rest = argv[0], argv[1:]
+  if verb not in VERBS:
+    sys.stderr.write(f"vqajax: error: unknown verb '{verb}' (one of {', '.join(VERBS)})\n")
+    return 2
+  if verb in _RUN_VERBS:
+    return _run_verb(verb, rest)
+  _setup_logging("info")
+  return _delegate(verb)(rest, f"vqajax {verb}")
+
+
+def entry() -> None:
+  sys.exit(main())

@@ -18,7 +18,7 @@ Results: WORKDIR/results/step_N/table4.{md,csv,json} (precision / recall per cla
 source, with the naive baselines), predictions.json, metrics.json.
 """
 
-from vqajax.vqa import configs
+from vqajax.answertherapy import configs
 
 
 def get_config(arg: str = ""):

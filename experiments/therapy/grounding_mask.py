@@ -12,7 +12,7 @@ on 2 cores (medium synthetic set), "runlocal" seconds (tiny set).
       --config.model.inputs=i+q
   vqajax-eval  --config=experiments/therapy/grounding_mask.py:cpu --workdir=/tmp/gm_iqa
 
-Real images need a grid feature store keyed by `therapy_files.feature_key(image_id)`:
+Real images need a grid feature store keyed by `feature_key(image_id)`:
   --config.data.synthetic=False --config.data.dir=DIR --config.data.features=F.npy \
   --config.data.feature_shape='(14, 14, 512)'
 
@@ -20,7 +20,7 @@ Results: WORKDIR/results/step_N/table5 and table6 .{md,csv,json} (IoU-PQ / IoU w
 whole-image baseline), results.json (an RLE mask per answer), metrics.json.
 """
 
-from vqajax.vqa import configs
+from vqajax.answertherapy import configs
 
 
 def get_config(arg: str = ""):

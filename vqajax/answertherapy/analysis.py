@@ -25,11 +25,11 @@ from typing import Sequence
 
 import numpy as np
 
-from vqajax.vqa import reports
 from vqajax.answertherapy import masks
 from vqajax.answertherapy.files import SOURCES, Sample
-from vqajax.core.errors import InputError
 from vqajax.answertherapy.iou import iou_from_counts
+from vqajax.core import tables
+from vqajax.core.errors import InputError
 
 EQUAL_IOU = 0.9
 RELATIONS = ("disjoint", "equal", "contained", "intersected")
@@ -184,7 +184,7 @@ def write_report(grounded: Sequence[Grounded], out_dir: str) -> str:
   parts = []
   for name, table in TABLES.items():
     columns, rows = table(grounded)
-    text = reports.write_table(out_dir, name, columns, rows)
+    text = tables.write_table(out_dir, name, columns, rows)
     if name == "degenerate":
       counts = collections.Counter(r["problem"] for r in rows)
       text = ", ".join(f"{c} {p}" for p, c in sorted(counts.items())) or "none"

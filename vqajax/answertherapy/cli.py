@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import sys
 import time
 from typing import Sequence
 
@@ -33,8 +32,8 @@ def analyze(args) -> None:
         f"tables in {args.out}")
 
 
-def _parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog="vqajax-therapy", description=__doc__.split("\n")[0])
+def _parser(prog: str) -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   commands = parser.add_subparsers(dest="command", required=True)
   command = commands.add_parser("analyze", help="single vs multiple groundings, Tables 1-3")
   command.set_defaults(fn=analyze)
@@ -43,10 +42,6 @@ def _parser() -> argparse.ArgumentParser:
   return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  args = _parser().parse_args(argv)
-  return exit_status("vqajax-therapy", lambda: args.fn(args))
-
-
-if __name__ == "__main__":
-  sys.exit(main())
+def main(argv: Sequence[str] | None = None, prog: str = "vqajax therapy") -> int:
+  args = _parser(prog).parse_args(argv)
+  return exit_status(prog, lambda: args.fn(args))

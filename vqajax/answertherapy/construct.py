@@ -59,20 +59,19 @@ import collections
 import dataclasses
 import os
 import string
-import sys
 from typing import Callable, Sequence
 
 import numpy as np
 
-from vqajax.answertherapy import construct_raw as raw
-from vqajax.answertherapy.construct_raw import Question
-from vqajax.vqa import reports
 from vqajax.answertherapy import analysis as therapy
+from vqajax.answertherapy import construct_raw as raw
 from vqajax.answertherapy import masks
+from vqajax.answertherapy.construct_raw import Question
 from vqajax.answertherapy.files import VIZWIZ, VQA, Sample
+from vqajax.answertherapy.iou import iou_from_counts
+from vqajax.core import tables
 from vqajax.core.errors import InputError, exit_status
 from vqajax.core.files import write_atomic_many
-from vqajax.answertherapy.iou import iou_from_counts
 
 UNUSABLE = ("unanswerable", "unsuitable")
 MIN_ANNOTATORS = 2
@@ -265,12 +264,12 @@ def build(out_dir: str, groundings_path: str, questions_path: str | None = None,
                  "single": sum(r["binary_label"] == therapy.SINGLE for r in records),
                  "multiple": sum(r["binary_label"] == therapy.MULTIPLE for r in records)}
                 for name, records in files.items()]
-  return (reports.write_table(out_dir, "construction", REPORT_COLUMNS, rows) + "\n"
-          + reports.write_table(out_dir, "splits", ["file", "questions", "single", "multiple"], split_rows))
+  return (tables.write_table(out_dir, "construction", REPORT_COLUMNS, rows) + "\n"
+          + tables.write_table(out_dir, "splits", ["file", "questions", "single", "multiple"], split_rows))
 
 
-def _parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog="construct", description=__doc__.split("\n")[0])
+def _parser(prog: str) -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   parser.add_argument("--questions", help="VQA v2 questions file (official format)")
   parser.add_argument("--annotations", help="VQA v2 annotations file (official format)")
   parser.add_argument("--vizwiz", nargs="+", default=[], metavar="FILE", help="VizWiz-VQA split files")
@@ -280,15 +279,11 @@ def _parser() -> argparse.ArgumentParser:
   return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  args = _parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = "vqajax therapy construct") -> int:
+  args = _parser(prog).parse_args(argv)
 
   def run() -> None:
     print(build(args.out, args.groundings, args.questions, args.annotations, args.vizwiz, args.seed))
     print(f"written to {args.out}")
 
-  return exit_status("construct", run)
-
-
-if __name__ == "__main__":
-  sys.exit(main())
+  return exit_status(prog, run)

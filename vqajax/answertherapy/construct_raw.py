@@ -14,9 +14,9 @@ from typing import Sequence
 
 import numpy as np
 
-from vqajax.vqa import files as vqa_files
 from vqajax.answertherapy.files import VIZWIZ, VQA
-from vqajax.vqa.files import DataFileError, column, load_json
+from vqajax.core import official_files
+from vqajax.core.official_files import DataFileError, column, load_json
 
 VIZWIZ_IMAGE = re.compile(r"VizWiz_([A-Za-z]+)_\d+\.\w+")  # the split is the middle part
 
@@ -47,11 +47,11 @@ class Question:
 
 def read_vqa(questions_path: str, annotations_path: str) -> list[Question]:
   """The questions of an official VQA v2 questions / annotations pair (annotation order)."""
-  questions = vqa_files.read_questions(questions_path, {"image_id": int, "question": str})
-  annotations = vqa_files.read_annotations(annotations_path, {"image_id": int, "answer_type": str})
+  questions = official_files.read_questions(questions_path, {"image_id": int, "question": str})
+  annotations = official_files.read_annotations(annotations_path, {"image_id": int, "answer_type": str})
   return [Question(VQA, q["question_id"], q["image_id"], q["question"], a["answer_type"],
                    tuple(x["answer"] for x in a["answers"]))
-          for q, a in vqa_files.join(questions, annotations, questions_path, annotations_path)]
+          for q, a in official_files.join(questions, annotations, questions_path, annotations_path)]
 
 
 def read_vizwiz(paths: Sequence[str]) -> list[Question]:

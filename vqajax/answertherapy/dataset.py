@@ -28,14 +28,15 @@ import dataclasses
 import os
 
 import numpy as np
+from absl import logging
 
-from vqajax.answertherapy import masks
-from vqajax.synthetic.answertherapy import write as synthetic_therapy
-from vqajax.core import text
 from vqajax.answertherapy import files as therapy_files
-from vqajax.features.store import FeatureStore
-from vqajax.vqa.dataset import SOURCES
+from vqajax.answertherapy import masks
+from vqajax.core import text
 from vqajax.core.errors import InputError
+from vqajax.core.official_files import DATA_SOURCES
+from vqajax.features.keys import feature_key
+from vqajax.features.store import FeatureStore
 
 _RASTER = 8  # raster pixels per grid cell side for the grid masks
 
@@ -50,30 +51,18 @@ class TherapyData:
   class_weights: np.ndarray                # [2] single, multiple
 
 
-def prepare(config) -> None:
-  """With `data.synthetic`, writes the synthetic therapy set into `data.dir` unless complete."""
-  data = config.data
-  if not data.synthetic:
-    return
-  if not data.dir:
-    data.dir = os.path.join(os.path.expanduser("~/.cache/vqajax/synthetic_therapy"),
-                            f"{data.synthetic_scale}-seed{config.seed}")
-  if not os.path.exists(os.path.join(data.dir, synthetic_therapy.MANIFEST)):  # written last
-    synthetic_therapy.generate(data.dir, seed=config.seed, scale=data.synthetic_scale)
-
-
 def _read(config_data, files: str) -> list[therapy_files.Sample]:
   """The samples of the named files; with `source` "tfds", of the splits of the prepared
   TFDS dataset `tfds_dir` named after them (`VQA_train.json` -> split VQA_train)."""
   names = [f for f in files.split(",") if f]
   if not names:
     raise InputError("config.data: no therapy files named (comma-separated file names)")
-  if config_data.source not in SOURCES:
-    raise InputError(f"config.data.source '{config_data.source}' is not one of {SOURCES}")
+  if config_data.source not in DATA_SOURCES:
+    raise InputError(f"config.data.source '{config_data.source}' is not one of {DATA_SOURCES}")
   if config_data.source == "raw":
     return [s for name in names for s in therapy_files.read_therapy(
         name if os.path.isabs(name) else os.path.join(config_data.dir, name))]
-  from vqajax.core import tfds_records  # pylint: disable=g-import-not-at-top
+  from vqajax.answertherapy import tfds_records  # pylint: disable=g-import-not-at-top
   tfds_dir = config_data.tfds_dir if os.path.isabs(config_data.tfds_dir) else os.path.join(
       config_data.dir, config_data.tfds_dir)
   splits = [os.path.splitext(os.path.basename(name))[0] for name in names]
@@ -126,7 +115,7 @@ def _arrays(samples, vocab: text.Vocab, config_data, store, grid: int | None) ->
       "answer_valid": np.arange(width)[None, :] < np.array([len(s.answers) for s in samples])[:, None],
   }
   if store is not None:
-    keys = [therapy_files.feature_key(s.image_id) for s in samples]
+    keys = [feature_key(s.image_id) for s in samples]
     out["image_row"] = store.rows(keys, samples[0].path).astype(np.int32)
   if grid is not None:
     out["grid_mask"] = np.stack([grid_masks(s, grid, width) for s in samples])
@@ -136,7 +125,6 @@ def _arrays(samples, vocab: text.Vocab, config_data, store, grid: int | None) ->
 def load(config, grid_targets: bool = False) -> TherapyData:
   """Reads the train / val files and the feature store of `config.data`; with
   `grid_targets`, also the grid masks of the answers' groundings."""
-  prepare(config)
   data = config.data
   train = _read(data, data.train_files)
   if data.val_files:
@@ -155,8 +143,8 @@ def load(config, grid_targets: bool = False) -> TherapyData:
   arrays = {name: _arrays(samples, vocab, data, store, grid) for name, samples in (("train", train), ("val", val))}
   weights = class_weights(arrays["train"]["label"])
   arrays["train"]["weight"] = weights[arrays["train"]["label"]]
-  print(f"therapy data: {len(train)} train / {len(val)} val questions, "
-        f"{100 * arrays['train']['label'].mean():.1f}% multiple in train; vocabulary {len(vocab)}")
+  logging.info("therapy data: %d train / %d val questions, %.1f%% multiple in train; vocabulary %d",
+               len(train), len(val), 100 * arrays["train"]["label"].mean(), len(vocab))
   return TherapyData(train=arrays["train"], val=arrays["val"], store=store, vocab=vocab,
                      val_samples=val, class_weights=weights)
 

@@ -11,9 +11,7 @@ are read as `label` 'single' / 'multiple'. The source is inferred per record: a 
 with a `question_id` comes from VQAv2, one without from VizWiz (the released format;
 so one reader serves both files, and a file mixing the two).
 
-A feature store keys images by integer (`data.features`); `feature_key` maps an
-`image_id` to that key: a COCO id (an integer or a digit string) is itself, a VizWiz
-name `VizWiz_<split>_<n>.jpg` is `VIZWIZ_KEYS[split] + n` (above any COCO id).
+A feature store keys images by integer: `features/keys.py` maps an `image_id` to its key.
 """
 
 from __future__ import annotations
@@ -21,18 +19,15 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import operator
-import re
 from typing import Callable
 
 import numpy as np
 
-from vqajax.vqa.files import DataFileError, column, load_json
+from vqajax.core.official_files import DataFileError, column, load_json
 
-LABELS = {"same": "single", "single": "single", "diff": "multiple", "multiple": "multiple"}
+BINARY_LABELS = {"same": "single", "single": "single", "diff": "multiple", "multiple": "multiple"}
 VQA, VIZWIZ = "VQAv2", "VizWiz"
 SOURCES = (VQA, VIZWIZ)
-VIZWIZ_KEYS = {"train": 1_000_000_000, "val": 2_000_000_000, "test": 3_000_000_000}
-_VIZWIZ_NAME = re.compile(r"VizWiz_(train|val|test)_(\d{1,9})\.jpg")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -50,17 +45,6 @@ class Sample:
   height: int
   answer_type: str
   label: str  # single | multiple (binary_label)
-
-
-def feature_key(image_id: str | int) -> int:
-  """The feature-store key of an image (module docstring)."""
-  if type(image_id) is int or (isinstance(image_id, str) and image_id.isascii() and image_id.isdigit()):
-    return int(image_id)
-  match = _VIZWIZ_NAME.fullmatch(image_id) if isinstance(image_id, str) else None
-  if match is None:
-    raise ValueError(f"image_id {image_id!r} has no feature key: expected a COCO id or "
-                     "'VizWiz_<train|val|test>_<number>.jpg'")
-  return VIZWIZ_KEYS[match[1]] + int(match[2])
 
 
 def _typed(items: list, key: str, kinds: tuple[type, ...], expected: str,
@@ -130,9 +114,9 @@ def read_therapy(path: str, data: list | None = None) -> list[Sample]:
       i = int(np.argmin(values))
       raise DataFileError(f'{where(i)}: expected a positive "{key}", got {values[i]}')
   labels = column(data, "binary_label", str, where)
-  if not set(labels) <= set(LABELS):
-    i = next(i for i, label in enumerate(labels) if label not in LABELS)
-    raise DataFileError(f'{where(i)}: expected "binary_label" one of {sorted(LABELS)}, got {labels[i]!r}')
+  if not set(labels) <= set(BINARY_LABELS):
+    i = next(i for i, label in enumerate(labels) if label not in BINARY_LABELS)
+    raise DataFileError(f'{where(i)}: expected "binary_label" one of {sorted(BINARY_LABELS)}, got {labels[i]!r}')
   answers = column(data, "answers", list, where)
   flat, where_answer = _flatten(answers, lambda i: f"{where(i)}: answers")
   if not set(map(type, flat)) <= {str}:
@@ -152,5 +136,5 @@ def read_therapy(path: str, data: list | None = None) -> list[Sample]:
         image_id=image_ids[i], question_id=question_ids[i], question=questions[i],
         answers=tuple(answers[i]), polygons=tuple(np.split(record_points, ends)),
         width=sizes[0][i], height=sizes[1][i], answer_type=answer_types[i],
-        label=LABELS[labels[i]]))
+        label=BINARY_LABELS[labels[i]]))
   return samples

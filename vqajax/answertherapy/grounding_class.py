@@ -19,13 +19,13 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from vqajax.vqa import reports
 from vqajax.answertherapy import dataset as therapy_dataset
-from vqajax.core.files import write_atomic_many
-from vqajax.answertherapy import precision_recall as pr
-from vqajax.answertherapy import models as grounding
 from vqajax.answertherapy import groups as therapy_groups
+from vqajax.answertherapy import models as grounding
+from vqajax.answertherapy import precision_recall as pr
 from vqajax.answertherapy.groups import BY_SOURCE, LABELS, key
+from vqajax.core import tables
+from vqajax.core.files import write_atomic_many
 
 BEST_METRIC = "balanced_accuracy"
 TEXT_KEYS = ("tokens", "length", "answer_tokens", "answer_length", "answer_valid")
@@ -103,7 +103,7 @@ def table4(name: str, metrics: dict[str, float]) -> tuple[list[str], list[dict]]
 
 
 def table(name: str, metrics: dict[str, float]) -> str:
-  return reports.markdown(*table4(name, metrics))
+  return tables.markdown(*table4(name, metrics))
 
 
 def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) -> None:
@@ -117,4 +117,4 @@ def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) 
                     "label": sample.label, "predicted": LABELS[int(predicted)], "p_multiple": float(p)})
   write_atomic_many({os.path.join(out_dir, "predictions.json"): records,
                      os.path.join(out_dir, "metrics.json"): metrics}, make_dirs=True)
-  reports.write_table(out_dir, "table4", *table4(config.name, metrics))
+  tables.write_table(out_dir, "table4", *table4(config.name, metrics))

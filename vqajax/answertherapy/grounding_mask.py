@@ -25,14 +25,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from vqajax.vqa import reports
-from vqajax.answertherapy import masks
 from vqajax.answertherapy import dataset as therapy_dataset
-from vqajax.core.files import write_atomic_many
-from vqajax.answertherapy import iou
-from vqajax.answertherapy import models as grounding
 from vqajax.answertherapy import groups as therapy_groups
+from vqajax.answertherapy import iou, masks
+from vqajax.answertherapy import models as grounding
 from vqajax.answertherapy.groups import BY_SOURCE, BY_SOURCE_AND_LABEL, LABELS, key
+from vqajax.core import tables
+from vqajax.core.files import write_atomic_many
 
 BEST_METRIC = "iou_pq"
 TEXT_KEYS = ("tokens", "length", "answer_tokens", "answer_length", "answer_valid")
@@ -121,7 +120,7 @@ def table6(name: str, metrics: dict[str, float]) -> tuple[list[str], list[dict]]
 
 
 def table(name: str, metrics: dict[str, float]) -> str:
-  return reports.markdown(*table5(name, metrics)) + "\n" + reports.markdown(*table6(name, metrics))
+  return tables.markdown(*table5(name, metrics)) + "\n" + tables.markdown(*table6(name, metrics))
 
 
 def result_records(samples, predicted: np.ndarray) -> list[dict]:
@@ -143,5 +142,5 @@ def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) 
   """results.json (RLE per answer), metrics.json, table5 and table6 .{md,csv,json}."""
   write_atomic_many({os.path.join(out_dir, "results.json"): result_records(data.val_samples, predictions["mask"]),
                      os.path.join(out_dir, "metrics.json"): metrics}, make_dirs=True)
-  reports.write_table(out_dir, "table5", *table5(config.name, metrics))
-  reports.write_table(out_dir, "table6", *table6(config.name, metrics))
+  tables.write_table(out_dir, "table5", *table5(config.name, metrics))
+  tables.write_table(out_dir, "table6", *table6(config.name, metrics))

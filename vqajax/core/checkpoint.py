@@ -89,7 +89,6 @@ class Checkpointer:
     message = (f"checkpoint at step {step} cannot be restored ({type(error).__name__}); moved to "
                f"{aside}; resuming from step {resumed}")
     logging.warning(message)
-    print(message)
 
   def close(self) -> None:
     self.manager.close()

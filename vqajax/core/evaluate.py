@@ -6,21 +6,19 @@ import os
 
 import jax
 import numpy as np
+from absl import logging
 from jax.experimental import multihost_utils
 
-from vqajax.core import checkpoint
-from vqajax.core import sharding
-from vqajax.core import task as tasks
-from vqajax.core import pipeline
+from vqajax.core import checkpoint, pipeline, sharding
 from vqajax.core.experiment import Experiment
+from vqajax.core.task import Task
 
 
 class Evaluator:
   """`run(params, step) -> {name: value}` over the val split; optionally writes results."""
 
-  def __init__(self, config, data, model, mesh):
-    self.config, self.data, self.mesh = config, data, mesh
-    self.task = tasks.get(config.task)
+  def __init__(self, task: Task, config, data, model, mesh):
+    self.task, self.config, self.data, self.mesh = task, config, data, mesh
     self.keys = self.task.eval_keys(data)
     self._eval_step = jax.jit(sharding.in_mesh(mesh, self.task.make_eval_step(model, data, mesh)))
 
@@ -50,7 +48,7 @@ class Evaluator:
                             predictions, {"step": step, **metrics})
 
 
-def evaluate_checkpoints(config, workdir: str, step: int | None = None, every: bool = False) -> dict:
+def evaluate_checkpoints(task: Task, config, workdir: str, step: int | None = None, every: bool = False) -> dict:
   """Evaluates saved checkpoints of `workdir` (latest, `step`, or all); returns {step: metrics}."""
   ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints)
   saved = ckpt.steps()
@@ -59,15 +57,13 @@ def evaluate_checkpoints(config, workdir: str, step: int | None = None, every: b
   if step is not None and step not in saved:
     raise FileNotFoundError(f"{workdir}: no checkpoint at step {step} (saved: {saved})")
   steps = saved if every else [step if step is not None else max(saved)]
-  exp = Experiment.build(config)
-  evaluator = Evaluator(config, exp.data, exp.model, exp.mesh)
+  exp = Experiment.build(task, config)
+  evaluator = Evaluator(task, config, exp.data, exp.model, exp.mesh)
   target = exp.initial_state(abstract=True)
   results = {}
   for s in steps:
     state, _ = ckpt.restore(s, target)
     results[s] = evaluator.run(state.params, s, workdir=workdir)
-    if jax.process_index() == 0:
-      print(f"step {s}: results in {os.path.join(workdir, 'results', f'step_{s}')}")
-      print(exp.task.table(f"{config.name} @ {s}", results[s]))
+    logging.info("step %d: results in %s", s, os.path.join(workdir, "results", f"step_{s}"))
   ckpt.close()
   return results

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from types import ModuleType
 from typing import Any
 
 import flax
@@ -11,9 +10,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from vqajax.core import sharding
-from vqajax.core import task as tasks
-from vqajax.core import pipeline
+from vqajax.core import pipeline, sharding
+from vqajax.core.task import Task
 
 
 @flax.struct.dataclass
@@ -41,16 +39,15 @@ def make_optimizer(cfg) -> optax.GradientTransformation:
 class Experiment:
   config: Any
   mesh: Any
-  task: ModuleType  # vqajax.core.task.TASKS[config.task]
+  task: Task
   data: Any
   model: Any
   tx: optax.GradientTransformation
 
   @classmethod
-  def build(cls, config, devices=None) -> "Experiment":
+  def build(cls, task: Task, config, devices=None) -> "Experiment":
     mesh = sharding.data_mesh(devices)
     sharding.local_batch_size(config.batch_size, mesh)
-    task = tasks.get(config.task)
     data = task.load(config)
     model = task.build_model(config.model, data)
     return cls(config, mesh, task, data, model, make_optimizer(config.optimizer))

@@ -14,13 +14,11 @@ import jax
 import numpy as np
 import tensorflow as tf
 
-from vqajax.features.store import FeatureStore
 from vqajax.core.errors import InputError
-
-tf.config.set_visible_devices([], "GPU")  # the accelerator belongs to JAX
+from vqajax.core.task import IMAGE_ROW, LABEL, QUESTION_ID
 
 INPUT_KEYS = ("tokens", "length", "question_bow", "caption_bow")  # those the split has
-TRAIN_KEYS = INPUT_KEYS + ("label",)
+TRAIN_KEYS = INPUT_KEYS + (LABEL,)
 LENGTH_BUCKETS = (8, 12, 16)  # and the padded length itself
 
 
@@ -37,7 +35,7 @@ class _Loader:
   which every host can tell from the global rows, so all hosts agree on the shape.
   """
 
-  def __init__(self, arrays: dict[str, np.ndarray], store: FeatureStore | None, keys: Sequence[str]):
+  def __init__(self, arrays: dict[str, np.ndarray], store, keys: Sequence[str]):
     self.arrays, self.store = arrays, store
     self.keys = tuple(k for k in keys if k in arrays)
 
@@ -48,7 +46,7 @@ class _Loader:
       longest = int(self.arrays["length"][global_rows].max())
       batch["tokens"] = batch["tokens"][:, :bucket_length(longest, batch["tokens"].shape[1])]
     if self.store is not None:
-      batch["image"] = self.store.read(self.arrays["image_row"][rows])
+      batch["image"] = self.store.read(self.arrays[IMAGE_ROW][rows])
     return batch
 
   def tf_map(self, make_rows, host: slice):
@@ -115,7 +113,7 @@ def train_rows(num_examples: int, global_batch: int, seed: int, step: int) -> np
 def train_dataset(arrays, store, global_batch: int, seed: int, start_step: int,
                   keys: Sequence[str] = TRAIN_KEYS) -> tf.data.Dataset:
   """This host's train batches from `start_step` on (endless)."""
-  n, host = len(arrays["label"]), _host_slice(global_batch)
+  n, host = len(arrays[LABEL]), _host_slice(global_batch)
   loader = _Loader(arrays, store, keys)
   make_rows = lambda step: train_rows(n, global_batch, seed, int(step))
   return (tf.data.Dataset.range(start_step, np.iinfo(np.int64).max)
@@ -125,7 +123,7 @@ def train_dataset(arrays, store, global_batch: int, seed: int, start_step: int,
 
 def eval_batches(arrays, store, global_batch: int, keys: Sequence[str]) -> Iterator[dict[str, np.ndarray]]:
   """This host's slices of the eval batches, in file order; the last one padded, with `mask`."""
-  n, host = len(arrays["question_id"]), _host_slice(global_batch)
+  n, host = len(arrays[QUESTION_ID]), _host_slice(global_batch)
   loader = _Loader(arrays, store, keys)
 
   def make_rows(step):

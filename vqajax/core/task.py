@@ -1,34 +1,56 @@
-"""Tasks by `config.task`: each module is what train and eval need to know about one problem.
+"""The task contract: what train and eval need to know about one problem.
 
-A task module provides
-  BEST_METRIC                       the val metric that picks the best checkpoint
-  TRAIN_KEYS                        the split arrays the train step reads (those present)
-  load(config) -> data              `data.train` / `data.val`: dicts of numpy arrays, one row
-                                    per example (`label`, `question_id`, `image_row` when
-                                    `data.store` is a FeatureStore, else None)
-  sizes(data) -> dict               data sizes for run.json
-  build_model(config.model, data)   a flax module: model.apply(vars, batch, train=...) -> outputs
-  loss(outputs, batch) -> scalar    jittable
-  eval_keys(data)                   the split arrays the eval step reads
-  make_eval_step(model, data, mesh) (params, batch) -> (predictions, masked metric sums)
-  summarise(totals) -> {name: float}
-  write_results(out_dir, config, data, predictions, metrics)   host; predictions: numpy, val order
-  table(name, metrics) -> str       a Markdown table for the console
+A task is a module of a paper package (`vqa/task.py`, `answertherapy/grounding_class.py`,
+`answertherapy/grounding_mask.py`) that satisfies `Task`; the front door picks it by
+`config.task` (`vqajax.cli.TASKS`) and hands it to `train_and_evaluate` / `Evaluator`,
+whose jitted train and eval steps are the same for every task.
+
+A task's data (`load`) holds `train` and `val`: dicts of numpy arrays with one row per
+example, and `store`: a `FeatureStore` (or None for text-only data). The arrays the core
+itself reads are named here.
 """
 
 from __future__ import annotations
 
-from types import ModuleType
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
-from vqajax.core.errors import InputError
-from vqajax.answertherapy import grounding_class, grounding_mask
-from vqajax.vqa import task as vqa
+import numpy as np
 
-TASKS: dict[str, ModuleType] = {"vqa": vqa, "grounding_class": grounding_class,
-                                 "grounding_mask": grounding_mask}
+LABEL = "label"              # train split: its length is the train stream's length
+QUESTION_ID = "question_id"  # val split: its length is the eval stream's length
+IMAGE_ROW = "image_row"      # both splits, with a store: the example's row of the store
 
 
-def get(name: str) -> ModuleType:
-  if name not in TASKS:
-    raise InputError(f"config.task '{name}' is not one of {sorted(TASKS)}")
-  return TASKS[name]
+@runtime_checkable
+class Task(Protocol):
+  """The members of a task module."""
+
+  BEST_METRIC: str                 # the val metric that picks the best checkpoint
+  TRAIN_KEYS: Sequence[str]        # the split arrays the train step reads (those present)
+
+  def load(self, config) -> Any:
+    """The data of `config.data`: `.train`, `.val` (dicts of arrays), `.store`."""
+
+  def sizes(self, data) -> dict[str, int]:
+    """Data sizes recorded in run.json."""
+
+  def build_model(self, model_config, data) -> Any:
+    """A flax module: `model.apply(vars, batch, train=...) -> outputs`."""
+
+  def loss(self, outputs, batch) -> Any:
+    """A jittable scalar."""
+
+  def eval_keys(self, data) -> Sequence[str]:
+    """The split arrays the eval step reads."""
+
+  def make_eval_step(self, model, data, mesh) -> Any:
+    """`(params, batch) -> (predictions, masked metric sums)`, jittable."""
+
+  def summarise(self, totals: Mapping[str, np.ndarray]) -> dict[str, float]:
+    """The metrics of the summed totals."""
+
+  def write_results(self, out_dir: str, config, data, predictions, metrics) -> None:
+    """The results files of one evaluation (host; predictions in val order)."""
+
+  def table(self, name: str, metrics: Mapping[str, float]) -> str:
+    """A Markdown table for the console."""

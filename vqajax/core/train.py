@@ -1,4 +1,4 @@
-"""train_and_evaluate(config, workdir): jitted, sharded training with periodic evaluation.
+"""train_and_evaluate(task, config, workdir): jitted, sharded training with periodic evaluation.
 
 Restarting with the same workdir resumes from the newest checkpoint, including the
 input position, so the resumed run sees the batches the interrupted one would have.
@@ -18,13 +18,9 @@ from absl import logging
 from clu import periodic_actions
 from jax.experimental import multihost_utils
 
-from vqajax.core import checkpoint
-from vqajax.core import evaluate
-from vqajax.vqa import reports
-from vqajax.core import sharding
-from vqajax.core import writers
-from vqajax.core import pipeline
+from vqajax.core import checkpoint, evaluate, pipeline, run_record, sharding, writers
 from vqajax.core.experiment import Experiment, TrainState
+from vqajax.core.task import Task
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -91,9 +87,10 @@ class _Preemption:
       signal.signal(signal.SIGTERM, self._previous)
 
 
-def train_and_evaluate(config, workdir: str, devices=None) -> dict:
-  """Trains `config` in `workdir` on `devices` (default: all); returns the last val metrics."""
-  exp = Experiment.build(config, devices)
+def train_and_evaluate(task: Task, config, workdir: str, devices=None) -> dict:
+  """Trains `config` of `task` in `workdir` on `devices` (default: all); returns the last val
+  metrics."""
+  exp = Experiment.build(task, config, devices)
   mesh, data = exp.mesh, exp.data
   ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints,
                                 exp.task.BEST_METRIC)
@@ -102,11 +99,10 @@ def train_and_evaluate(config, workdir: str, devices=None) -> dict:
     state, start = exp.initial_state(), 0
   else:
     state, meta, start = restored
-    logging.info("Resumed from step %d (input position %d)", start, meta["input_step"])
-    print(f"resumed from checkpoint at step {start}")
-  evaluator = evaluate.Evaluator(config, data, exp.model, mesh)
+    logging.info("resumed from checkpoint at step %d (input position %d)", start, meta["input_step"])
+  evaluator = evaluate.Evaluator(task, config, data, exp.model, mesh)
   if jax.process_index() == 0:
-    reports.write_run_file(workdir, config, exp.task.sizes(data))
+    run_record.write_run_file(workdir, config, exp.task.sizes(data))
   writer = writers.create(workdir)
   if start == 0:
     writer.write_hparams({k: v for k, v in config.to_dict().items() if not isinstance(v, dict)})
@@ -139,7 +135,7 @@ def train_and_evaluate(config, workdir: str, devices=None) -> dict:
       if stop:
         if ckpt.latest_step() != step:
           ckpt.save(step, state, meta(step))
-        print(f"SIGTERM: saved checkpoint at step {step}; rerun the same command to resume")
+        logging.warning("SIGTERM: saved checkpoint at step %d; rerun the same command to resume", step)
         break
   finally:
     preemption.restore()

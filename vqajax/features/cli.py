@@ -19,17 +19,13 @@ from typing import Sequence
 
 from absl import logging
 
-from vqajax.features import images
-from vqajax.features import models
-from vqajax.features import weights
-from vqajax.features.extract import extract
 from vqajax.core.errors import InputError, exit_status
+from vqajax.features import images, models, weights
+from vqajax.features.extract import extract
 
-PROG = "python -m vqajax.features.cli"
 
-
-def _parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
+def _parser(prog: str) -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   parser.add_argument("--images", required=True, help="a directory of images or a file listing image paths")
   parser.add_argument("--model", required=True, choices=sorted(models.MODELS))
   parser.add_argument("--weights", required=True, help="torchvision state dict (.pth) or its .npz conversion")
@@ -64,18 +60,14 @@ def run(args: argparse.Namespace) -> int:
   return 1 if summary.unreadable and not summary.extracted else 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "vqajax features") -> int:
   argv = sys.argv[1:] if argv is None else list(argv)
   logging.set_verbosity(logging.INFO)
   if argv[:1] == ["convert"]:
-    parser = argparse.ArgumentParser(prog=f"{PROG} convert", description="torchvision .pth -> .npz (same names)")
+    parser = argparse.ArgumentParser(prog=f"{prog} convert", description="torchvision .pth -> .npz (same names)")
     parser.add_argument("pth")
     parser.add_argument("npz")
     args = parser.parse_args(argv[1:])
-    return exit_status(PROG, lambda: print(f"{weights.convert(args.pth, args.npz)} tensors written to {args.npz}"))
-  args = _parser().parse_args(argv)
-  return exit_status(PROG, lambda: run(args))
-
-
-if __name__ == "__main__":
-  sys.exit(main())
+    return exit_status(prog, lambda: print(f"{weights.convert(args.pth, args.npz)} tensors written to {args.npz}"))
+  args = _parser(prog).parse_args(argv)
+  return exit_status(prog, lambda: run(args))

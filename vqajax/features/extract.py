@@ -16,15 +16,15 @@ import time
 from concurrent import futures
 from typing import Iterator
 
-from absl import logging
 import flax.linen as nn
 import jax
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
 import numpy as np
+from absl import logging
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from vqajax.core.errors import InputError
 from vqajax.features import images
 from vqajax.features.partial_store import ChunkedStore
-from vqajax.core.errors import InputError
 
 
 @dataclasses.dataclass

@@ -7,7 +7,7 @@ page, not as whatever colour the hidden pixels hold). A file PIL cannot decode (
 image, truncated, too large) raises `UnreadableImage` with the reason.
 
 Image ids: `COCO_<split>_<digits>.<ext>` is the number; a VizWiz name
-`VizWiz_<split>_<n>.jpg` is `vqajax.answertherapy.files.feature_key` (the key the
+`VizWiz_<split>_<n>.jpg` is `vqajax.features.keys.feature_key` (the key the
 AnswerTherapy reader asks for); any other name is the trailing digits of its stem
 (`000123.png` -> 123, `img_42.jpg` -> 42); a name without trailing digits is an error.
 """
@@ -20,8 +20,8 @@ import re
 import numpy as np
 from PIL import Image, ImageOps
 
-from vqajax.answertherapy.files import feature_key
 from vqajax.core.errors import InputError
+from vqajax.features.keys import feature_key
 
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 CAFFE_BGR_MEAN = np.array([103.939, 116.779, 123.68], np.float32)

@@ -20,9 +20,9 @@ from typing import Iterator
 
 import numpy as np
 
-from vqajax.features.store import FeatureStore, ids_path, write_store_blocks
 from vqajax.core.errors import InputError
 from vqajax.core.files import write_atomic, write_json_atomic
+from vqajax.features.store import FeatureStore, ids_path, write_store_blocks
 
 _BLOCK_ROWS = 1024  # rows copied at a time from an existing store
 

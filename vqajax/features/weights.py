@@ -13,9 +13,9 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from vqajax.features.models import POOLED, VGG, ViT
 from vqajax.core.errors import InputError
 from vqajax.core.files import write_atomic
+from vqajax.features.models import POOLED, VGG, ViT
 
 CLASSES = 1000  # ImageNet logits (classifier.6 / heads.head)
 IMAGE_SIZE = 224  # ViT-B/16's position embeddings are for 224x224 input (14 x 14 patches)

@@ -1,38 +1,35 @@
-"""`vqajax-data`: dataset tools.
+"""`vqajax data`: write the embedded synthetic datasets.
 
-  vqajax-data synth --out DIR [--seed S] [--scale tiny|small|medium|large]
-  vqajax-data therapy --out DIR [--seed S] [--scale tiny|small|medium]
+  vqajax data synth --out DIR [--seed S] [--scale tiny|small|medium|large]
+  vqajax data therapy --out DIR [--seed S] [--scale tiny|small|medium]
+  vqajax data therapy-raw --out DIR [--seed S]
 
-`synth` writes the embedded synthetic VQA dataset (official VQA v2 / v1 multiple-choice /
-COCO captions formats plus feature stores), `therapy` the synthetic VQA-AnswerTherapy
-dataset (released format plus a grid feature store), under DIR; both print a summary.
+`synth` writes the synthetic VQA dataset (official VQA v2 / v1 multiple-choice / COCO
+captions formats plus feature stores), `therapy` the synthetic VQA-AnswerTherapy dataset
+(released format plus a grid feature store), `therapy-raw` a raw input of the
+AnswerTherapy construction (`vqajax therapy construct`). DIR must not exist yet (or be
+empty): nothing is ever written into a folder that holds files.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
+from typing import Sequence
 
-from vqajax.synthetic.vqa import write as synthetic
-from vqajax.synthetic.vqa import features as synthetic_features
+from vqajax.core.errors import exit_status
+from vqajax.synthetic import folder
+from vqajax.synthetic.answertherapy import raw as synthetic_raw
 from vqajax.synthetic.answertherapy import write as synthetic_therapy
-from vqajax.core.errors import InputError
+from vqajax.synthetic.vqa import features as synthetic_features
+from vqajax.synthetic.vqa import write as synthetic
 
 
 def _synth(args) -> int:
   start = time.time()
-  try:
-    paths = synthetic.generate(args.out, seed=args.seed, scale=args.scale)
-  except OSError as e:
-    print(f"error: could not write the synthetic dataset to {args.out}: {e}", file=sys.stderr)
-    return 1
+  paths = synthetic.generate(args.out, seed=args.seed, scale=args.scale)
   manifest = synthetic.read_manifest(args.out)
-  if manifest is None:  # cannot happen unless the directory changed under us
-    print(f"error: {args.out}: the dataset was written but its MANIFEST.json is missing or incomplete",
-          file=sys.stderr)
-    return 1
   counts, shares = manifest["counts"], manifest["answer_type_shares"]
   split_text = "; ".join(
       f"{split}: {counts[f'{split}_images']} images, {counts[f'{split}_questions']} questions "
@@ -42,16 +39,11 @@ def _synth(args) -> int:
   print(f"Wrote the synthetic VQA dataset (scale {args.scale}, seed {args.seed}) to {args.out} in "
         f"{time.time() - start:.1f}s. {split_text}; {counts['feature_rows']} feature rows "
         f"(fc7 {synthetic_features.FC7_DIM}-d, grid 7x7x{synthetic_features.GRID_CHANNELS}). Files: {file_text}.")
-  return 0
 
 
 def _therapy(args) -> int:
   start = time.time()
-  try:
-    paths = synthetic_therapy.generate(args.out, seed=args.seed, scale=args.scale)
-  except (InputError, OSError) as e:
-    print(f"error: could not write the synthetic therapy dataset to {args.out}: {e}", file=sys.stderr)
-    return 1
+  paths = synthetic_therapy.generate(args.out, seed=args.seed, scale=args.scale)
   with open(paths["manifest"]) as f:
     manifest = json.load(f)
   counts, grid = manifest["counts"], manifest["grid"]
@@ -62,11 +54,15 @@ def _therapy(args) -> int:
         f"in {time.time() - start:.1f}s: {total} questions, {100 * multiple / total:.1f}% with multiple "
         f"groundings ({file_text}); grid features {grid['size']}x{grid['size']}x{grid['channels']} for "
         f"{total} images.")
-  return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog="vqajax-data", description="vqajax dataset tools")
+def _raw(args) -> None:
+  for name, path in folder.write_new(args.out, lambda tmp: synthetic_raw.generate(tmp, args.seed)).items():
+    print(f"{name}: {path}")
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   sub = parser.add_subparsers(dest="command", required=True)
   synth = sub.add_parser("synth", help="write the embedded synthetic VQA dataset",
                          description="Write the synthetic VQA dataset in the official file formats.")
@@ -85,13 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="dataset size: " + ", ".join(
                            f"{k} ({sum(v)} questions)" for k, v in synthetic_therapy.SCALES.items()))
   therapy.set_defaults(func=_therapy)
+  raw = sub.add_parser("therapy-raw", help="write a raw input of the AnswerTherapy construction",
+                       description="Write raw VQA v2 / VizWiz files and two annotators' groundings.")
+  raw.add_argument("--out", required=True, help="output directory")
+  raw.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+  raw.set_defaults(func=_raw)
   return parser
 
 
-def main(argv=None) -> int:
-  args = build_parser().parse_args(argv)
-  return args.func(args)
-
-
-if __name__ == "__main__":
-  sys.exit(main())
+def main(argv: Sequence[str] | None = None, prog: str = "vqajax data") -> int:
+  args = build_parser(prog).parse_args(argv)
+  return exit_status(prog, lambda: args.func(args))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 
 from vqajax.answertherapy import files as therapy_files
-from vqajax.core import tfds_records
-from vqajax.vqa import files as vqa_files
-
+from vqajax.answertherapy import tfds_records
+from vqajax.core import official_files
+from vqajax.features.keys import feature_key
 from vqajax.tfds import base
 
 
@@ -33,14 +33,14 @@ class AnswerTherapy(base.ManualBuilder):
   def _records(self, split: str, path: str):
     """Reads and checks a file (`therapy_files.read_therapy`); the feature-store key of an
     image is `therapy_files.feature_key`."""
-    data = vqa_files.load_json(path)
+    data = official_files.load_json(path)
     samples = therapy_files.read_therapy(path, data)
     examples = [tfds_records.therapy_example(r, s.source, s.polygons) for r, s in zip(data, samples)]
     keys = []
     if self.builder_config.features:
       for s in samples:
         try:
-          keys.append(therapy_files.feature_key(s.image_id))
+          keys.append(feature_key(s.image_id))
         except ValueError as e:
-          raise vqa_files.DataFileError(f"{path}: records[{s.index}]: {e}") from None
+          raise official_files.DataFileError(f"{path}: records[{s.index}]: {e}") from None
     return examples, keys, path

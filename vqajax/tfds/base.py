@@ -13,8 +13,8 @@ import tensorflow_datasets as tfds
 from etils import epath
 
 from vqajax.core import tfds_records
+from vqajax.core.official_files import DataFileError
 from vqajax.features.store import FeatureStore
-from vqajax.vqa.files import DataFileError
 
 _READ_ROWS = 1024  # feature rows read from the store at a time
 

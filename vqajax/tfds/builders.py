@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from vqajax.core.errors import InputError
-
 from vqajax.tfds import base
 from vqajax.tfds.answer_therapy import AnswerTherapy
 from vqajax.tfds.vizwiz import VizwizVqa

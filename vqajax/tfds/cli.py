@@ -10,14 +10,11 @@ joins each example's row of a FeatureStore (.h5 / .npy) by image id, as the conf
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from typing import Sequence
 
 from vqajax.core.errors import exit_status
-
-from vqajax.tfds import base
-from vqajax.tfds import builders
+from vqajax.tfds import base, builders
 
 
 def build(name: str, manual_dir: str, data_dir: str, features: str = "") -> str:
@@ -28,8 +25,8 @@ def build(name: str, manual_dir: str, data_dir: str, features: str = "") -> str:
   return str(builder.data_dir)
 
 
-def _parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog="python -m vqajax.tfds.cli", description=__doc__,
+def _parser(prog: str) -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(prog=prog, description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   commands = parser.add_subparsers(dest="command", required=True)
   b = commands.add_parser("build", help="prepare a dataset from the official files in --manual_dir")
@@ -40,16 +37,12 @@ def _parser() -> argparse.ArgumentParser:
   return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  args = _parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = "vqajax tfds") -> int:
+  args = _parser(prog).parse_args(argv)
 
   def run() -> None:
     start = time.time()
     path = build(args.name, args.manual_dir, args.data_dir, args.features)
     print(f"prepared {path} in {time.time() - start:.1f} s")
 
-  return exit_status("python -m vqajax.tfds.cli", run)
-
-
-if __name__ == "__main__":
-  sys.exit(main())
+  return exit_status(prog, run)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 
-from vqajax.core import tfds_records
-from vqajax.vqa import files as vqa_files
-
+from vqajax.core import official_files
 from vqajax.tfds import base
+from vqajax.vqa import files as vqa_files
+from vqajax.vqa import tfds_records
 
 ANSWER_FIELDS = {"answer": str, "answer_confidence": str}
 
@@ -32,15 +32,15 @@ class VizwizVqa(base.ManualBuilder):
   def _records(self, split: str, path: str):
     """Reads and checks a split file (`vqa_files.read_vizwiz`; image and question only
     for a file without answers, the test split)."""
-    data = vqa_files.load_json(path)
+    data = official_files.load_json(path)
     if not isinstance(data, list) or not data:
-      raise vqa_files.DataFileError(f"{path}: expected a non-empty JSON list of VizWiz records")
+      raise official_files.DataFileError(f"{path}: expected a non-empty JSON list of VizWiz records")
     where = lambda i: f"{path}: records[{i}]"
     if "answers" in data[0]:
       vqa_files.read_vizwiz(path, data, answer_fields=ANSWER_FIELDS)
       for name, kind in (("answer_type", str), ("answerable", int)):
-        vqa_files.column(data, name, kind, where)
+        official_files.column(data, name, kind, where)
     else:
-      vqa_files.column(data, "question", str, where)
+      official_files.column(data, "question", str, where)
     keys = vqa_files.vizwiz_image_ids(path, data)
     return [tfds_records.vizwiz_example(r) for r in data], keys, path

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 
-from vqajax.core import tfds_records
-from vqajax.vqa import files as vqa_files
-
+from vqajax.core import official_files
 from vqajax.tfds import base
+from vqajax.vqa import files as vqa_files
+from vqajax.vqa import tfds_records
 
 _RECORD_LISTS = ("questions", "annotations")
 # What the builder keeps of each answer (the reader checks "answer" only).
@@ -62,14 +62,14 @@ class Vqa(base.ManualBuilder):
 
   def _records(self, split: str, paths: dict[str, str]):
     """Reads and checks the split's files (the readers of `vqajax.vqa.files`)."""
-    data = {"questions": vqa_files.read_questions(paths["questions"])}
+    data = {"questions": official_files.read_questions(paths["questions"])}
     questions = data["questions"]["questions"]
     pairs = [(q, None) for q in questions]
     if "annotations" in paths:
-      data["annotations"] = vqa_files.read_annotations(paths["annotations"], answer_fields=ANSWER_FIELDS)
-      pairs = vqa_files.join(data["questions"], data["annotations"], paths["questions"], paths["annotations"])
+      data["annotations"] = official_files.read_annotations(paths["annotations"], answer_fields=ANSWER_FIELDS)
+      pairs = official_files.join(data["questions"], data["annotations"], paths["questions"], paths["annotations"])
     if "multiple_choice" in paths:
-      data["multiple_choice"] = vqa_files.read_questions(paths["multiple_choice"])
+      data["multiple_choice"] = official_files.read_questions(paths["multiple_choice"])
       vqa_files.attach_choices([q for q, _ in pairs], data["multiple_choice"], paths["multiple_choice"])
     self.info.metadata.setdefault("splits", {})[split] = {
         k: _header(data[k]) if k in data else None for k in ("questions", "annotations", "multiple_choice")}

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 
 from vqajax.core.errors import InputError
 from vqajax.core.files import write_atomic_many
-from vqajax.vqa.reports import csv_text
+from vqajax.core.tables import csv_text
 
 FIG9_COLUMNS = ("answer", "questions", "accuracy")
 FIG10_COLUMNS = ("answer", "predicted", "share")

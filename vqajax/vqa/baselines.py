@@ -24,7 +24,7 @@ trigrams. Ties go to the first choice in file order.
 
 Training records: `VQAData` keeps only numeric arrays of the training split (and drops
 questions whose answer is outside the top K), while the baselines count the raw answer
-strings of every training question. So `run_baseline` re-reads the training files with
+strings of every training question. So `run_and_write` re-reads the training files with
 the same reader as `vqa_dataset.load` (`read_train_records`; same confidence filter) and
 takes the vocabulary, the feature store and the val records from `VQAData`. The baseline
 functions themselves only take (question, annotation) record lists, so they run on
@@ -37,18 +37,17 @@ from __future__ import annotations
 import collections
 import functools
 import os
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from vqajax.vqa import reports
-from vqajax.vqa.accuracy import score
-from vqajax.vqa.baselines_nn import nearest_neighbour_answers
-from vqajax.core import text
-from vqajax.vqa import dataset as vqa_dataset
+from vqajax.core import run_record, text
 from vqajax.core.errors import InputError
-from vqajax.vqa.accuracy.normalize import clean, normalize
+from vqajax.vqa import dataset as vqa_dataset
+from vqajax.vqa import reports
 from vqajax.vqa import task as vqa_task
+from vqajax.vqa.accuracy.normalize import clean, normalize
+from vqajax.vqa.baselines_nn import nearest_neighbour_answers
 
 Records = Sequence[tuple[dict, dict]]  # (question, annotation), as from vqa_files.join
 Results = dict[int, str]
@@ -239,36 +238,16 @@ def predict_baseline(name: str, data: vqa_dataset.VQAData, train: Records,
   return predicted
 
 
-def run_baseline(name: str, config_data, word_vectors: str | WordVectors | None = None,
-                 seed: int = 0, data: vqa_dataset.VQAData | None = None,
-                 train_records: Records | None = None) -> dict[str, Any]:
-  """Runs baseline `name` on the files of `config_data` and scores it officially.
-
-  `data` / `train_records`: already loaded ones, to share them between baselines.
-  Returns {'results', 'mc_results', 'accuracy', 'mc_accuracy'}; the MC entries are None
-  when the config names no multiple-choice val file.
-  """
-  data = vqa_dataset.load(config_data) if data is None else data
-  train = vqa_dataset.read_train_records(config_data)[0] if train_records is None else train_records
-  predicted = predict_baseline(name, data, train, word_vectors, seed)
-  annotations = [a for _, a in data.val_records]
-  mc = predicted.get("MultipleChoice")
-  return {"results": predicted["OpenEnded"], "mc_results": mc,
-          "accuracy": score.accuracy_of(annotations, predicted["OpenEnded"])[0],
-          "mc_accuracy": None if mc is None else score.accuracy_of(annotations, mc)[0]}
-
-
 def run_and_write(config, workdir: str, names: Sequence[str],
                   word_vectors: str | None = None) -> dict[str, dict[str, float]]:
   """`vqajax-baselines`: official results files under WORKDIR/results/<name>/ and a table."""
   data = vqa_task.load(config)
   train = vqa_dataset.read_train_records(config.data)[0]
-  reports.write_run_file(workdir, config, vqa_task.sizes(data))
+  run_record.write_run_file(workdir, config, vqa_task.sizes(data))
   rows = {}
   for name in names:
     predicted = predict_baseline(name, data, train, word_vectors, config.seed)
     scores = vqa_task.write_official(os.path.join(workdir, "results", name), config, data, name,
                                      predicted, {"baseline": name})
     rows[name] = reports.metrics_from_official(scores)
-  print(reports.accuracy_table(rows))
   return rows

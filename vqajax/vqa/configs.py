@@ -1,6 +1,4 @@
-"""The shared configurations: the VQA paper's rows (`experiments/vqa/*.py` build on
-`vqa_config`) and the VQA-AnswerTherapy challenges (`experiments/therapy/*.py`,
-`therapy_config`).
+"""The shared config of the VQA paper's rows (`experiments/vqa/*.py` build on `vqa_config`).
 
 Arguments of every row: "" (the paper's setting), "cpu" (a few minutes on a 2-core CPU:
 narrower layers, Adam 1e-3, batch 128, 1500 steps) and "runlocal" (seconds: the tiny
@@ -9,24 +7,9 @@ synthetic set and a toy-sized model, for tests and smoke runs).
 
 from __future__ import annotations
 
-import os
-from typing import Any
-
 import ml_collections
 
 ARGS = ("", "cpu", "runlocal")
-
-
-def override(config: ml_collections.ConfigDict, changes: dict[str, Any]) -> ml_collections.ConfigDict:
-  """Sets dotted fields (`{"model.fusion": "concat"}`) of `config` and returns it; on a
-  locked config an unknown field raises (KeyError / AttributeError)."""
-  for key, value in changes.items():
-    *parents, field = key.split(".")
-    target = config
-    for parent in parents:
-      target = target[parent]
-    target[field] = value
-  return config
 
 
 def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
@@ -115,100 +98,5 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
     config.num_train_steps = 40
     config.log_every_steps = 10
     config.eval_every_steps = 20
-  config.lock()
-  return config
-
-
-THERAPY_ARGS = ("cpu", "runlocal", "real")
-# The released train files: $VQAJAX_THERAPY_DIR, else ../shared/data/answertherapy beside the checkout.
-THERAPY_DIR = os.environ.get("VQAJAX_THERAPY_DIR", os.path.normpath(
-    os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "answertherapy")))
-
-
-def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.ConfigDict:
-  """The locked config of a VQA-AnswerTherapy challenge (`task` 'grounding_class' or
-  'grounding_mask'). `arg`: comma-separated, any of "cpu" (minutes on a 2-core CPU, the
-  medium synthetic set), "runlocal" (seconds, the tiny set) and "real" (the released
-  train files in `$VQAJAX_THERAPY_DIR`, default ../shared/data/answertherapy, with a
-  seeded 80/20 held-out split and no image features: text-only models); "" is the full
-  setting on the medium synthetic set."""
-  flags = set(arg.split(",")) - {""}
-  if flags - set(THERAPY_ARGS):
-    raise ValueError(f"unknown config argument '{arg}' (expected comma-separated {THERAPY_ARGS})")
-  config = ml_collections.ConfigDict()
-  config.name = name
-  config.task = task                    # vqajax/core/task.py
-  config.seed = 0
-
-  config.data = data = ml_collections.ConfigDict()
-  data.synthetic = True                 # generate the synthetic therapy set into `dir` if missing
-  data.synthetic_scale = "tiny" if "runlocal" in flags else "medium"
-  data.dir = ""                         # "" -> ~/.cache/vqajax/synthetic_therapy/<scale>-seed<seed>
-  data.train_files = "VQA_train.json,VizWiz_train.json"  # comma-separated, relative to dir
-  data.val_files = "VQA_val.json,VizWiz_val.json"        # "" -> a held-out share of train
-  data.holdout = 0.2                    # that share (seeded by config.seed), without val_files
-  data.source = "raw"                   # or "tfds": the files' splits of a prepared TFDS dataset ...
-  data.tfds_dir = ""                    # ... in this directory (data_pipeline/tfds), relative to dir
-  data.features = "features/therapy_grid.npy"  # grid store keyed by therapy_files.feature_key; "" none
-  data.feature_shape = (14, 14, 32)     # [G, G, C]: e.g. VGG conv5 (14, 14, 512), ViT-B/16 (14, 14, 768)
-  data.max_question_len = 16
-  data.max_answer_len = 6
-  data.max_answers = 4                  # answers per question (2-4 in the released files)
-  data.vocab_min_count = 1
-  if "real" in flags:
-    data.synthetic, data.dir, data.val_files, data.features = False, THERAPY_DIR, "", ""
-
-  config.model = m = ml_collections.ConfigDict()
-  m.inputs = "i+q+a"                    # models/grounding.py: q, q+a, i+q, i+q+a | i+q, i+q+a, i+a
-  m.embed_dim = 300
-  m.lstm_dim = 512
-  m.lstm_layers = 1
-  m.dropout = 0.5 if task == "grounding_class" else 0.1
-  if task == "grounding_class":
-    m.fused_dim = 512
-    m.attention_dim = 256
-    m.mlp_dims = (512,)
-  else:
-    m.cell_dim = 256
-  if "real" in flags:
-    m.inputs = "q+a"
-  unknown = set(model) - set(m.keys())
-  if unknown:
-    raise ValueError(f"'{name}': unknown config.model fields {sorted(unknown)}")
-  m.update(model)
-
-  config.optimizer = opt = ml_collections.ConfigDict()
-  opt.name = "adam"
-  opt.learning_rate = 1e-3
-  opt.lr_decay_per_step = 1.0
-  opt.rmsprop_decay = 0.9
-  opt.eps = 1e-8
-  opt.grad_clip = 0.0
-
-  config.batch_size = 128
-  config.eval_batch_size = 256
-  config.num_train_steps = 4000
-  config.log_every_steps = 100
-  config.eval_every_steps = 1000
-  config.keep_checkpoints = 3
-  if flags & {"cpu", "runlocal"}:
-    m.embed_dim, m.lstm_dim = 64, 128
-    if task == "grounding_class":
-      m.fused_dim, m.attention_dim, m.mlp_dims = 128, 64, (128,)
-    else:
-      m.cell_dim = 64
-    config.batch_size = 64
-    config.num_train_steps = 1000
-    config.eval_every_steps = 500
-  if "runlocal" in flags:
-    m.embed_dim, m.lstm_dim = 16, 32
-    if task == "grounding_class":
-      m.fused_dim, m.attention_dim, m.mlp_dims = 32, 16, (32,)
-    else:
-      m.cell_dim = 16
-    config.batch_size = config.eval_batch_size = 32
-    config.num_train_steps = 20
-    config.log_every_steps = 10
-    config.eval_every_steps = 10
   config.lock()
   return config

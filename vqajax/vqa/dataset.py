@@ -12,14 +12,14 @@ import os
 import numpy as np
 from absl import logging
 
-from vqajax.core import text
-from vqajax.vqa import files as vqa_files
-from vqajax.features.store import FeatureStore
+from vqajax.core import official_files, text
 from vqajax.core.errors import InputError
+from vqajax.core.official_files import DATA_SOURCES
+from vqajax.features.store import FeatureStore
+from vqajax.vqa import files as vqa_files
 from vqajax.vqa.accuracy import kernel as vqa_accuracy
 
 ANSWER_TYPES = ("yes/no", "number", "other", "unanswerable")
-SOURCES = ("raw", "tfds")  # config.data.source: the official files, or a prepared TFDS dataset
 
 
 @dataclasses.dataclass
@@ -47,11 +47,11 @@ def read_split(config_data, split: str):
   split's multiple-choice file; what they came from (for errors); the questions'
   data_type / data_subtype. `config_data.source` "tfds" reads them from the prepared
   TFDS dataset `tfds_dir` instead of the files (`tfds_records`)."""
-  if config_data.source not in SOURCES:
-    raise InputError(f"config.data.source '{config_data.source}' is not one of {SOURCES}")
+  if config_data.source not in DATA_SOURCES:
+    raise InputError(f"config.data.source '{config_data.source}' is not one of {DATA_SOURCES}")
   with_choices = bool(config_data.get(f"{split}_mc_questions"))
   if config_data.source == "tfds":
-    from vqajax.core import tfds_records  # pylint: disable=g-import-not-at-top
+    from vqajax.vqa import tfds_records  # pylint: disable=g-import-not-at-top
     questions, annotations, mc_questions, questions_path = tfds_records.read_vqa(
         resolve(config_data, "tfds_dir"), split, config_data.format, with_choices)
     annotations_path = mc_path = questions_path
@@ -62,15 +62,15 @@ def read_split(config_data, split: str):
       annotations_path = questions_path
       questions, annotations = vqa_files.read_vizwiz(questions_path)
     else:
-      questions = vqa_files.read_questions(questions_path)
-      annotations = vqa_files.read_annotations(annotations_path)
+      questions = official_files.read_questions(questions_path)
+      annotations = official_files.read_annotations(annotations_path)
     mc_path = resolve(config_data, f"{split}_mc_questions") if with_choices else ""
-    mc_questions = vqa_files.read_questions(mc_path) if with_choices else None
+    mc_questions = official_files.read_questions(mc_path) if with_choices else None
   for i, a in enumerate(annotations["annotations"]):
     if a["answer_type"] not in ANSWER_TYPES:
-      raise vqa_files.DataFileError(
+      raise official_files.DataFileError(
           f"{annotations_path}: annotations[{i}] answer_type '{a['answer_type']}' is not one of {ANSWER_TYPES}")
-  records = vqa_files.join(questions, annotations, questions_path, annotations_path)
+  records = official_files.join(questions, annotations, questions_path, annotations_path)
   if with_choices:
     vqa_files.attach_choices([q for q, _ in records], mc_questions, mc_path)
   info = {"data_type": questions.get("data_type", "mscoco"),
@@ -95,7 +95,7 @@ def _caption_bags(image_ids, captions: dict[int, list[str]], path: str, table: t
   by_image = {}
   for image_id in dict.fromkeys(image_ids):
     if image_id not in captions:
-      raise vqa_files.DataFileError(f"{path}: no caption for image_id {image_id}")
+      raise official_files.DataFileError(f"{path}: no caption for image_id {image_id}")
     by_image[image_id] = [w for c in captions[image_id] for w in text.tokenize(c)]
   width = max(int((table.index(words) >= 0).sum()) for words in by_image.values())
   per_image = text.bag_indices(list(by_image.values()), table, max(width, 1))
@@ -142,7 +142,7 @@ def read_train_records(config_data):
   if config_data.confident_only:
     questions = {q["question_id"]: q for q, _ in records}
     kept = text.confident_only([a for _, a in records])
-    print(f"confidence filter: {len(kept)} of {len(records)} training questions kept")
+    logging.info("confidence filter: %d of %d training questions kept", len(kept), len(records))
     records = [(questions[a["question_id"]], a) for a in kept]
   return records, source
 
@@ -163,18 +163,17 @@ def load(config_data) -> VQAData:
   answers = text.TopK.build((a["multiple_choice_answer"] for _, a in train_records),
                             config_data.num_answers)
   covered = np.mean(answers.index(a["multiple_choice_answer"] for _, a in train_records) >= 0)
-  logging.info("Top-%d answers cover %.2f%% of training questions", len(answers), 100 * covered)
-  print(f"answer table: top {len(answers)} answers cover {100 * covered:.2f}% of training questions")
+  logging.info("answer table: top %d answers cover %.2f%% of training questions", len(answers), 100 * covered)
 
   train_tokens = [text.tokenize(q["question"]) for q, _ in train_records]
   vocab = text.Vocab.build(train_tokens, config_data.vocab_min_count)
-  print(f"question vocabulary: {len(vocab)} entries (min count {config_data.vocab_min_count}, with PAD and UNK)")
+  logging.info("question vocabulary: %d entries (min count %d, with PAD and UNK)", len(vocab), config_data.vocab_min_count)
 
   store = FeatureStore(resolve(config_data, "features"))
   store.check_shape(tuple(config_data.feature_shape))
   captions = {split: _read_captions(config_data, split) for split in ("train", "val")}
   if (captions["train"] is None) != (captions["val"] is None):
-    raise vqa_files.DataFileError("config.data: give both train_captions and val_captions, or neither")
+    raise official_files.DataFileError("config.data: give both train_captions and val_captions, or neither")
   caption_words = None if captions["train"] is None else text.TopK.build(
       (w for c in captions["train"][0].values() for s in c for w in text.tokenize(s)),
       config_data.caption_words)

@@ -1,167 +1,15 @@
-"""Readers and validators of the official VQA v1/v2 and VizWiz-VQA files.
-
+"""Readers of the official formats only the VQA paper reads: multiple-choice questions,
+VizWiz-VQA and COCO captions (the questions and annotations files: `core/official_files.py`).
 Real files are accepted unchanged; a malformed one raises `DataFileError` naming the
-file, the record (index and question_id) and what was expected. The training data path
-and `vqajax-score` both validate through here. Checks go a field at a time over all
-records (C-level map/set), and record by record only to name the first bad one: on 200k
-annotations they cost a small fraction of parsing the JSON.
-"""
+file, the record and what was expected."""
 
 from __future__ import annotations
 
-import itertools
-import json
-import operator
 import os
 import re
-from typing import Any, Callable
 
-import numpy as np
-
+from vqajax.core.official_files import ANSWER_FIELDS, DataFileError, check_answers, column, load_json, records
 from vqajax.core.text import most_common_answer
-from vqajax.core.errors import InputError
-
-# Fields checked by default besides `question_id` (unique integers, always checked),
-# `answers` (annotations: non-empty lists of {"answer": str, ...}, always checked) and
-# `multiple_choices` (questions: when present, a non-empty list of strings).
-QUESTION_FIELDS = {"image_id": int, "question": str}
-ANNOTATION_FIELDS = {"image_id": int, "question_type": str, "answer_type": str,
-                     "multiple_choice_answer": str}
-ANSWER_FIELDS = {"answer": str}  # of each of an annotation's answers
-
-_KIND_NAMES = {int: "an integer", str: "a string", list: "a list"}
-
-
-class DataFileError(InputError):
-  """A data file that does not have the official layout."""
-
-
-def load_json(path: str) -> Any:
-  try:
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
-  except FileNotFoundError:
-    raise DataFileError(f"{path}: file not found") from None
-  except OSError as e:
-    raise DataFileError(f"{path}: cannot read ({e.strerror})") from None
-  except (json.JSONDecodeError, UnicodeDecodeError) as e:
-    raise DataFileError(f"{path}: not valid JSON ({e})") from None
-
-
-def _records(path: str, data: Any, key: str) -> list:
-  """The non-empty list under `key` of a top-level object (the official files' layout)."""
-  if not isinstance(data, dict) or not isinstance(data.get(key), list) or not data[key]:
-    raise DataFileError(f'{path}: expected a JSON object with a non-empty "{key}" list')
-  return data[key]
-
-
-def column(records: list, key: str, kind: type, where: Callable[[int], str]) -> list:
-  """[record[key] for record in records], checked to be objects whose `key` has the JSON
-  type `kind` (exactly: a bool is no int). `where(i)` names record i in errors."""
-  try:
-    values = list(map(operator.itemgetter(key), records))
-  except (TypeError, KeyError):
-    values = None
-  if values is None or not set(map(type, values)) <= {kind}:
-    expected = f'{_KIND_NAMES[kind]} "{key}"'
-    for i, record in enumerate(records):
-      if not isinstance(record, dict):
-        raise DataFileError(f"{where(i)}: expected an object, got {type(record).__name__}")
-      if key not in record:
-        raise DataFileError(f"{where(i)}: expected {expected}, got none")
-      if type(record[key]) is not kind:
-        raise DataFileError(f"{where(i)}: expected {expected}, got {record[key]!r}")
-  return values
-
-
-def question_ids(path: str, what: str, records: list) -> list[int]:
-  """The records' question ids, checked to be unique integers."""
-  ids = column(records, "question_id", int, lambda i: f"{path}: {what}[{i}]")
-  if len(set(ids)) != len(ids):
-    first: dict[int, int] = {}
-    for i, qid in enumerate(ids):
-      if first.setdefault(qid, i) != i:
-        raise DataFileError(f"{path}: {what}[{i}]: duplicate question_id {qid} "
-                            f"(first at {what}[{first[qid]}])")
-  return ids
-
-
-def _check_answers(answer_lists: list[list], where: Callable[[int], str],
-                   fields: dict[str, type] = ANSWER_FIELDS) -> None:
-  """Each list non-empty, of objects with `fields` of the given types."""
-  counts = np.fromiter(map(len, answer_lists), np.int64, len(answer_lists))
-  if not counts.all():
-    raise DataFileError(f"{where(int(np.argmin(counts)))}: expected at least one answer")
-  starts = np.cumsum(counts) - counts
-
-  def where_answer(k: int) -> str:
-    i = int(np.searchsorted(starts, k, side="right")) - 1
-    return f"{where(i)}: answers[{k - starts[i]}]"
-
-  answers = list(itertools.chain.from_iterable(answer_lists))
-  for name, kind in fields.items():
-    column(answers, name, kind, where_answer)
-
-
-def _check_choices(questions: list[dict], where: Callable[[int], str]) -> None:
-  """`multiple_choices` (v1 MC files), where present, is a non-empty list of strings."""
-  lists = list(map(operator.methodcaller("get", "multiple_choices"), questions))
-  given = [c for c in lists if c is not None]
-  if not given or (set(map(type, given)) == {list} and all(given) and set(
-      map(type, itertools.chain.from_iterable(given))) == {str}):
-    return
-  for i, c in enumerate(lists):
-    if c is not None and not (isinstance(c, list) and c and all(type(s) is str for s in c)):
-      raise DataFileError(
-          f'{where(i)}: expected "multiple_choices" to be a non-empty list of strings, got {c!r}')
-
-
-def _identified(path: str, what: str, ids: list[int]) -> Callable[[int], str]:
-  return lambda i: f"{path}: {what}[{i}] (question_id={ids[i]})"
-
-
-def read_questions(path: str, fields: dict[str, type] = QUESTION_FIELDS) -> dict:
-  """A questions file (the whole JSON object): a non-empty "questions" list with unique
-  integer question ids, `fields` of the given types and valid `multiple_choices`."""
-  data = load_json(path)
-  questions = _records(path, data, "questions")
-  where = _identified(path, "questions", question_ids(path, "questions", questions))
-  for name, kind in fields.items():
-    column(questions, name, kind, where)
-  _check_choices(questions, where)
-  return data
-
-
-def read_annotations(path: str, fields: dict[str, type] = ANNOTATION_FIELDS,
-                     answer_fields: dict[str, type] = ANSWER_FIELDS) -> dict:
-  """An annotations file (the whole JSON object): a non-empty "annotations" list with
-  unique integer question ids, `fields` of the given types and non-empty answers with
-  `answer_fields`."""
-  data = load_json(path)
-  annotations = _records(path, data, "annotations")
-  where = _identified(path, "annotations", question_ids(path, "annotations", annotations))
-  for name, kind in fields.items():
-    column(annotations, name, kind, where)
-  _check_answers(column(annotations, "answers", list, where), where, answer_fields)
-  return data
-
-
-def join(questions: dict, annotations: dict, questions_path: str, annotations_path: str):
-  """Pairs each annotation with its question (annotation-file order)."""
-  by_id = {q["question_id"]: q for q in questions["questions"]}
-  anns = annotations["annotations"]
-  missing = [a["question_id"] for a in anns if a["question_id"] not in by_id]
-  if missing or len(by_id) != len(anns):
-    extra = len(by_id) - (len(anns) - len(missing))
-    raise DataFileError(
-        f"{annotations_path}: {len(missing)} annotated question ids are not in {questions_path} "
-        f"(e.g. {missing[:3]}) and {extra} questions have no annotation")
-  for i, a in enumerate(anns):
-    if by_id[a["question_id"]]["image_id"] != a["image_id"]:
-      raise DataFileError(
-          f"{annotations_path}: annotations[{i}] (question_id={a['question_id']}) has image_id "
-          f"{a['image_id']}, {questions_path} says {by_id[a['question_id']]['image_id']}")
-  return [(by_id[a["question_id"]], a) for a in anns]
 
 
 def attach_choices(questions: list[dict], mc_questions: dict, mc_path: str) -> None:
@@ -209,7 +57,7 @@ def read_vizwiz(path: str, data: list | None = None, answer_fields: dict[str, ty
 
   for name, kind in (("image", str), ("question", str)):
     column(data, name, kind, where)
-  _check_answers(column(data, "answers", list, where), where, answer_fields)
+  check_answers(column(data, "answers", list, where), where, answer_fields)
   questions, annotations = [], []
   for i, (r, image_id) in enumerate(zip(data, vizwiz_image_ids(path, data))):
     answer_type = r.get("answer_type", "other")
@@ -228,7 +76,7 @@ def read_vizwiz(path: str, data: list | None = None, answer_fields: dict[str, ty
 
 def read_captions(path: str) -> dict[int, list[str]]:
   """A COCO captions file as {image_id: [caption, ...]} (file order)."""
-  annotations = _records(path, load_json(path), "annotations")
+  annotations = records(path, load_json(path), "annotations")
   where = lambda i: f"{path}: annotations[{i}]"
   captions: dict[int, list[str]] = {}
   for image_id, caption in zip(column(annotations, "image_id", int, where),

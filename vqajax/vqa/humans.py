@@ -22,8 +22,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from vqajax.core.errors import InputError
-from vqajax.vqa.accuracy.normalize import clean, normalize
 from vqajax.vqa.accuracy.kernel import aggregate_official, percent_per_question
+from vqajax.vqa.accuracy.normalize import clean, normalize
 
 
 def question_agreement(ann: dict[str, Any]) -> float:

@@ -15,31 +15,23 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Sequence
 
-from vqajax.vqa import reports
-from vqajax.vqa import answers
-from vqajax.vqa import humans
+from vqajax.core import official_files, run_record, tables
 from vqajax.core.errors import InputError, exit_status
-
-def _run_config(workdir: str):
-  import ml_collections  # pylint: disable=g-import-not-at-top
-  path = os.path.join(workdir, reports.RUN_FILE)
-  if not os.path.exists(path):
-    return None
-  return ml_collections.ConfigDict(reports.read_json(path)["config"])
+from vqajax.vqa import answers, humans, reports
+from vqajax.vqa import task as vqa_task
 
 
 def _evaluate_if_needed(path: str) -> None:
   """A training workdir with checkpoints but no results: evaluate its newest checkpoint."""
-  config = _run_config(path)
+  config = run_record.read_config(path)
   if (config is None or os.path.isdir(os.path.join(path, "results"))
       or not os.path.isdir(os.path.join(path, "checkpoints"))):
     return
   from vqajax.core import evaluate  # pylint: disable=g-import-not-at-top
   print(f"{path}: no results yet, evaluating the newest checkpoint")
-  evaluate.evaluate_checkpoints(config, path)
+  evaluate.evaluate_checkpoints(vqa_task, config, path)
 
 
 def collect(runs: Sequence[str]) -> tuple[dict[str, str], list[str]]:
@@ -62,25 +54,25 @@ def collect(runs: Sequence[str]) -> tuple[dict[str, str], list[str]]:
 
 
 def _annotations(given: str | None, workdirs: Sequence[str]) -> list[dict]:
+  from vqajax.core import official_files
   from vqajax.vqa import dataset as vqa_dataset
-  from vqajax.vqa import files as vqa_files  # pylint: disable=g-import-not-at-top
   if given is None:
-    config = next((c for c in map(_run_config, workdirs) if c is not None), None)
+    config = next((c for c in map(run_record.read_config, workdirs) if c is not None), None)
     if config is None:
       raise InputError("no --annotations given and no run.json in the runs to take it from")
     given = vqa_dataset.resolve(config.data, "val_annotations")
-  return vqa_files.read_annotations(given)["annotations"]
+  return official_files.read_annotations(given)["annotations"]
 
 
 def _results(results_dir: str) -> dict[int, str]:
   path = reports.official_file(results_dir, "OpenEnded", "results")
-  return {r["question_id"]: r["answer"] for r in reports.read_json(path)}
+  return {r["question_id"]: r["answer"] for r in official_files.load_json(path)}
 
 
 def table2(args) -> None:
   rows, _ = collect(args.runs)
   columns, table = reports.table2({name: reports.read_scores(d) for name, d in rows.items()})
-  print(reports.write_table(args.out, "table2", columns, table))
+  print(tables.write_table(args.out, "table2", columns, table))
 
 
 def question_types(args) -> None:
@@ -90,20 +82,20 @@ def question_types(args) -> None:
   counts: dict[str, int] = {}
   for a in annotations:
     counts[a["question_type"]] = counts.get(a["question_type"], 0) + 1
-  per_type = {name: reports.read_json(reports.official_file(d, "OpenEnded", "accuracy"))["perQuestionType"]
+  per_type = {name: official_files.load_json(reports.official_file(d, "OpenEnded", "accuracy"))["perQuestionType"]
               for name, d in rows.items()}
   table = [{"question type": t, "share %": 100 * counts[t] / len(annotations),
             **{name: acc.get(t) for name, acc in per_type.items()}, "human": human[t]}
            for t in sorted(counts)]
   columns = ["question type", "share %", *rows, "human"]
-  print(reports.write_table(args.out, "table3", columns, table))
+  print(tables.write_table(args.out, "table3", columns, table))
 
 
 def answer_figures(args) -> None:
   rows, workdirs = collect(args.runs)
   annotations = _annotations(args.annotations, workdirs)
   for name, results_dir in rows.items():
-    per_question = reports.read_json(reports.official_file(results_dir, "OpenEnded", "evalQA"))
+    per_question = official_files.load_json(reports.official_file(results_dir, "OpenEnded", "evalQA"))
     written = answers.write_figures(
         args.out, name, answers.correct_given_answer(annotations, per_question, args.top),
         answers.answer_given_correct(_results(results_dir), per_question, args.top))
@@ -115,11 +107,11 @@ def human_table(args) -> None:
   agreement = humans.human_agreement(_annotations(args.annotations, []))
   by_type = {"": agreement["overall"], **{f"/{t}": v for t, v in agreement["perAnswerType"].items()}}
   row = {"input": "Question + Image", **{c: by_type.get(suffix) for c, suffix in reports.COLUMNS}}
-  print(reports.write_table(args.out, "humans", ["input", *(c for c, _ in reports.COLUMNS)], [row]))
+  print(tables.write_table(args.out, "humans", ["input", *(c for c, _ in reports.COLUMNS)], [row]))
 
 
-def _parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog="vqajax-report", description=__doc__.split("\n")[0])
+def _parser(prog: str) -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   commands = parser.add_subparsers(dest="command", required=True)
   for name, fn, runs, help_ in (("table2", table2, True, "Table II"),
                                 ("question-types", question_types, True, "Table III"),
@@ -138,10 +130,6 @@ def _parser() -> argparse.ArgumentParser:
   return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  args = _parser().parse_args(argv)
-  return exit_status("vqajax-report", lambda: args.fn(args))
-
-
-if __name__ == "__main__":
-  sys.exit(main())
+def main(argv: Sequence[str] | None = None, prog: str = "vqajax report") -> int:
+  args = _parser(prog).parse_args(argv)
+  return exit_status(prog, lambda: args.fn(args))

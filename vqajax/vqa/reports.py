@@ -7,18 +7,14 @@ Markdown, CSV and JSON (a list of row objects) together.
 
 from __future__ import annotations
 
-import csv
 import glob
-import io
-import json
 import os
 import re
-from typing import Any, Sequence
+from typing import Sequence
 
 from vqajax.core.errors import InputError
-from vqajax.core.files import write_atomic_many, write_json_atomic
+from vqajax.core.official_files import load_json
 
-RUN_FILE = "run.json"  # in a workdir: its config and data sizes, for reports
 COLUMNS = (("All", ""), ("Yes/No", "/yes/no"), ("Number", "/number"), ("Other", "/other"))
 TASKS = (("OpenEnded", "accuracy", "OE"), ("MultipleChoice", "mc_accuracy", "MC"))
 
@@ -48,12 +44,6 @@ def metrics_from_official(scores: dict[str, dict]) -> dict[str, float]:
 
 # ---------------------------------------------------------------------------- results dirs
 
-def write_run_file(workdir: str, config, sizes: dict) -> None:
-  """workdir/run.json: the config of a run and the sizes of its data (its task's `sizes`)."""
-  write_json_atomic(os.path.join(workdir, RUN_FILE), {"config": config.to_dict(), "data": sizes},
-                    make_dirs=True)
-
-
 def _official(results_dir: str, task: str, kind: str) -> str | None:
   found = sorted(glob.glob(os.path.join(glob.escape(results_dir), f"*{task}_*_{kind}.json")))
   if len(found) > 1:
@@ -69,17 +59,9 @@ def official_file(results_dir: str, task: str, kind: str) -> str:
   return path
 
 
-def read_json(path: str) -> Any:
-  try:
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
-  except (OSError, json.JSONDecodeError) as e:
-    raise InputError(f"{path}: cannot read JSON ({e})") from None
-
-
 def read_scores(results_dir: str) -> dict[str, float]:
   """The flat metrics of a results directory (open-ended, and multiple-choice if present)."""
-  scores = {task: read_json(path) for task, _, _ in TASKS
+  scores = {task: load_json(path) for task, _, _ in TASKS
             if (path := _official(results_dir, task, "accuracy")) is not None}
   if "OpenEnded" not in scores:
     raise InputError(f"{results_dir}: no OpenEnded *_accuracy.json file")
@@ -108,34 +90,6 @@ def find_results(path: str) -> dict[str, str]:
     raise InputError(f"{path}: no official results (expected *_accuracy.json files, "
                      "results/step_N/ or results/<baseline>/)")
   return found
-
-
-# ---------------------------------------------------------------------------- tables
-
-def markdown(columns: Sequence[str], rows: Sequence[dict]) -> str:
-  fmt = lambda v: "-" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v)
-  numeric = [any(isinstance(r.get(c), (int, float)) for r in rows) for c in columns]
-  lines = ["| " + " | ".join(columns) + " |",
-           "|" + "".join("---:|" if n else "---|" for n in numeric)]
-  lines += ["| " + " | ".join(fmt(r.get(c)) for c in columns) + " |" for r in rows]
-  return "\n".join(lines) + "\n"
-
-
-def csv_text(columns: Sequence[str], rows: Sequence[dict]) -> str:
-  buf = io.StringIO()
-  writer = csv.writer(buf, lineterminator="\n")
-  writer.writerow(columns)
-  writer.writerows([("" if r.get(c) is None else r.get(c)) for c in columns] for r in rows)
-  return buf.getvalue()
-
-
-def write_table(out_dir: str, name: str, columns: Sequence[str], rows: Sequence[dict]) -> str:
-  """Writes out_dir/name.{md,csv,json} together; returns the Markdown."""
-  text = markdown(columns, rows)
-  base = os.path.join(out_dir, name)
-  write_atomic_many({base + ".md": text, base + ".csv": csv_text(columns, rows),
-                     base + ".json": [{c: r.get(c) for c in columns} for r in rows]}, make_dirs=True)
-  return text
 
 
 def task_columns(tasks: Sequence[tuple[str, str, str]] = TASKS) -> list[tuple[str, str]]:

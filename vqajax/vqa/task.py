@@ -9,17 +9,15 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from vqajax.vqa import reports
-from vqajax.vqa.accuracy import score
-from vqajax.core import sharding
-from vqajax.synthetic.vqa import write as synthetic
-from vqajax.vqa import dataset as vqa_dataset
-from vqajax.core import pipeline
-from vqajax.core.pipeline import INPUT_KEYS
-from vqajax.vqa.dataset import ANSWER_TYPES
+from vqajax.core import pipeline, sharding
 from vqajax.core.files import write_atomic_many
-from vqajax.vqa.accuracy import kernel as vqa_accuracy
+from vqajax.core.pipeline import INPUT_KEYS
+from vqajax.vqa import dataset as vqa_dataset
 from vqajax.vqa import models as vqa_models
+from vqajax.vqa import reports
+from vqajax.vqa.accuracy import kernel as vqa_accuracy
+from vqajax.vqa.accuracy import score
+from vqajax.vqa.dataset import ANSWER_TYPES
 
 BEST_METRIC = "accuracy"
 TRAIN_KEYS = pipeline.TRAIN_KEYS
@@ -29,15 +27,8 @@ MC_KEYS = ("choice_index", "choice_raw", "choice_norm")
 
 
 def load(config) -> vqa_dataset.VQAData:
-  """Loads config.data, first writing the embedded synthetic dataset if asked and absent."""
-  data = config.data
-  if data.synthetic:
-    if not data.dir:
-      data.dir = os.path.join(os.path.expanduser("~/.cache/vqajax/synthetic"),
-                              f"{data.synthetic_scale}-seed{config.seed}")
-    if not os.path.exists(os.path.join(data.dir, "MANIFEST.json")):  # written last: complete
-      synthetic.generate(data.dir, seed=config.seed, scale=data.synthetic_scale)
-  return vqa_dataset.load(data)
+  """Reads config.data (the embedded dataset is written beforehand by the front door)."""
+  return vqa_dataset.load(config.data)
 
 
 def sizes(data: vqa_dataset.VQAData) -> dict[str, int]:

@@ -52,8 +52,8 @@ import random
 
 import numpy as np
 
-from vqajax.synthetic.vqa import world as W
 from vqajax.answertherapy.files import VIZWIZ, VQA
+from vqajax.synthetic.vqa import world as W
 
 Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in unit image coordinates
 FULL = (0.02, 0.02, 0.98, 0.98)

@@ -22,19 +22,17 @@ side), intersected (two s x s boxes offset by (s/2, s/3): IoU about 0.2), or mix
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
-import sys
 from typing import Sequence
 
 import numpy as np
 
-from vqajax.vqa.question_types import question_type
-from vqajax.core.text import most_common_answer
 from vqajax.answertherapy.files import VIZWIZ, VQA
 from vqajax.core.files import write_atomic_many
+from vqajax.core.text import most_common_answer
+from vqajax.vqa.question_types import question_type
 
 PLAIN = ("What is in the picture?", "What is the man holding?", "What is on the table?",
          "What is this?", "What color is the car?", "What is the woman wearing?",
@@ -219,17 +217,3 @@ def generate(out_dir: str, seed: int = 0) -> dict[str, str]:
   paths = {name: os.path.join(out_dir, file) for name, file in paths.items()}
   write_atomic_many({paths[name]: json.dumps(contents[name]) for name in paths}, make_dirs=True)
   return paths
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(prog="synthetic_raw", description=__doc__.split("\n")[0])
-  parser.add_argument("--out", required=True, help="output directory")
-  parser.add_argument("--seed", type=int, default=0)
-  args = parser.parse_args(argv)
-  for name, path in generate(args.out, args.seed).items():
-    print(f"{name}: {path}")
-  return 0
-
-
-if __name__ == "__main__":
-  sys.exit(main())

@@ -10,7 +10,7 @@ manifest is complete):
       question, question_id (VQA-sourced only), width}; splits 70 / 10 / 20
   features/therapy_grid.npy (+ .image_ids.npy)
       [N, 14, 14, 32] float16 grid features, one row per image, keyed by
-      `therapy_files.feature_key(image_id)`
+      `feature_key(image_id)`
   MANIFEST.json   scale, seed, grid shape, counts (samples and multiple per file,
                   families), files
 
@@ -39,11 +39,13 @@ import zlib
 import numpy as np
 
 from vqajax.answertherapy import masks
+from vqajax.answertherapy.files import VIZWIZ, VQA
+from vqajax.core.files import write_json_atomic
+from vqajax.features.keys import feature_key
+from vqajax.features.store import write_store
+from vqajax.synthetic import folder
 from vqajax.synthetic.answertherapy import questions as SQ
 from vqajax.synthetic.vqa import world as W
-from vqajax.features.store import write_store
-from vqajax.answertherapy.files import VIZWIZ, VQA, feature_key
-from vqajax.core.files import write_json_atomic
 
 GRID = 14
 CHANNELS = 32
@@ -191,12 +193,15 @@ def record(item: Item) -> dict:
 
 
 def generate(out_dir: str, seed: int = 0, scale: str = "tiny") -> dict[str, str]:
-  """Writes the dataset under `out_dir`; returns {role: path} including 'manifest'."""
+  """Writes the dataset under `out_dir`; returns {role: path} including 'manifest'.
+  Only into a new or empty folder (`synthetic/folder.py`)."""
+  return folder.write_new(out_dir, lambda tmp: _write(tmp, seed, scale))
+
+
+def _write(out_dir: str, seed: int, scale: str) -> dict[str, str]:
   items = sample(seed, scale)
   paths = {role: os.path.join(out_dir, rel) for role, rel in FILES.items()}
   manifest_path = os.path.join(out_dir, MANIFEST)
-  if os.path.exists(manifest_path):  # the directory is incomplete until we finish
-    os.remove(manifest_path)
   counts = {}
   for source, prefix in FILE_PREFIX.items():
     for split in SPLITS:
@@ -209,7 +214,7 @@ def generate(out_dir: str, seed: int = 0, scale: str = "tiny") -> dict[str, str]
   write_json_atomic(manifest_path, {
       "format": FORMAT, "scale": scale, "seed": seed,
       "grid": {"size": GRID, "channels": CHANNELS, "dtype": "float16",
-               "keys": "vqajax.answertherapy.files.feature_key(image_id)"},
+               "keys": "vqajax.features.keys.feature_key(image_id)"},
       "counts": counts, "families": families, "files": dict(FILES)})
   paths["manifest"] = manifest_path
   return paths

@@ -15,8 +15,8 @@ import dataclasses
 import random
 from collections import Counter
 
-from vqajax.vqa.question_types import question_type
 from vqajax.synthetic.vqa.world import Image, weighted
+from vqajax.vqa.question_types import question_type
 
 _NUM_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 

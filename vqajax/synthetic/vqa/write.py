@@ -29,12 +29,13 @@ from collections import Counter
 
 import numpy as np
 
+from vqajax.core.files import write_json_atomic
+from vqajax.features.store import write_store
+from vqajax.synthetic import folder
 from vqajax.synthetic.vqa import annotators as SA
 from vqajax.synthetic.vqa import questions as SQ
 from vqajax.synthetic.vqa import world as W
-from vqajax.features.store import write_store
 from vqajax.synthetic.vqa.features import fc7_features, grid_features
-from vqajax.core.files import write_json_atomic
 
 
 @dataclasses.dataclass(frozen=True)
@@ -255,13 +256,16 @@ def _write_json(path: str, obj) -> None:
 
 
 def generate(out_dir: str, seed: int = 0, scale: str = "tiny") -> dict[str, str]:
-  """Writes the dataset under `out_dir`; returns {role: path} including 'manifest'."""
+  """Writes the dataset under `out_dir`; returns {role: path} including 'manifest'.
+  Only into a new or empty folder (`synthetic/folder.py`)."""
+  return folder.write_new(out_dir, lambda tmp: _write(tmp, seed, scale))
+
+
+def _write(out_dir: str, seed: int, scale: str) -> dict[str, str]:
   world = sample(seed, scale)
   paths = {role: os.path.join(out_dir, rel) for role, rel in FILES.items()}
   os.makedirs(os.path.join(out_dir, "features"), exist_ok=True)
   manifest_path = os.path.join(out_dir, MANIFEST)
-  if os.path.exists(manifest_path):  # the directory is incomplete until we finish
-    os.remove(manifest_path)
   choices = multiple_choices(world)
   caption_id = 1
   for split in SPLITS:

@@ -35,11 +35,10 @@ from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 
-from vqajax.core import files
-from vqajax.vqa import files as vqa_files
+from vqajax.core import files, official_files
 from vqajax.core.errors import InputError
-from vqajax.vqa.accuracy import normalize
 from vqajax.vqa.accuracy import kernel as vqa_accuracy
+from vqajax.vqa.accuracy import normalize
 from vqajax.vqa.accuracy.kernel import Interner, encode_targets
 
 FORMAT_VERSION = 1
@@ -177,7 +176,7 @@ class QuestionInfo:
 
 
 def question_info(questions: Sequence[dict[str, Any]]) -> QuestionInfo:
-    """QuestionInfo of question records as `vqa_files.read_questions` checked them (an
+    """QuestionInfo of question records as `official_files.read_questions` checked them (an
     integer `question_id`; `multiple_choices`, if any, a list of strings)."""
     lists = list(map(operator.methodcaller('get', 'multiple_choices'), questions))
     has = np.array([c is not None for c in lists], bool).reshape(-1)
@@ -201,7 +200,7 @@ def cache_dir() -> str:
 @functools.lru_cache(maxsize=None)
 def _code_fingerprint() -> str:
     digest = hashlib.sha256()
-    for module in (normalize, vqa_accuracy, vqa_files):  # vqa_files: what passes validation
+    for module in (normalize, vqa_accuracy, official_files):  # what passes validation
         with open(module.__file__, 'rb') as f:
             digest.update(f.read())
     with open(__file__, 'rb') as f:

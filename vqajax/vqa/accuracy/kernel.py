@@ -20,8 +20,8 @@ the host scorer is bit-identical with `reference.reference_accuracy`.
 from __future__ import annotations
 
 import itertools
-from decimal import ROUND_HALF_UP, Decimal
 import operator
+from decimal import ROUND_HALF_UP, Decimal
 from types import ModuleType
 from typing import Any, Hashable, Sequence
 

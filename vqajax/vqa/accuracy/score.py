@@ -31,18 +31,20 @@ import contextlib
 import gc
 import json
 import operator
-import sys
 from typing import Any, Collection, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from vqajax.vqa import files as vqa_files
-from vqajax.core.errors import InputError
+from vqajax.core import official_files
+from vqajax.core.errors import InputError, exit_status
 from vqajax.core.files import write_atomic_many
-from vqajax.vqa.accuracy.cache import (EncodedAnnotations, QuestionInfo, cached,
-                                        encode_annotations, question_info)
-from vqajax.vqa.accuracy.kernel import (aggregate_official, encode_predictions,
-                                         percent_per_question, question_accuracy_exact)
+from vqajax.vqa.accuracy.cache import EncodedAnnotations, QuestionInfo, cached, encode_annotations, question_info
+from vqajax.vqa.accuracy.kernel import (
+    aggregate_official,
+    encode_predictions,
+    percent_per_question,
+    question_accuracy_exact,
+)
 
 __all__ = ['InputError', 'accuracy_of', 'evaluate_files', 'main', 'score_encoded']
 
@@ -71,12 +73,12 @@ def _some(ids: Collection[int]) -> str:
 
 def read_questions(path: str) -> list[dict[str, Any]]:
     """Question records of an official questions file, checked for what scoring reads."""
-    return vqa_files.read_questions(path, fields={})['questions']
+    return official_files.read_questions(path, fields={})['questions']
 
 
 def read_annotations(path: str) -> list[dict[str, Any]]:
     """Annotation records of an official annotations file, checked for what scoring reads."""
-    return vqa_files.read_annotations(path, fields=_SCORED_FIELDS)['annotations']
+    return official_files.read_annotations(path, fields=_SCORED_FIELDS)['annotations']
 
 
 def check_same_questions(questions_path: str, question_ids: Collection[int],
@@ -101,12 +103,12 @@ def _check_covered(where: str, results: Mapping[int, str], question_ids: Collect
 
 def read_results(path: str, annotated_ids: Collection[int]) -> dict[int, str]:
     """{question_id: answer} of a results file covering exactly the annotated questions."""
-    records = vqa_files.load_json(path)
+    records = official_files.load_json(path)
     if not isinstance(records, list):
         raise InputError(f'{path}: expected a JSON list of {{"question_id", "answer"}} objects, '
                          f'got {type(records).__name__}')
-    ids = vqa_files.question_ids(path, 'results', records)
-    answers = vqa_files.column(records, 'answer', str,
+    ids = official_files.question_ids(path, 'results', records)
+    answers = official_files.column(records, 'answer', str,
                                lambda i: f'{path}: results[{i}] (question_id={ids[i]})')
     results = dict(zip(ids, answers))
     expected = _check_covered(f'{path}: ', results, annotated_ids)
@@ -155,7 +157,7 @@ def accuracy_of(annotations: Sequence[dict[str, Any]], results: Mapping[int, str
 
     `annotations`: official records (`question_id`, `question_type`, `answer_type`, a
     non-empty `answers` list of {"answer": str, ...}), as in the "annotations" list of
-    `vqa_files.read_annotations`; not re-validated. `results`: {question_id: answer};
+    `official_files.read_annotations`; not re-validated. `results`: {question_id: answer};
     every annotated question needs one (else InputError), others are ignored. Same
     numbers, and same code path, as `evaluate_files` and the official `vqaEval.py`.
     """
@@ -186,8 +188,8 @@ def evaluate_files(questions_path: str, annotations_path: str, results_path: str
         return score_encoded(annotations, results)
 
 
-def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog='vqajax-score', description=__doc__.split('\n')[0])
+def _parse_args(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split('\n')[0])
     parser.add_argument('--questions', required=True, help='official questions JSON')
     parser.add_argument('--annotations', required=True, help='official annotations JSON')
     parser.add_argument('--results', required=True, help='results JSON [{question_id, answer}]')
@@ -200,9 +202,10 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parse_args(argv)
-    try:
+def main(argv: Sequence[str] | None = None, prog: str = 'vqajax score') -> int:
+    args = _parse_args(argv, prog)
+
+    def run() -> None:
         accuracy, per_question = evaluate_files(args.questions, args.annotations, args.results,
                                                 args.multiple_choice, cache=not args.no_cache)
         outputs: dict[str, Any] = {}
@@ -211,12 +214,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.per_question:
             outputs[args.per_question] = per_question
         write_atomic_many(outputs)
-    except InputError as e:
-        print(f'vqajax-score: error: {e}', file=sys.stderr)
-        return 2
-    print(json.dumps(accuracy, indent=2))
-    return 0
+        print(json.dumps(accuracy, indent=2))
 
-
-if __name__ == '__main__':
-    sys.exit(main())
+    return exit_status(prog, run)

@@ -19,40 +19,34 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
-import importlib.util
 import os
 import shlex
-import sys
-from typing import Any, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from vqajax.vqa import configs
-from vqajax.vqa import reports
+from vqajax.core import config as config_lib
+from vqajax.core import official_files, run_record, tables
 from vqajax.core.errors import InputError, exit_status
+from vqajax.vqa import reports
+
+# {'train': fn(config, workdir), 'baselines': fn(config, workdir, names)}: given by the front
+# door, which prepares each point's data as for `vqajax train` / `vqajax baselines`.
+Commands = Mapping[str, Callable[..., Any]]
 
 
 @dataclasses.dataclass
 class Point:
   name: str
-  config: str                       # absolute file.py[:arg]
+  config: str                       # file.py[:arg], as found from the sweep file
   overrides: dict[str, Any]
   command: str = "train"
   baselines: tuple[str, ...] = ()
 
 
-def _load_module(path: str, what: str):
-  if not os.path.isfile(path):
-    raise InputError(f"{path}: {what} file not found")
-  spec = importlib.util.spec_from_file_location(f"_vqajax_{what}", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
 def load_sweep(spec: str) -> tuple[list[Point], str | None]:
   """The points and the base point name of `file.py[:arg]`."""
   path, _, arg = spec.partition(":")
-  sweep = _load_module(path, "sweep").get_sweep(arg)
-  here = os.path.dirname(os.path.abspath(path))
+  sweep = config_lib.load_module(path, "sweep").get_sweep(arg)
+  here = os.path.dirname(path)  # relative stays relative (to the current folder)
   points = []
   for p in sweep["points"]:
     config_path, _, config_arg = p["config"].partition(":")
@@ -85,11 +79,10 @@ def parse_sets(sets: Sequence[str]) -> dict[str, Any]:
 
 
 def point_config(point: Point, sets: dict[str, Any]):
-  path, _, arg = point.config.partition(":")
-  config = _load_module(path, "config").get_config(arg)
+  config = config_lib.load_config(point.config)
   for key, value in {**point.overrides, **sets}.items():
     try:
-      configs.override(config, {key: value})
+      config_lib.override(config, {key: value})
     except (KeyError, AttributeError, TypeError) as e:
       raise InputError(f"point {point.name}: cannot set config.{key}={value!r} ({e})") from None
   return config
@@ -107,7 +100,7 @@ def is_finished(point: Point, config, workdir: str) -> bool:
 
 def command_line(point: Point, workdir: str, sets: dict[str, Any]) -> str:
   path, _, arg = point.config.partition(":")
-  argv = [f"vqajax-{point.command}", f"--config={os.path.relpath(path)}" + (f":{arg}" if arg else ""),
+  argv = ["vqajax", point.command, f"--config={path}" + (f":{arg}" if arg else ""),
           f"--workdir={point_dir(workdir, point)}"]
   argv += [f"--config.{k}={v}" for k, v in {**point.overrides, **sets}.items()]
   if point.command == "baselines":
@@ -115,13 +108,11 @@ def command_line(point: Point, workdir: str, sets: dict[str, Any]) -> str:
   return shlex.join(argv)
 
 
-def run_point(point: Point, config, workdir: str) -> None:
+def run_point(point: Point, config, workdir: str, commands: Commands) -> None:
   if point.command == "baselines":
-    from vqajax.vqa import baselines  # pylint: disable=g-import-not-at-top
-    baselines.run_and_write(config, point_dir(workdir, point), point.baselines)
+    commands["baselines"](config, point_dir(workdir, point), point.baselines)
   else:
-    from vqajax.core import train  # pylint: disable=g-import-not-at-top
-    train.train_and_evaluate(config, point_dir(workdir, point))
+    commands["train"](config, point_dir(workdir, point))
 
 
 def collect(points: Sequence[Point], base: str | None, workdir: str, finished: set[str]) -> str:
@@ -136,15 +127,15 @@ def collect(points: Sequence[Point], base: str | None, workdir: str, finished: s
     else:
       runs[point.name] = reports.read_scores(found[point.name])
     if point.command == "train":
-      info[point.name] = reports.read_json(os.path.join(point_dir(workdir, point), reports.RUN_FILE))["data"]
-  text = reports.write_table(workdir, "table2", *reports.table2(runs))
+      info[point.name] = official_files.load_json(os.path.join(point_dir(workdir, point), run_record.RUN_FILE))["data"]
+  text = tables.write_table(workdir, "table2", *reports.table2(runs))
   if base is not None and base in finished:
     ablations = {p.name: runs[p.name] for p in points if p.name in finished and p.command == "train"}
-    text += "\n" + reports.write_table(workdir, "table4", *reports.table4(ablations, info, base))
+    text += "\n" + tables.write_table(workdir, "table4", *reports.table4(ablations, info, base))
   return text
 
 
-def run(args) -> int:
+def run(args, commands: Commands) -> int:
   """Runs (or prints) the unfinished points, then collects the tables."""
   points, base = load_sweep(args.sweep)
   if args.points:
@@ -163,7 +154,7 @@ def run(args) -> int:
       print(command_line(point, args.workdir, sets))
     else:
       print(f"{point.name}: running  ({command_line(point, args.workdir, sets)})")
-      run_point(point, configs[point.name], args.workdir)
+      run_point(point, configs[point.name], args.workdir, commands)
       if not is_finished(point, configs[point.name], args.workdir):  # e.g. SIGTERM
         print(f"{point.name}: stopped before its final step; re-run to resume the sweep")
         return 1
@@ -173,8 +164,8 @@ def run(args) -> int:
   return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(prog="vqajax-sweep", description=__doc__.split("\n")[0])
+def main(argv: Sequence[str] | None = None, prog: str = "vqajax sweep", commands=None) -> int:
+  parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   parser.add_argument("sweep", help="sweep file, FILE.py[:ARG]")
   parser.add_argument("--workdir", required=True, help="one subdirectory per point, tables here")
   parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -183,8 +174,4 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--print-commands", action="store_true",
                       help="print a launch command per unfinished point instead of running it")
   args = parser.parse_args(argv)
-  return exit_status("vqajax-sweep", lambda: run(args))
-
-
-if __name__ == "__main__":
-  sys.exit(main())
+  return exit_status(prog, lambda: run(args, commands))

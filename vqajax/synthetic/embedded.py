@@ -1,0 +1,61 @@
+"""The embedded synthetic datasets a config asks for (`config.data.synthetic`).
+
+The front door calls `prepare(config)` before a run: `data.dir` "" means the dataset's
+own cache folder (`~/.cache/vqajax/synthetic/<scale>-seed<seed>`, `synthetic_therapy/`
+for the AnswerTherapy tasks). A folder holding a complete embedded dataset of the right
+kind (its MANIFEST.json) is used as it is; a folder that does not exist yet (or is empty)
+gets the dataset written into it, as a visible step; any other folder is refused, so a
+config pointing at real files never generates over them. Loaders never generate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from absl import logging
+
+from vqajax.core.errors import InputError
+from vqajax.synthetic.answertherapy import write as therapy_write
+from vqajax.synthetic.vqa import write as vqa_write
+
+CACHE = os.path.join("~", ".cache", "vqajax")
+_KINDS = {"vqa": (vqa_write, "synthetic")}
+_THERAPY = (therapy_write, "synthetic_therapy")
+
+
+def _manifest_format(data_dir: str) -> str | None:
+  try:
+    with open(os.path.join(data_dir, "MANIFEST.json"), encoding="utf-8") as f:
+      return json.load(f).get("format")
+  except (OSError, ValueError, AttributeError):
+    return None
+
+
+def prepare(config) -> str | None:
+  """Resolves and, where needed, writes the embedded dataset of `config`; returns what was
+  done (for the console) or None when the config reads real files."""
+  data = config.data
+  if not data.synthetic:
+    if not data.dir:
+      raise InputError("config.data.dir: empty; name the folder of the official files "
+                       "(or set config.data.synthetic=True for the embedded dataset)")
+    return None
+  module, cache_name = _KINDS.get(config.task, _THERAPY)
+  if not data.dir:
+    data.dir = os.path.join(os.path.expanduser(CACHE), cache_name,
+                            f"{data.synthetic_scale}-seed{config.seed}")
+  found = _manifest_format(data.dir)
+  if found == module.FORMAT:
+    return f"embedded synthetic dataset: {data.dir}"
+  if found is not None:
+    raise InputError(f"config.data.dir {data.dir}: holds a {found} dataset, config.task "
+                     f"'{config.task}' reads {module.FORMAT}")
+  if os.path.lexists(data.dir) and not (os.path.isdir(data.dir) and not os.listdir(data.dir)):
+    raise InputError(f"config.data.dir {data.dir}: holds files but no embedded synthetic dataset "
+                     "(MANIFEST.json); set config.data.synthetic=False to read them as the "
+                     "official files")
+  logging.info("writing the embedded synthetic dataset (scale %s, seed %d) to %s",
+               data.synthetic_scale, config.seed, data.dir)
+  module.generate(data.dir, seed=config.seed, scale=data.synthetic_scale)
+  return f"wrote the embedded synthetic dataset (scale {data.synthetic_scale}, seed {config.seed}) to {data.dir}"

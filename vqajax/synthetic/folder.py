@@ -1,0 +1,50 @@
+"""The embedded datasets are written only into a folder of their own.
+
+A dataset is written into a hidden temporary sibling of its folder and renamed into place
+when complete, so the folder is either absent or complete; it is never written into a
+folder that already holds files (a user's real data, say).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Callable
+
+from vqajax.core.errors import InputError
+
+
+def _is_empty_folder(path: str) -> bool:
+  return os.path.isdir(path) and not os.path.islink(path) and not os.listdir(path)
+
+
+def check_new(out_dir: str) -> None:
+  """Raises InputError unless `out_dir` does not exist or is an empty folder."""
+  if os.path.lexists(out_dir) and not _is_empty_folder(out_dir):
+    raise InputError(f"{out_dir}: already exists and is not an empty folder; an embedded "
+                     "dataset is written only into a new or empty folder")
+
+
+def write_new(out_dir: str, fill: Callable[[str], dict[str, str]]) -> dict[str, str]:
+  """Runs `fill(tmp)` (returns {role: path under tmp}) in a temporary sibling of `out_dir`,
+  then renames it to `out_dir`; returns the paths under `out_dir`."""
+  out_dir = os.path.abspath(out_dir)
+  check_new(out_dir)
+  parent = os.path.dirname(out_dir)
+  try:
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.partial-", dir=parent)
+  except OSError as e:
+    raise InputError(f"{out_dir}: cannot create it ({e.strerror})") from None
+  try:
+    paths = fill(tmp)
+    try:
+      os.rename(tmp, out_dir)  # replaces an empty folder; fails if files appeared meanwhile
+    except OSError:
+      check_new(out_dir)
+      raise
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  return {role: os.path.join(out_dir, os.path.relpath(p, tmp)) for role, p in paths.items()}
