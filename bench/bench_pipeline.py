@@ -16,7 +16,7 @@ is the training process's alone, runs:
    examples/s, i.e. the rate at which the model consumes input;
 
 and prints the ratio of 1. to 2. (target >= 10x) and its peak RSS (target <= 2 GB) last.
-The worker runs twice with one persistent compilation cache (as `vqajax-train` has by
+The worker runs twice with one persistent compilation cache (as `vqajax train` has by
 default): the first compiles the step, the second, like a restarted run, loads it; XLA's
 compiler alone takes ~0.5 GB at its peak.
 The store was just written, so it is read from the page cache when RAM holds it.

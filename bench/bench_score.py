@@ -1,4 +1,4 @@
-"""Benchmark: `vqajax-score` vs the plain reference loop on 200k synthetic questions.
+"""Benchmark: `vqajax score` vs the plain reference loop on 200k synthetic questions.
 
 Run from the repository root (CPU is fine, about 2 minutes):
 
@@ -214,9 +214,9 @@ def main() -> None:
     print(f'reference end to end   {med["ref"]:8.3f} s (JSON loading included)')
     print(f'JSON parsing alone     {med["json"]:8.3f} s (paid by the reference and by uncached runs: '
           f'caps their speedup at {ratio("json"):.1f}x)')
-    print(f'vqajax-score, no cache  {med["plain"]:7.3f} s (JSON loading included)')
-    print(f'vqajax-score, cold      {med["cold"]:7.3f} s (empty cache; writes {cache_mib:.0f} MiB)')
-    print(f'vqajax-score, warm      {med["warm"]:7.3f} s (cache filled; results JSON still parsed)')
+    print(f'vqajax score, no cache  {med["plain"]:7.3f} s (JSON loading included)')
+    print(f'vqajax score, cold      {med["cold"]:7.3f} s (empty cache; writes {cache_mib:.0f} MiB)')
+    print(f'vqajax score, warm      {med["warm"]:7.3f} s (cache filled; results JSON still parsed)')
     print(f'end-to-end speedup, no cache {ratio("plain"):5.1f}x (target >= 10x)')
     print(f'end-to-end speedup, cold     {ratio("cold"):5.1f}x (target >= 10x)')
     print(f'end-to-end speedup, warm     {ratio("warm"):5.1f}x (target >= 10x)')

@@ -1,6 +1,6 @@
 """On the synthetic default (medium), the qualitative ordering of the paper's Table II.
 
-Runs the real Table II sweep file through `vqajax-sweep` in a subprocess on one real CPU
+Runs the real Table II sweep file through `vqajax sweep` in a subprocess on one real CPU
 device (long runs with 8 fake devices on 2 cores can starve XLA's CPU collectives; see
 WORKSPACE.md), for the rows that the orderings need, with 600 steps of the cpu setting.
 """

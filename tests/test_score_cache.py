@@ -1,4 +1,4 @@
-"""The cache of encoded annotations/questions behind `vqajax-score`, and `accuracy_of`."""
+"""The cache of encoded annotations/questions behind `vqajax score`, and `accuracy_of`."""
 
 import json
 import logging
@@ -12,7 +12,7 @@ import pytest
 from tests.reference import reference_accuracy
 from vqajax.core.errors import InputError
 from vqajax.vqa.accuracy import cache as score_cache
-from vqajax.vqa.accuracy import score
+from vqajax.vqa.accuracy import score, score_cli
 
 _VARIANTS = ['red', 'Red', 'red.', ' red\n', 'blue', 'two', '2', 'a dog', 'dog', 'yes', 'Yes!',
              'dont', "don't", 'its', "it's", '1,000', '1000']
@@ -183,14 +183,14 @@ def test_cli_no_cache_and_bad_input_leave_the_cache_empty(tmp_path, cache, capsy
     questions, annotations, results = _dataset(n=30)
     q, a, r = _files(tmp_path, questions, annotations, results)
     args = ['--questions', q, '--annotations', a, '--results', r]
-    assert score.main(args + ['--no-cache']) == 0 and os.listdir(cache) == []
+    assert score_cli.main(args + ['--no-cache']) == 0 and os.listdir(cache) == []
     plain = capsys.readouterr().out
     bad = [dict(annotations[0], answers=[])] + annotations[1:]
     _write(tmp_path / 'a.json', {'annotations': bad})
-    assert score.main(args) == 2 and _entries(cache) == ['questions']
+    assert score_cli.main(args) == 2 and _entries(cache) == ['questions']
     _write(tmp_path / 'a.json', {'annotations': annotations}, age=20)
     capsys.readouterr()
-    assert score.main(args) == 0 and score.main(args) == 0
+    assert score_cli.main(args) == 0 and score_cli.main(args) == 0
     assert _entries(cache) == ['annotations', 'questions']
     assert capsys.readouterr().out == plain * 2
 

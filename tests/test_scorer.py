@@ -1,4 +1,4 @@
-"""Official VQA accuracy: reference loop, vectorised fast path and the vqajax-score CLI."""
+"""Official VQA accuracy: reference loop, vectorised fast path and the vqajax score CLI."""
 
 import json
 import os
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.reference import reference_accuracy
-from vqajax.vqa.accuracy import score
+from vqajax.vqa.accuracy import score_cli
 from vqajax.vqa.accuracy.kernel import (
     Interner,
     aggregate_official,
@@ -38,7 +38,7 @@ def _annotation(qid, answers, question_type='what color is the', answer_type='ot
 
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path_factory, monkeypatch):
-    """Keep vqajax-score's cache of encoded annotations out of the user's ~/.cache."""
+    """Keep vqajax score's cache of encoded annotations out of the user's ~/.cache."""
     monkeypatch.setenv('VQAJAX_CACHE', str(tmp_path_factory.mktemp('cache')))
 
 
@@ -211,7 +211,7 @@ def _dataset():
 
 
 def _run(argv, capsys):
-    code = score.main(argv)
+    code = score_cli.main(argv)
     out, err = capsys.readouterr()
     return code, out, err
 

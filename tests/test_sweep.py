@@ -1,4 +1,4 @@
-"""The Table II and Table IV sweeps end to end on the tiny set, and `vqajax-report`."""
+"""The Table II and Table IV sweeps end to end on the tiny set, and `vqajax report`."""
 
 import csv
 import json

@@ -1,4 +1,4 @@
-"""TFDS builders (data_pipeline/tfds): exact round trips of the official files, feature
+"""TFDS builders (vqajax/tfds): exact round trips of the official files, feature
 joins, bad input, per-host splits, and the TFDS route of vqajax feeding the batches of
 the raw-file route."""
 

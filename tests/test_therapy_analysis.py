@@ -1,4 +1,4 @@
-"""IoU / IoU-PQ, relations, the section 3.2 analysis and `vqajax-therapy`: hand-built
+"""IoU / IoU-PQ, relations, the section 3.2 analysis and `vqajax therapy`: hand-built
 rectangles with hand-counted pixels, and the released train files against an independent
 rasteriser written here."""
 

@@ -1,4 +1,4 @@
-"""AnswerTherapy construction (data_pipeline/answertherapy): each step on hand-built
+"""AnswerTherapy construction (vqajax/answertherapy/construct.py): each step on hand-built
 questions with hand-computed results, the seeded 70/10/20 split, the end-to-end run on
 the synthetic raw input read back by `read_therapy`, and one-line errors."""
 

@@ -76,7 +76,7 @@ def test_iou_sums_on_device_equal_a_numpy_loop():
   batch = {"mask": np.arange(b) < 13, "source": rng.integers(0, 2, b), "label": rng.integers(0, 2, b)}
   valid = valid & batch["mask"][:, None]
   groups = therapy_groups.weights({k: jnp.asarray(v) for k, v in batch.items()}, by_label=True)
-  sums = jax.device_get(jax.jit(grounding_mask.iou_sums)(pred, gt, valid, groups))
+  sums = jax.device_get(jax.jit(iou.group_sums)(pred, gt, valid, groups))
   for s, name in enumerate(therapy_groups.BY_SOURCE_AND_LABEL):
     member = []
     for q in range(b):

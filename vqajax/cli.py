@@ -208,7 +208,7 @@ def _delegate(verb: str) -> Callable[[Sequence[str], str], int]:
     commands = {"train": train_config, "baselines": baselines_config}
     return lambda argv, prog: sweep.main(argv, prog, commands)
   if verb == "score":
-    from vqajax.vqa.accuracy import score as main_module  # pylint: disable=g-import-not-at-top
+    from vqajax.vqa.accuracy import score_cli as main_module  # pylint: disable=g-import-not-at-top
   elif verb == "report":
     from vqajax.vqa import report_cli as main_module  # pylint: disable=g-import-not-at-top
   elif verb == "data":

@@ -1,7 +1,7 @@
 """Table IV of VQA (ICCV 2015): ablations of deeper LSTM Q + norm I (open-ended).
 
-  vqajax-sweep experiments/sweeps/vqa_ablations.py:cpu --workdir=workdirs/ablations
-  vqajax-sweep experiments/sweeps/vqa_ablations.py --workdir=gs://bucket/abl --print-commands
+  vqajax sweep experiments/sweeps/vqa_ablations.py:cpu --workdir=workdirs/ablations
+  vqajax sweep experiments/sweeps/vqa_ablations.py --workdir=gs://bucket/abl --print-commands
 
 The argument ("", "cpu", "runlocal") is passed to the row config. The test set is never
 filtered; the vocabulary sizes and K of every point are reported in table4.

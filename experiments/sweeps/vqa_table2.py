@@ -1,7 +1,7 @@
 """Table II of VQA (ICCV 2015): the non-neural baselines and every neural row, open-ended
 and multiple-choice.
 
-  vqajax-sweep experiments/sweeps/vqa_table2.py:cpu --workdir=workdirs/table2
+  vqajax sweep experiments/sweeps/vqa_table2.py:cpu --workdir=workdirs/table2
 
 The argument ("", "cpu", "runlocal") is passed to every row config.
 """

@@ -8,11 +8,11 @@ features, element-wise fusion, MLP, 2 classes; class-weighted loss. The variant 
 set), "runlocal" seconds (tiny set), "real" the released train files with a seeded 80/20
 held-out split, text-only (inputs "q+a"; "q" also works).
 
-  vqajax-train --config=experiments/therapy/grounding_class.py:cpu --workdir=/tmp/gc_iqa
-  vqajax-train --config=experiments/therapy/grounding_class.py:cpu --workdir=/tmp/gc_q \
+  vqajax train --config=experiments/therapy/grounding_class.py:cpu --workdir=/tmp/gc_iqa
+  vqajax train --config=experiments/therapy/grounding_class.py:cpu --workdir=/tmp/gc_q \
       --config.model.inputs=q
-  vqajax-eval  --config=experiments/therapy/grounding_class.py:cpu --workdir=/tmp/gc_iqa
-  vqajax-train --config=experiments/therapy/grounding_class.py:real,cpu --workdir=/tmp/gc_real
+  vqajax eval  --config=experiments/therapy/grounding_class.py:cpu --workdir=/tmp/gc_iqa
+  vqajax train --config=experiments/therapy/grounding_class.py:real,cpu --workdir=/tmp/gc_real
 
 Results: WORKDIR/results/step_N/table4.{md,csv,json} (precision / recall per class and
 source, with the naive baselines), predictions.json, metrics.json.

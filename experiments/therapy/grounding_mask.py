@@ -7,14 +7,14 @@ grid mask. The variant is `config.model.inputs`: "i+q", "i+q+a" (default), "i+a"
 Arguments (comma-separated, `vqajax/vqa/configs.py:therapy_config`): "" full, "cpu" minutes
 on 2 cores (medium synthetic set), "runlocal" seconds (tiny set).
 
-  vqajax-train --config=experiments/therapy/grounding_mask.py:cpu --workdir=/tmp/gm_iqa
-  vqajax-train --config=experiments/therapy/grounding_mask.py:cpu --workdir=/tmp/gm_iq \
+  vqajax train --config=experiments/therapy/grounding_mask.py:cpu --workdir=/tmp/gm_iqa
+  vqajax train --config=experiments/therapy/grounding_mask.py:cpu --workdir=/tmp/gm_iq \
       --config.model.inputs=i+q
-  vqajax-eval  --config=experiments/therapy/grounding_mask.py:cpu --workdir=/tmp/gm_iqa
+  vqajax eval  --config=experiments/therapy/grounding_mask.py:cpu --workdir=/tmp/gm_iqa
 
 Real images need a grid feature store keyed by `feature_key(image_id)`:
-  --config.data.synthetic=False --config.data.dir=DIR --config.data.features=F.npy \
-  --config.data.feature_shape='(14, 14, 512)'
+  --config.data.synthetic=False --config.data.dir=DIR --config.data.features=F.npy
+(the grid shape comes from the store; --config.data.feature_shape='(14, 14, 512)' checks it).
 
 Results: WORKDIR/results/step_N/table5 and table6 .{md,csv,json} (IoU-PQ / IoU with the
 whole-image baseline), results.json (an RLE mask per answer), metrics.json.

@@ -4,7 +4,7 @@ the image"s COCO captions -> MLP.
 Shared head: MLP 2 x 1000 tanh with dropout 0.5, softmax over the top-K answers. Config
 arguments ("", "cpu", "runlocal") as in `vqajax/vqa/configs.py`:
 
-  vqajax-train --config=experiments/vqa/caption.py:cpu --workdir=/tmp/caption
+  vqajax train --config=experiments/vqa/caption.py:cpu --workdir=/tmp/caption
 """
 
 from vqajax.vqa import configs

@@ -11,12 +11,12 @@ narrower layers, Adam 1e-3, batch 128, 1500 steps) and "runlocal" (seconds: the 
 set and a toy-sized model, for tests and smoke runs); see `vqajax/vqa/configs.py`. On the
 embedded synthetic data (generated on first use):
 
-  vqajax-train --config=experiments/vqa/deeper_lstm_norm_i.py:cpu --workdir=/tmp/vqa
+  vqajax train --config=experiments/vqa/deeper_lstm_norm_i.py:cpu --workdir=/tmp/vqa
 
 Full synthetic run, then the same on the real VQA v2 files:
 
-  vqajax-train --config=experiments/vqa/deeper_lstm_norm_i.py --workdir=/tmp/vqa
-  vqajax-train --config=experiments/vqa/deeper_lstm_norm_i.py --workdir=gs://bucket/vqa \
+  vqajax train --config=experiments/vqa/deeper_lstm_norm_i.py --workdir=/tmp/vqa
+  vqajax train --config=experiments/vqa/deeper_lstm_norm_i.py --workdir=gs://bucket/vqa \
       --config.data.synthetic=False --config.data.dir=/data/VQA \
       --config.data.features=features/vgg19_fc7.h5
 """

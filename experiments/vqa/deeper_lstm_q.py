@@ -4,7 +4,7 @@ both layers (2048) -> fully-connected + tanh 1024 -> MLP.
 Shared head: MLP 2 x 1000 tanh with dropout 0.5, softmax over the top-K answers. Config
 arguments ("", "cpu", "runlocal") as in `vqajax/vqa/configs.py`:
 
-  vqajax-train --config=experiments/vqa/deeper_lstm_q.py:cpu --workdir=/tmp/deeper_lstm_q
+  vqajax train --config=experiments/vqa/deeper_lstm_q.py:cpu --workdir=/tmp/deeper_lstm_q
 """
 
 from vqajax.vqa import configs

@@ -4,7 +4,7 @@ Raw fc7 features are scaled by 0.01 (`model.image_scale`, see `vqajax/vqa/models
 Shared head: MLP 2 x 1000 tanh with dropout 0.5, softmax over the top-K answers. Config
 arguments ("", "cpu", "runlocal") as in `vqajax/vqa/configs.py`:
 
-  vqajax-train --config=experiments/vqa/i.py:cpu --workdir=/tmp/i
+  vqajax train --config=experiments/vqa/i.py:cpu --workdir=/tmp/i
 """
 
 from vqajax.vqa import configs

@@ -4,7 +4,7 @@ last cell + hidden (1024-d) -> MLP.
 Shared head: MLP 2 x 1000 tanh with dropout 0.5, softmax over the top-K answers. Config
 arguments ("", "cpu", "runlocal") as in `vqajax/vqa/configs.py`:
 
-  vqajax-train --config=experiments/vqa/lstm_q.py:cpu --workdir=/tmp/lstm_q
+  vqajax train --config=experiments/vqa/lstm_q.py:cpu --workdir=/tmp/lstm_q
 """
 
 from vqajax.vqa import configs

@@ -1,6 +1,6 @@
-"""vqajax-therapy: the VQA-AnswerTherapy dataset analysis (paper section 3.2).
+"""vqajax therapy: the VQA-AnswerTherapy dataset analysis (paper section 3.2).
 
-  vqajax-therapy analyze FILE... --out DIR
+  vqajax therapy analyze FILE... --out DIR
 
 FILE is a released annotation file (e.g. VQA_train.json, VizWiz_train.json). Writes
 agreement, disagreements, relation_pairs, table1, table2, table3 and degenerate as
@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 import collections
+import sys
 import time
 from typing import Sequence
 
 from vqajax.answertherapy import analysis as therapy
+from vqajax.answertherapy import construct
 from vqajax.answertherapy.files import read_therapy
 from vqajax.core.errors import exit_status
 
@@ -35,6 +37,9 @@ def analyze(args) -> None:
 def _parser(prog: str) -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   commands = parser.add_subparsers(dest="command", required=True)
+  commands.add_parser("construct", add_help=False,
+                      help="build the dataset from raw VQA v2 / VizWiz files and groundings (3.1); "
+                      "`construct --help` lists its flags")
   command = commands.add_parser("analyze", help="single vs multiple groundings, Tables 1-3")
   command.set_defaults(fn=analyze)
   command.add_argument("files", nargs="+", metavar="FILE", help="VQA-AnswerTherapy JSON file")
@@ -43,5 +48,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "vqajax therapy") -> int:
+  argv = sys.argv[1:] if argv is None else list(argv)
+  if argv[:1] == ["construct"]:  # its own parser: construct.py
+    return construct.main(argv[1:], f"{prog} construct")
   args = _parser(prog).parse_args(argv)
   return exit_status(prog, lambda: args.fn(args))

@@ -3,7 +3,7 @@
 From raw VQA v2 / VizWiz questions with 10 answers each and two annotators' groundings of
 their valid answers to the released files, reporting what each step removed.
 
-  python -m vqajax.answertherapy.construct --groundings G.json --out DIR \\
+  vqajax therapy construct --groundings G.json --out DIR \\
       [--questions Q.json --annotations A.json] [--vizwiz train.json val.json ...] [--seed S]
 
 Raw input (`raw` reads and validates it):

@@ -41,6 +41,9 @@ from vqajax.features.store import FeatureStore
 _RASTER = 8  # raster pixels per grid cell side for the grid masks
 
 
+# The text arrays both tasks read (the question, and each answer padded to `max_answers`).
+TEXT_KEYS = ("tokens", "length", "answer_tokens", "answer_length", "answer_valid")
+
 @dataclasses.dataclass
 class TherapyData:
   train: dict[str, np.ndarray]
@@ -48,8 +51,7 @@ class TherapyData:
   store: FeatureStore | None
   vocab: text.Vocab
   val_samples: list[therapy_files.Sample]  # the val rows' samples, for results files
-  class_weights: np.ndarray                # [2] single, multiple
-
+  
 
 def _read(config_data, files: str) -> list[therapy_files.Sample]:
   """The samples of the named files; with `source` "tfds", of the splits of the prepared
@@ -134,19 +136,20 @@ def load(config, grid_targets: bool = False) -> TherapyData:
   store = None
   if data.features:
     store = FeatureStore(data.features if os.path.isabs(data.features) else os.path.join(data.dir, data.features))
-    store.check_shape(tuple(data.feature_shape))
+    if data.feature_shape:
+      store.check_shape(tuple(data.feature_shape))
   elif grid_targets:
     raise InputError("config.data.features: the mask predictor needs a grid feature store")
   vocab = text.Vocab.build((text.tokenize(t) for s in train for t in (s.question,) + s.answers),
                            data.vocab_min_count)
-  grid = data.feature_shape[0] if grid_targets else None
+  grid = store.shape[0] if grid_targets else None
   arrays = {name: _arrays(samples, vocab, data, store, grid) for name, samples in (("train", train), ("val", val))}
   weights = class_weights(arrays["train"]["label"])
   arrays["train"]["weight"] = weights[arrays["train"]["label"]]
   logging.info("therapy data: %d train / %d val questions, %.1f%% multiple in train; vocabulary %d",
                len(train), len(val), 100 * arrays["train"]["label"].mean(), len(vocab))
   return TherapyData(train=arrays["train"], val=arrays["val"], store=store, vocab=vocab,
-                     val_samples=val, class_weights=weights)
+                     val_samples=val)
 
 
 def sizes(data: TherapyData) -> dict[str, int]:

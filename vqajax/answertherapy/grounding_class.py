@@ -28,7 +28,7 @@ from vqajax.core import tables
 from vqajax.core.files import write_atomic_many
 
 BEST_METRIC = "balanced_accuracy"
-TEXT_KEYS = ("tokens", "length", "answer_tokens", "answer_length", "answer_valid")
+TEXT_KEYS = therapy_dataset.TEXT_KEYS
 TRAIN_KEYS = TEXT_KEYS + ("label", "weight")
 METHODS = (("always single", "always_single/"), ("always multiple", "always_multiple/"))
 

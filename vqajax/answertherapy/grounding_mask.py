@@ -34,7 +34,7 @@ from vqajax.core import tables
 from vqajax.core.files import write_atomic_many
 
 BEST_METRIC = "iou_pq"
-TEXT_KEYS = ("tokens", "length", "answer_tokens", "answer_length", "answer_valid")
+TEXT_KEYS = therapy_dataset.TEXT_KEYS
 TRAIN_KEYS = TEXT_KEYS + ("grid_mask",)
 METHODS = (("whole image", "whole_image/"),)
 
@@ -62,18 +62,6 @@ def eval_keys(data) -> tuple[str, ...]:
   return TRAIN_KEYS + ("label", "source", "question_id")
 
 
-def iou_sums(pred, gt, valid, groups) -> dict:
-  """Per group (`groups` [B, S]): the sum over questions of the mean IoU of their valid
-  groundings (`iou_pq`), the sum of IoUs over groundings (`iou`) and the counts of both;
-  boolean masks [B, A, G, G], `valid` [B, A]."""
-  ious = jnp.where(valid, iou.iou(pred, gt), 0.0)
-  counts = valid.sum(axis=-1)
-  per_question = ious.sum(axis=-1) / jnp.maximum(counts, 1)
-  has = (counts > 0).astype(jnp.float32)
-  return {"iou_pq": per_question @ groups, "questions": has @ groups,
-          "iou": ious.sum(axis=-1) @ groups, "groundings": counts.astype(jnp.float32) @ groups}
-
-
 def make_eval_step(model, data, mesh):
   """(params, batch) -> ({mask}, IoU sums of the model and the whole image), to be jitted."""
   del data, mesh
@@ -83,8 +71,8 @@ def make_eval_step(model, data, mesh):
     pred, gt = logits >= 0.0, batch["grid_mask"] >= 0.5  # sigmoid >= 0.5
     valid = batch["answer_valid"] & batch["mask"][:, None]
     groups = therapy_groups.weights(batch, by_label=True)
-    sums = {"model": iou_sums(pred, gt, valid, groups),
-            "whole_image": iou_sums(jnp.ones_like(gt), gt, valid, groups)}
+    sums = {"model": iou.group_sums(pred, gt, valid, groups),
+            "whole_image": iou.group_sums(jnp.ones_like(gt), gt, valid, groups)}
     return {"mask": pred}, sums
 
   return eval_step

@@ -50,14 +50,26 @@ def iou(pred, gt, xp: ModuleType | None = None):
   return iou_from_counts(*_counts(pred, gt, xp), xp)
 
 
+def group_sums(pred, gt, valid, groups, xp: ModuleType | None = None) -> dict:
+  """Masked sums per group over boolean masks [Q, G, H, W] with `valid` [Q, G] False for
+  padded groundings (all False for padded questions) and `groups` [Q, S] weights:
+  `iou_pq` the sum over questions of the mean IoU of their valid groundings, `questions`
+  the questions with a valid grounding, `iou` the sum of IoUs and `groundings` their count."""
+  xp = _xp(xp)
+  ious = xp.where(valid, iou(pred, gt, xp), 0.0)
+  counts = valid.sum(axis=-1)
+  per_question = ious.sum(axis=-1) / xp.maximum(counts, 1)
+  has = (counts > 0).astype(groups.dtype)
+  return {"iou_pq": per_question @ groups, "questions": has @ groups,
+          "iou": ious.sum(axis=-1) @ groups, "groundings": counts.astype(groups.dtype) @ groups}
+
+
 def iou_pq_sums(pred, gt, valid, xp: ModuleType | None = None):
   """(sum over questions of the mean IoU of their valid groundings, number of questions
-  with a valid grounding): masked sums over boolean masks [Q, G, H, W] with `valid` [Q, G]
-  False for padded groundings (and all False for padded questions)."""
+  with a valid grounding): `group_sums` with one group holding every question."""
   xp = _xp(xp)
-  counts = valid.sum(axis=-1)
-  per_question = xp.where(valid, iou(pred, gt, xp), 0.0).sum(axis=-1) / xp.maximum(counts, 1)
-  return per_question.sum(), (counts > 0).sum()
+  sums = group_sums(pred, gt, valid, xp.ones((valid.shape[0], 1), xp.float32), xp)
+  return sums["iou_pq"][0], sums["questions"][0]
 
 
 def iou_pq(pred, gt, valid, xp: ModuleType | None = None):

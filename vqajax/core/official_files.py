@@ -6,7 +6,7 @@ the VQA paper reads (multiple choice, VizWiz-VQA, captions).
 
 Real files are accepted unchanged; a malformed one raises `DataFileError` naming the
 file, the record (index and question_id) and what was expected. The training data path
-and `vqajax-score` both validate through here. Checks go a field at a time over all
+and `vqajax score` both validate through here. Checks go a field at a time over all
 records (C-level map/set), and record by record only to name the first bad one: on 200k
 annotations they cost a small fraction of parsing the JSON.
 """

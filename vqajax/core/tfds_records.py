@@ -3,7 +3,7 @@
 The per-format features and the way back to the official objects are in
 `vqa/tfds_records.py` and `answertherapy/tfds_records.py`. What follows is their common layout.
 
-The builders of `data_pipeline/tfds` write one example per record with the features
+The builders of `vqajax/tfds` write one example per record with the features
 below (every string exactly as in the file); `config.data.source = "tfds"` reads a
 prepared dataset back here as the official JSON objects, so the same readers,
 encoders and pipeline run on it as on the files. Splits are named after the files:
@@ -44,7 +44,7 @@ def open_dataset(tfds_dir: str, name: str):
   must be a `name` dataset."""
   if not os.path.exists(os.path.join(tfds_dir, "dataset_info.json")):
     raise DataFileError(f"{tfds_dir}: not a prepared TFDS dataset (no dataset_info.json); build it with "
-                        "`python -m vqajax.tfds.cli build` (data_pipeline/README.md)")
+                        "`vqajax tfds build` (README: 'Preparing data')")
   builder = tfds.builder_from_directory(tfds_dir)
   if builder.name != name:
     raise DataFileError(f"{tfds_dir}: a {builder.name} dataset, expected {name}")

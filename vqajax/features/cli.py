@@ -1,9 +1,9 @@
-"""Extracts image features into a store that `vqajax` trains on (see data_pipeline/README.md).
+"""Extracts image features into a store that `vqajax` trains on (README: "Preparing data").
 
-  python -m vqajax.features.cli --images DIR|LIST.txt --model vgg16|vgg19|vit_b16 \\
+  vqajax features --images DIR|LIST.txt --model vgg16|vgg19|vit_b16 \\
       --weights FILE.pth|FILE.npz --layer fc7|conv5|cls|patches --out STORE.h5|STORE.npy \\
       [--preprocess vqa|torchvision] [--batch N] [--dtype float16|float32] [--chunk N]
-  python -m vqajax.features.cli convert IN.pth OUT.npz
+  vqajax features convert IN.pth OUT.npz
 
 Rerunning the same command resumes: images already in the store are skipped. Exit
 status 0 when the store is written (unreadable images are reported and skipped), 1 when

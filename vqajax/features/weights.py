@@ -106,7 +106,7 @@ def read_state(path: str) -> dict[str, np.ndarray]:
     import torch  # pylint: disable=g-import-not-at-top
   except ImportError:
     raise WeightsError(f"{path}: reading .pth files needs torch (pip install torch), or convert "
-                       "it once elsewhere: python -m vqajax.features.cli convert IN.pth OUT.npz") from None
+                       "it once elsewhere: vqajax features convert IN.pth OUT.npz") from None
   try:
     state = torch.load(path, map_location="cpu", weights_only=True)
   except Exception as e:  # pylint: disable=broad-except  (torch raises many kinds)

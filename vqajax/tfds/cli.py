@@ -1,6 +1,6 @@
 """Builds a TFDS dataset from official files in a manual directory (nothing downloaded).
 
-  python -m vqajax.tfds.cli build NAME/CONFIG --manual_dir DIR --data_dir DIR [--features STORE]
+  vqajax tfds build NAME/CONFIG --manual_dir DIR --data_dir DIR [--features STORE]
 
 NAME/CONFIG: vqa/v2, vqa/v1, vizwiz_vqa/default, answer_therapy/default. `--features`
 joins each example's row of a FeatureStore (.h5 / .npy) by image id, as the config

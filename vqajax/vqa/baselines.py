@@ -44,7 +44,7 @@ import numpy as np
 from vqajax.core import run_record, text
 from vqajax.core.errors import InputError
 from vqajax.vqa import dataset as vqa_dataset
-from vqajax.vqa import reports
+from vqajax.vqa import reports, results
 from vqajax.vqa import task as vqa_task
 from vqajax.vqa.accuracy.normalize import clean, normalize
 from vqajax.vqa.baselines_nn import nearest_neighbour_answers
@@ -240,14 +240,14 @@ def predict_baseline(name: str, data: vqa_dataset.VQAData, train: Records,
 
 def run_and_write(config, workdir: str, names: Sequence[str],
                   word_vectors: str | None = None) -> dict[str, dict[str, float]]:
-  """`vqajax-baselines`: official results files under WORKDIR/results/<name>/ and a table."""
+  """`vqajax baselines`: official results files under WORKDIR/results/<name>/ and a table."""
   data = vqa_task.load(config)
   train = vqa_dataset.read_train_records(config.data)[0]
   run_record.write_run_file(workdir, config, vqa_task.sizes(data))
   rows = {}
   for name in names:
     predicted = predict_baseline(name, data, train, word_vectors, config.seed)
-    scores = vqa_task.write_official(os.path.join(workdir, "results", name), config, data, name,
+    scores = results.write_official(os.path.join(workdir, "results", name), config, data, name,
                                      predicted, {"baseline": name})
     rows[name] = reports.metrics_from_official(scores)
   return rows

@@ -27,17 +27,18 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   data.dir = ""                         # "" -> ~/.cache/vqajax/synthetic/<scale>-seed<seed>
   data.format = "vqa"                   # or "vizwiz" (one JSON list per split)
   data.source = "raw"                   # or "tfds": the records of a prepared TFDS dataset ...
-  data.tfds_dir = ""                    # ... in this directory (data_pipeline/tfds), relative to dir
+  data.tfds_dir = ""                    # ... in this directory (vqajax/tfds), relative to dir
   data.train_questions = "v2_OpenEnded_mscoco_train2014_questions.json"
   data.train_annotations = "v2_mscoco_train2014_annotations.json"
   data.train_mc_questions = ""
   data.val_questions = "v2_OpenEnded_mscoco_val2014_questions.json"
   data.val_annotations = "v2_mscoco_val2014_annotations.json"
-  data.val_mc_questions = "MultipleChoice_mscoco_val2014_questions.json"  # "" -> open-ended only
+  data.val_mc_questions = "auto"        # VQA v1's MultipleChoice_mscoco_val2014_questions.json
+                                        # if present (v2 has none); "" -> open-ended only
   data.train_captions = ""              # COCO captions, for the caption rows
   data.val_captions = ""
   data.features = "features/fc7.h5"
-  data.feature_shape = (4096,)
+  data.feature_shape = ()               # per image, checked against the store; () -> the store's
   data.num_answers = 1000               # K
   data.vocab_min_count = 1              # 5 / 11: the vocabulary ablations
   data.max_question_len = 26

@@ -18,8 +18,7 @@ from vqajax.core.official_files import DATA_SOURCES
 from vqajax.features.store import FeatureStore
 from vqajax.vqa import files as vqa_files
 from vqajax.vqa.accuracy import kernel as vqa_accuracy
-
-ANSWER_TYPES = ("yes/no", "number", "other", "unanswerable")
+from vqajax.vqa.files import ANSWER_TYPES
 
 
 @dataclasses.dataclass
@@ -41,6 +40,9 @@ def resolve(config_data, name: str) -> str:
   return path if os.path.isabs(path) else os.path.join(config_data.dir, path)
 
 
+MC_AUTO = "auto"  # data.<split>_mc_questions: VQA v1's multiple-choice file if present
+
+
 def read_split(config_data, split: str):
   """(records, source, info) of a split: its (question, annotation) pairs in
   annotation-file order, questions with `multiple_choices` when the config names the
@@ -49,11 +51,15 @@ def read_split(config_data, split: str):
   TFDS dataset `tfds_dir` instead of the files (`tfds_records`)."""
   if config_data.source not in DATA_SOURCES:
     raise InputError(f"config.data.source '{config_data.source}' is not one of {DATA_SOURCES}")
-  with_choices = bool(config_data.get(f"{split}_mc_questions"))
+  mc_name = config_data.get(f"{split}_mc_questions") or ""
+  with_choices = bool(mc_name)
   if config_data.source == "tfds":
     from vqajax.vqa import tfds_records  # pylint: disable=g-import-not-at-top
+    tfds_dir = resolve(config_data, "tfds_dir")
+    if mc_name == MC_AUTO:
+      with_choices = config_data.format == "vqa" and tfds_records.has_choices(tfds_dir, split)
     questions, annotations, mc_questions, questions_path = tfds_records.read_vqa(
-        resolve(config_data, "tfds_dir"), split, config_data.format, with_choices)
+        tfds_dir, split, config_data.format, with_choices)
     annotations_path = mc_path = questions_path
   else:
     questions_path = resolve(config_data, f"{split}_questions")
@@ -64,7 +70,10 @@ def read_split(config_data, split: str):
     else:
       questions = official_files.read_questions(questions_path)
       annotations = official_files.read_annotations(annotations_path)
-    mc_path = resolve(config_data, f"{split}_mc_questions") if with_choices else ""
+    if mc_name == MC_AUTO:  # VQA v1's file where it is (v2 and VizWiz have none)
+      mc_name = f"MultipleChoice_mscoco_{split}2014_questions.json" if config_data.format == "vqa" else ""
+      with_choices = bool(mc_name) and os.path.exists(os.path.join(config_data.dir, mc_name))
+    mc_path = (mc_name if os.path.isabs(mc_name) else os.path.join(config_data.dir, mc_name)) if with_choices else ""
     mc_questions = official_files.read_questions(mc_path) if with_choices else None
   for i, a in enumerate(annotations["annotations"]):
     if a["answer_type"] not in ANSWER_TYPES:
@@ -170,7 +179,8 @@ def load(config_data) -> VQAData:
   logging.info("question vocabulary: %d entries (min count %d, with PAD and UNK)", len(vocab), config_data.vocab_min_count)
 
   store = FeatureStore(resolve(config_data, "features"))
-  store.check_shape(tuple(config_data.feature_shape))
+  if config_data.feature_shape:
+    store.check_shape(tuple(config_data.feature_shape))
   captions = {split: _read_captions(config_data, split) for split in ("train", "val")}
   if (captions["train"] is None) != (captions["val"] is None):
     raise official_files.DataFileError("config.data: give both train_captions and val_captions, or neither")

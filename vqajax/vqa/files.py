@@ -22,7 +22,8 @@ def attach_choices(questions: list[dict], mc_questions: dict, mc_path: str) -> N
     q["multiple_choices"] = mc["multiple_choices"]
 
 
-_VIZWIZ_ANSWER_TYPES = ("yes/no", "number", "other", "unanswerable")
+# The answer types of VQA v1 / v2 and VizWiz-VQA ("unanswerable" is VizWiz's own).
+ANSWER_TYPES = ("yes/no", "number", "other", "unanswerable")
 
 
 def vizwiz_image_ids(path: str, records: list[dict]) -> list[int]:
@@ -61,8 +62,8 @@ def read_vizwiz(path: str, data: list | None = None, answer_fields: dict[str, ty
   questions, annotations = [], []
   for i, (r, image_id) in enumerate(zip(data, vizwiz_image_ids(path, data))):
     answer_type = r.get("answer_type", "other")
-    if answer_type not in _VIZWIZ_ANSWER_TYPES:
-      raise DataFileError(f"{path}: records[{i}] answer_type '{answer_type}' is not one of {_VIZWIZ_ANSWER_TYPES}")
+    if answer_type not in ANSWER_TYPES:
+      raise DataFileError(f"{path}: records[{i}] answer_type '{answer_type}' is not one of {ANSWER_TYPES}")
     questions.append({"question_id": i, "image_id": image_id, "question": r["question"]})
     answers = [dict(a, answer_id=j + 1) for j, a in enumerate(r["answers"])]
     annotations.append({

@@ -1,13 +1,13 @@
-"""vqajax-report: the paper's tables and figures from finished runs.
+"""vqajax report: the paper's tables and figures from finished runs.
 
-  vqajax-report table2 RUN... --out DIR          Table II (open-ended + multiple-choice)
-  vqajax-report question-types RUN... --out DIR  Table III (accuracy per question type)
-  vqajax-report answers RUN... --out DIR         Fig. 9 / Fig. 10 (PNG + CSV per run)
-  vqajax-report humans --annotations F --out DIR inter-human agreement (Table I style)
+  vqajax report table2 RUN... --out DIR          Table II (open-ended + multiple-choice)
+  vqajax report question-types RUN... --out DIR  Table III (accuracy per question type)
+  vqajax report answers RUN... --out DIR         Fig. 9 / Fig. 10 (PNG + CSV per run)
+  vqajax report humans --annotations F --out DIR inter-human agreement (Table I style)
 
 A RUN is [NAME=]PATH: a results directory, a training workdir (its newest results/step_N;
 a workdir with checkpoints but no results is evaluated first, from its run.json), or a
-workdir of `vqajax-baselines` (one row per baseline). Question types and answers come
+workdir of `vqajax baselines` (one row per baseline). Question types and answers come
 from the val annotations: --annotations, or the file named by the first run's run.json.
 """
 

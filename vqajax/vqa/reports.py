@@ -1,7 +1,7 @@
 """Result tables (the paper's Tables II, III, IV) from official results directories.
 
 A results directory holds official `*_results.json` files with their `*_accuracy.json`
-and `*_evalQA.json` (as written by `tasks.vqa.write_official`). Tables are written as
+and `*_evalQA.json` (as written by `vqa/results.write_official`). Tables are written as
 Markdown, CSV and JSON (a list of row objects) together.
 """
 

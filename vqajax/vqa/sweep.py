@@ -1,6 +1,6 @@
-"""vqajax-sweep: run the points of a sweep file and collect them into tables.
+"""vqajax sweep: run the points of a sweep file and collect them into tables.
 
-  vqajax-sweep FILE.py[:ARG] --workdir DIR [--set key=value ...] [--points a,b]
+  vqajax sweep FILE.py[:ARG] --workdir DIR [--set key=value ...] [--points a,b]
                [--print-commands]
 
 A sweep file defines `get_sweep(arg) -> {"points": [...], "base": NAME or None}`; each
@@ -8,7 +8,7 @@ point is {"name", "config": "file.py[:arg]" (relative to the sweep file), "overr
 {"a.b": value}, "command": "train" (default) or "baselines" (with "baselines": [...])}.
 Points run one after another in this process, each in DIR/<name>; a point whose final
 results exist is skipped, so re-running resumes the sweep. `--print-commands` prints one
-`vqajax-train` / `vqajax-baselines` command per unfinished point instead (for a cluster
+`vqajax train` / `vqajax baselines` command per unfinished point instead (for a cluster
 or pod queue); re-run without it to collect. Finished points go into DIR/table2.* (the
 paper's Table II shape) and, with a base point, DIR/table4.* (differences to the base).
 `--set` overrides apply to every point; `--points` keeps only the named ones.

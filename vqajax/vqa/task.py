@@ -3,21 +3,17 @@
 
 from __future__ import annotations
 
-import os
-
 import jax
 import jax.numpy as jnp
 import optax
 
 from vqajax.core import pipeline, sharding
-from vqajax.core.files import write_atomic_many
 from vqajax.core.pipeline import INPUT_KEYS
 from vqajax.vqa import dataset as vqa_dataset
 from vqajax.vqa import models as vqa_models
-from vqajax.vqa import reports
+from vqajax.vqa import reports, results
 from vqajax.vqa.accuracy import kernel as vqa_accuracy
-from vqajax.vqa.accuracy import score
-from vqajax.vqa.dataset import ANSWER_TYPES
+from vqajax.vqa.files import ANSWER_TYPES
 
 BEST_METRIC = "accuracy"
 TRAIN_KEYS = pipeline.TRAIN_KEYS
@@ -126,29 +122,6 @@ def summarise(totals) -> dict[str, float]:
   return {k: float(v) for k, v in metrics.items()}
 
 
-def results_name(prefix: str, task: str, info: dict, alg: str, kind: str = "results") -> str:
-  """Official naming, e.g. v2_OpenEnded_mscoco_val2014_<alg>_results.json."""
-  return f"{prefix}{task}_{info['data_type']}_{info['data_subtype']}_{alg}_{kind}.json"
-
-
-def write_official(out_dir: str, config, data, alg: str, predicted: dict[str, dict[int, str]],
-                   metrics: dict) -> dict[str, dict]:
-  """Writes, all or nothing, the official results files of `predicted` ({task: {qid: answer}},
-  task 'OpenEnded' / 'MultipleChoice'), their official `_accuracy` and `_evalQA` scores,
-  and `metrics.json`; returns {task: official accuracy}."""
-  annotations = [a for _, a in data.val_records]
-  outputs, scores = {os.path.join(out_dir, "metrics.json"): metrics}, {}
-  for task, results in predicted.items():
-    prefix = config.data.results_prefix if task == "OpenEnded" else ""  # MC exists in v1 only
-    name = lambda kind: os.path.join(out_dir, results_name(prefix, task, data.val_info, alg, kind))
-    scores[task], per_question = score.accuracy_of(annotations, results)
-    outputs[name("results")] = [{"question_id": q, "answer": a} for q, a in results.items()]
-    outputs[name("accuracy")] = scores[task]
-    outputs[name("evalQA")] = per_question
-  write_atomic_many(outputs, make_dirs=True)
-  return scores
-
-
 def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) -> None:
   """The official results files of the val predictions (host arrays in split order)."""
   questions = [q for q, _ in data.val_records]
@@ -157,7 +130,7 @@ def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) 
   if "mc_choice" in predictions:
     predicted["MultipleChoice"] = {q["question_id"]: q["multiple_choices"][c]
                                    for q, c in zip(questions, predictions["mc_choice"])}
-  write_official(out_dir, config, data, config.name, predicted, metrics)
+  results.write_official(out_dir, config, data, config.name, predicted, metrics)
 
 
 def table(name: str, metrics: dict[str, float]) -> str:

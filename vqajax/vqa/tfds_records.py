@@ -87,6 +87,12 @@ def vizwiz_file(tfds_dir: str, split: str) -> list[dict]:
   return records
 
 
+def has_choices(tfds_dir: str, split: str) -> bool:
+  """Whether the split of a prepared vqa dataset was built with a multiple-choice file."""
+  builder = open_dataset(tfds_dir, "vqa")
+  return split in builder.info.splits and builder.info.metadata["splits"][split]["multiple_choice"] is not None
+
+
 def read_vqa(tfds_dir: str, split: str, data_format: str, with_choices: bool):
   """(questions, annotations, multiple-choice questions or None, where) of a split of a
   prepared vqa (`data_format` "vqa") or vizwiz_vqa dataset, for `vqa_dataset.read_split`;

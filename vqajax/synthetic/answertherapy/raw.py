@@ -1,6 +1,6 @@
 """A small seeded raw input for the AnswerTherapy construction that hits every step.
 
-  python -m vqajax.synthetic.answertherapy.raw --out DIR [--seed S]
+  vqajax data therapy-raw --out DIR [--seed S]
 
 writes an official VQA v2 questions / annotations pair (10 answers per question),
 VizWiz-VQA `train.json` and `val.json` and `groundings.json` (format: `construct`). Each

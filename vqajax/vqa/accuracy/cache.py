@@ -1,4 +1,4 @@
-"""What `vqajax-score` needs of the annotations and questions files, and its disk cache.
+"""What `vqajax score` needs of the annotations and questions files, and its disk cache.
 
 Parsing an official annotations file costs seconds (155 MiB for the 200k questions of
 bench/bench_score.py), while its encoding (`EncodedAnnotations`: id arrays, question and
@@ -39,7 +39,7 @@ from vqajax.core import files, official_files
 from vqajax.core.errors import InputError
 from vqajax.vqa.accuracy import kernel as vqa_accuracy
 from vqajax.vqa.accuracy import normalize
-from vqajax.vqa.accuracy.kernel import Interner, encode_targets
+from vqajax.vqa.accuracy.kernel import Interner, encode_targets, unique_codes
 
 FORMAT_VERSION = 1
 RACY_SECONDS = 2.0  # coarsest common mtime granularity (FAT); ext4 and tmpfs are finer
@@ -47,12 +47,6 @@ RACY_SECONDS = 2.0  # coarsest common mtime granularity (FAT); ext4 and tmpfs ar
 logger = logging.getLogger(__name__)
 
 T = TypeVar('T', 'EncodedAnnotations', 'QuestionInfo')
-
-
-def _codes(values: Sequence[Any]) -> tuple[list[Any], np.ndarray]:
-    """Distinct values (first-appearance order) and each value's index among them."""
-    index = {v: i for i, v in enumerate(dict.fromkeys(values))}
-    return list(index), np.fromiter(map(index.__getitem__, values), np.int32, len(values))
 
 
 def _blob(obj: Any) -> np.ndarray:
@@ -97,8 +91,8 @@ class EncodedAnnotations:
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         t = self.targets
-        question_types, question_type_codes = _codes(self.question_types)
-        answer_types, answer_type_codes = _codes(self.answer_types)
+        question_types, question_type_codes = unique_codes(self.question_types, np.int32)
+        answer_types, answer_type_codes = unique_codes(self.answer_types, np.int32)
         dup_index = np.flatnonzero(t['gt_dup'] != 1)
         return {'question_ids': np.array(self.question_ids, np.int64),
                 'counts': t['gt_valid'].sum(axis=1), 'gt_ids': t['gt_ids'][t['gt_valid']],
@@ -181,7 +175,7 @@ def question_info(questions: Sequence[dict[str, Any]]) -> QuestionInfo:
     lists = list(map(operator.methodcaller('get', 'multiple_choices'), questions))
     has = np.array([c is not None for c in lists], bool).reshape(-1)
     kept = [c or [] for c in lists]
-    choices, codes = _codes([s for c in kept for s in c])
+    choices, codes = unique_codes([s for c in kept for s in c], np.int32)
     return QuestionInfo(question_ids=[q['question_id'] for q in questions], has_choices=has,
                         choice_counts=np.fromiter(map(len, kept), np.int64, len(kept)),
                         choice_codes=codes, choices=choices)

@@ -1,4 +1,4 @@
-"""Vectorised official VQA accuracy, shared by device metrics and the `vqajax-score` tool.
+"""Vectorised official VQA accuracy, shared by device metrics and the `vqajax score` tool.
 
 Strings are dealt with once, on the host: every distinct string is cleaned and
 normalised a single time and interned to an int id. What is left is integer arithmetic
@@ -43,10 +43,10 @@ class Interner:
         return len(self._ids)
 
 
-def _unique_codes(values: Sequence[Hashable]) -> tuple[list[Any], np.ndarray]:
+def unique_codes(values: Sequence[Hashable], dtype=np.int64) -> tuple[list[Any], np.ndarray]:
     """Distinct values (first-appearance order) and each input's index among them."""
     index = {v: i for i, v in enumerate(dict.fromkeys(values))}
-    codes = np.fromiter(map(index.__getitem__, values), np.int64, len(values))
+    codes = np.fromiter(map(index.__getitem__, values), dtype, len(values))
     return list(index), codes
 
 
@@ -61,7 +61,7 @@ def encode_answer_table(answers: Sequence[str], interner: Interner
 
 def _processed_ids(strings: Sequence[str], interner: Interner) -> tuple[np.ndarray, np.ndarray]:
     """`encode_answer_table` of many strings, processing each distinct string once."""
-    unique, codes = _unique_codes(strings)
+    unique, codes = unique_codes(strings)
     raw_ids, norm_ids = encode_answer_table(unique, interner)
     return raw_ids[codes], norm_ids[codes]
 
@@ -75,7 +75,7 @@ def _answer_id_codes(flat: list[dict[str, Any]]) -> np.ndarray | None:
     if set(map(type, ids)) == {int}:
         return np.array(ids)  # the official files' case; object dtype beyond int64
     try:
-        return _unique_codes(ids)[1]
+        return unique_codes(ids)[1]
     except TypeError:
         return None
 

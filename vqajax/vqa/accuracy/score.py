@@ -1,12 +1,8 @@
-"""`vqajax-score`: the official VQA accuracy of a results file, fast and strict.
+"""The official VQA accuracy of results files, fast and strict (`vqajax score`: score_cli.py).
 
-    vqajax-score --questions Q.json --annotations A.json --results R.json \\
-        [--per-question FILE] [--multiple-choice] [--out FILE] [--no-cache]
-
-Prints the official `accuracy` dict (`overall`, `perQuestionType`, `perAnswerType`,
-percentages rounded to 2 decimals); `--out` also writes it to FILE and `--per-question`
-writes the official `evalQA` ({question_id: percent}). Numbers are identical to the
-official `vqaEval.py` (see `tests.reference`); each distinct string is
+`evaluate_files` gives the official `accuracy` dict (`overall`, `perQuestionType`,
+`perAnswerType`, percentages rounded to 2 decimals) and `evalQA` ({question_id: percent}).
+Numbers are identical to the official `vqaEval.py` (tests: `tests/reference.py`); each distinct string is
 normalised once and the rest is vectorised numpy. `accuracy_of` gives the same numbers
 for records already in memory.
 
@@ -21,23 +17,20 @@ Where the official silently keeps the last of several results for one question_i
 reject duplicate question ids; we also require the questions and annotations files to
 cover the same question ids, every annotation to have at least one answer, and any
 `multiple_choices` to be a non-empty list of strings. The questions and annotations files
-are validated by `vqajax.vqa.files`, as for training, on the fields scoring reads.
+are validated by `vqajax.core.official_files`, as for training, on the fields scoring reads.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gc
-import json
 import operator
 from typing import Any, Collection, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from vqajax.core import official_files
-from vqajax.core.errors import InputError, exit_status
-from vqajax.core.files import write_atomic_many
+from vqajax.core.errors import InputError
 from vqajax.vqa.accuracy.cache import EncodedAnnotations, QuestionInfo, cached, encode_annotations, question_info
 from vqajax.vqa.accuracy.kernel import (
     aggregate_official,
@@ -46,7 +39,7 @@ from vqajax.vqa.accuracy.kernel import (
     question_accuracy_exact,
 )
 
-__all__ = ['InputError', 'accuracy_of', 'evaluate_files', 'main', 'score_encoded']
+__all__ = ['InputError', 'accuracy_of', 'evaluate_files', 'score_encoded']
 
 _SHOW_IDS = 5
 # Validated besides question ids and answers (scoring reads nothing else of the files).
@@ -186,34 +179,3 @@ def evaluate_files(questions_path: str, annotations_path: str, results_path: str
         if multiple_choice:
             check_multiple_choice(results_path, results, questions_path, questions)
         return score_encoded(annotations, results)
-
-
-def _parse_args(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split('\n')[0])
-    parser.add_argument('--questions', required=True, help='official questions JSON')
-    parser.add_argument('--annotations', required=True, help='official annotations JSON')
-    parser.add_argument('--results', required=True, help='results JSON [{question_id, answer}]')
-    parser.add_argument('--per-question', metavar='FILE', help='write {question_id: accuracy}')
-    parser.add_argument('--multiple-choice', action='store_true',
-                        help="check every answer is one of its question's multiple_choices")
-    parser.add_argument('--out', metavar='FILE', help='also write the accuracy JSON here')
-    parser.add_argument('--no-cache', action='store_true',
-                        help='neither read nor write the cache of encoded annotations/questions')
-    return parser.parse_args(argv)
-
-
-def main(argv: Sequence[str] | None = None, prog: str = 'vqajax score') -> int:
-    args = _parse_args(argv, prog)
-
-    def run() -> None:
-        accuracy, per_question = evaluate_files(args.questions, args.annotations, args.results,
-                                                args.multiple_choice, cache=not args.no_cache)
-        outputs: dict[str, Any] = {}
-        if args.out:
-            outputs[args.out] = accuracy
-        if args.per_question:
-            outputs[args.per_question] = per_question
-        write_atomic_many(outputs)
-        print(json.dumps(accuracy, indent=2))
-
-    return exit_status(prog, run)
