@@ -14,194 +14,216 @@ from vqajax.core.errors import InputError
 from vqajax.vqa.accuracy import cache as score_cache
 from vqajax.vqa.accuracy import score, score_cli
 
-_VARIANTS = ['red', 'Red', 'red.', ' red\n', 'blue', 'two', '2', 'a dog', 'dog', 'yes', 'Yes!',
-             'dont', "don't", 'its', "it's", '1,000', '1000']
+_VARIANTS = [
+  "red",
+  "Red",
+  "red.",
+  " red\n",
+  "blue",
+  "two",
+  "2",
+  "a dog",
+  "dog",
+  "yes",
+  "Yes!",
+  "dont",
+  "don't",
+  "its",
+  "it's",
+  "1,000",
+  "1000",
+]
 
 
 @pytest.fixture(autouse=True)
 def cache(tmp_path_factory, monkeypatch):
-    directory = tmp_path_factory.mktemp('cache')
-    monkeypatch.setenv('VQAJAX_CACHE', str(directory))
-    return directory
+  directory = tmp_path_factory.mktemp("cache")
+  monkeypatch.setenv("VQAJAX_CACHE", str(directory))
+  return directory
 
 
 def _dataset(seed=0, n=400):
-    """Questions (with multiple_choices), annotations and results: split and unanimous
-    answers, 1, 3 or 10 answers, answer dicts with and without answer_id (duplicates)."""
-    rng = random.Random(seed)
-    questions, annotations, results = [], [], []
-    for i in range(n):
-        qid = 7 * i + 1
-        pool = rng.sample(_VARIANTS, rng.randint(1, 4))
-        with_ids = rng.random() < 0.6
-        answers = [{'answer': rng.choice(pool), 'answer_confidence': 'yes',
-                    **({'answer_id': j + 1} if with_ids else {})}
-                   for j in range(rng.choice([10, 10, 10, 3, 1]))]
-        choices = rng.sample(_VARIANTS, 6)
-        questions.append({'question_id': qid, 'image_id': i, 'question': '?',
-                          'multiple_choices': choices})
-        annotations.append({'question_id': qid, 'image_id': i,
-                            'question_type': rng.choice(['what is', 'is the', 'how many']),
-                            'answer_type': rng.choice(['yes/no', 'number', 'other']),
-                            'answers': answers})
-        results.append({'question_id': qid, 'answer': rng.choice(choices)})
-    rng.shuffle(results)
-    return questions, annotations, results
+  """Questions (with multiple_choices), annotations and results: split and unanimous
+  answers, 1, 3 or 10 answers, answer dicts with and without answer_id (duplicates)."""
+  rng = random.Random(seed)
+  questions, annotations, results = [], [], []
+  for i in range(n):
+    qid = 7 * i + 1
+    pool = rng.sample(_VARIANTS, rng.randint(1, 4))
+    with_ids = rng.random() < 0.6
+    answers = [
+      {"answer": rng.choice(pool), "answer_confidence": "yes", **({"answer_id": j + 1} if with_ids else {})}
+      for j in range(rng.choice([10, 10, 10, 3, 1]))
+    ]
+    choices = rng.sample(_VARIANTS, 6)
+    questions.append({"question_id": qid, "image_id": i, "question": "?", "multiple_choices": choices})
+    annotations.append(
+      {
+        "question_id": qid,
+        "image_id": i,
+        "question_type": rng.choice(["what is", "is the", "how many"]),
+        "answer_type": rng.choice(["yes/no", "number", "other"]),
+        "answers": answers,
+      }
+    )
+    results.append({"question_id": qid, "answer": rng.choice(choices)})
+  rng.shuffle(results)
+  return questions, annotations, results
 
 
 def _write(path, obj, age=60.0):
-    """Writes JSON and dates it `age` seconds back (fresh files are not cached)."""
-    path.write_text(obj if isinstance(obj, str) else json.dumps(obj))
-    _age(path, age)
-    return str(path)
+  """Writes JSON and dates it `age` seconds back (fresh files are not cached)."""
+  path.write_text(obj if isinstance(obj, str) else json.dumps(obj))
+  _age(path, age)
+  return str(path)
 
 
 def _age(path, age):
-    mtime_ns = time.time_ns() - int(age * 1e9)
-    os.utime(path, ns=(mtime_ns, mtime_ns))
+  mtime_ns = time.time_ns() - int(age * 1e9)
+  os.utime(path, ns=(mtime_ns, mtime_ns))
 
 
 def _files(tmp_path, questions, annotations, results):
-    return (_write(tmp_path / 'q.json', {'questions': questions}),
-            _write(tmp_path / 'a.json', {'annotations': annotations}),
-            _write(tmp_path / 'r.json', results))
+  return (
+    _write(tmp_path / "q.json", {"questions": questions}),
+    _write(tmp_path / "a.json", {"annotations": annotations}),
+    _write(tmp_path / "r.json", results),
+  )
 
 
 def _entries(cache):
-    return sorted(name.split('-')[0] for name in os.listdir(cache))
+  return sorted(name.split("-")[0] for name in os.listdir(cache))
 
 
 def _no_parsing(monkeypatch):
-    def fail(path):
-        raise AssertionError(f'{path} parsed despite the cache')
-    monkeypatch.setattr(score, 'read_questions', fail)
-    monkeypatch.setattr(score, 'read_annotations', fail)
+  def fail(path):
+    raise AssertionError(f"{path} parsed despite the cache")
+
+  monkeypatch.setattr(score, "read_questions", fail)
+  monkeypatch.setattr(score, "read_annotations", fail)
 
 
 def test_cached_scores_are_bit_identical(tmp_path, cache, monkeypatch):
-    questions, annotations, results = _dataset()
-    assert score_cache.encode_annotations(annotations).targets['gt_dup'].max() > 1
-    paths = _files(tmp_path, questions, annotations, results)
-    plain = score.evaluate_files(*paths, multiple_choice=True, cache=False)
-    assert os.listdir(cache) == []
-    cold = score.evaluate_files(*paths, multiple_choice=True)
-    assert _entries(cache) == ['annotations', 'questions']
-    _no_parsing(monkeypatch)
-    warm = score.evaluate_files(*paths, multiple_choice=True)
-    expected = reference_accuracy(annotations, {r['question_id']: r['answer'] for r in results})
-    assert plain == cold == warm == expected
-    assert json.dumps(plain) == json.dumps(warm)  # same float bits, same key order
-    assert list(plain[1]) == list(warm[1]) == [a['question_id'] for a in annotations]
+  questions, annotations, results = _dataset()
+  assert score_cache.encode_annotations(annotations).targets["gt_dup"].max() > 1
+  paths = _files(tmp_path, questions, annotations, results)
+  plain = score.evaluate_files(*paths, multiple_choice=True, cache=False)
+  assert os.listdir(cache) == []
+  cold = score.evaluate_files(*paths, multiple_choice=True)
+  assert _entries(cache) == ["annotations", "questions"]
+  _no_parsing(monkeypatch)
+  warm = score.evaluate_files(*paths, multiple_choice=True)
+  expected = reference_accuracy(annotations, {r["question_id"]: r["answer"] for r in results})
+  assert plain == cold == warm == expected
+  assert json.dumps(plain) == json.dumps(warm)  # same float bits, same key order
+  assert list(plain[1]) == list(warm[1]) == [a["question_id"] for a in annotations]
 
 
 def _error(fn):
-    with pytest.raises(InputError) as e:
-        fn()
-    return str(e.value)
+  with pytest.raises(InputError) as e:
+    fn()
+  return str(e.value)
 
 
 def test_multiple_choice_errors_are_the_same_from_the_cache(tmp_path, monkeypatch):
-    questions, annotations, results = _dataset(n=50)
-    results[7] = dict(results[7], answer='not a choice')
-    del questions[30]['multiple_choices']
-    paths = _files(tmp_path, questions, annotations, results)
-    plain = _error(lambda: score.evaluate_files(*paths, multiple_choice=True, cache=False))
-    score.evaluate_files(*paths)  # fills the cache: open-ended needs no choices
-    _no_parsing(monkeypatch)
-    assert _error(lambda: score.evaluate_files(*paths, multiple_choice=True)) == plain
-    first = min(results[7]['question_id'], questions[30]['question_id'])
-    assert f'question_id {first}:' in plain
+  questions, annotations, results = _dataset(n=50)
+  results[7] = dict(results[7], answer="not a choice")
+  del questions[30]["multiple_choices"]
+  paths = _files(tmp_path, questions, annotations, results)
+  plain = _error(lambda: score.evaluate_files(*paths, multiple_choice=True, cache=False))
+  score.evaluate_files(*paths)  # fills the cache: open-ended needs no choices
+  _no_parsing(monkeypatch)
+  assert _error(lambda: score.evaluate_files(*paths, multiple_choice=True)) == plain
+  first = min(results[7]["question_id"], questions[30]["question_id"])
+  assert f"question_id {first}:" in plain
 
 
 def test_changed_file_invalidates_its_entry(tmp_path, cache):
-    questions, annotations, results = _dataset(seed=1)
-    q, a, r = _files(tmp_path, questions, annotations, results)
-    before = score.evaluate_files(q, a, r)
-    stat = os.stat(a)
-    # Same size, other content, other mtime.
-    text = (tmp_path / 'a.json').read_text()
-    _write(tmp_path / 'a.json', text.replace('"is the"', '"IS THE"'), age=30)
-    assert os.stat(a).st_size == stat.st_size
-    after = score.evaluate_files(q, a, r)
-    assert 'IS THE' in after[0]['perQuestionType'] and after == score.evaluate_files(
-        q, a, r, cache=False) != before
-    # Other size, same mtime.
-    annotations[0]['answers'] = [{'answer': results[0]['answer']}] * 10
-    _write(tmp_path / 'a.json', {'annotations': annotations})
-    os.utime(a, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert score.evaluate_files(q, a, r) == score.evaluate_files(q, a, r, cache=False)
-    assert _entries(cache) == ['annotations', 'questions']  # rewritten in place
+  questions, annotations, results = _dataset(seed=1)
+  q, a, r = _files(tmp_path, questions, annotations, results)
+  before = score.evaluate_files(q, a, r)
+  stat = os.stat(a)
+  # Same size, other content, other mtime.
+  text = (tmp_path / "a.json").read_text()
+  _write(tmp_path / "a.json", text.replace('"is the"', '"IS THE"'), age=30)
+  assert os.stat(a).st_size == stat.st_size
+  after = score.evaluate_files(q, a, r)
+  assert "IS THE" in after[0]["perQuestionType"] and after == score.evaluate_files(q, a, r, cache=False) != before
+  # Other size, same mtime.
+  annotations[0]["answers"] = [{"answer": results[0]["answer"]}] * 10
+  _write(tmp_path / "a.json", {"annotations": annotations})
+  os.utime(a, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+  assert score.evaluate_files(q, a, r) == score.evaluate_files(q, a, r, cache=False)
+  assert _entries(cache) == ["annotations", "questions"]  # rewritten in place
 
 
 def test_recently_modified_files_are_not_cached(tmp_path, cache):
-    questions, annotations, results = _dataset(n=20)
-    paths = _files(tmp_path, questions, annotations, results)
-    _age(paths[1], 0)
-    score.evaluate_files(*paths)
-    assert _entries(cache) == ['questions']
-    _age(paths[1], 10)
-    score.evaluate_files(*paths)
-    assert _entries(cache) == ['annotations', 'questions']
+  questions, annotations, results = _dataset(n=20)
+  paths = _files(tmp_path, questions, annotations, results)
+  _age(paths[1], 0)
+  score.evaluate_files(*paths)
+  assert _entries(cache) == ["questions"]
+  _age(paths[1], 10)
+  score.evaluate_files(*paths)
+  assert _entries(cache) == ["annotations", "questions"]
 
 
-@pytest.mark.parametrize('damage', ['garbage', 'truncated', 'empty', 'wrong arrays'])
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "wrong arrays"])
 def test_unreadable_entry_is_ignored_and_rebuilt(tmp_path, cache, caplog, damage):
-    questions, annotations, results = _dataset(n=60)
-    paths = _files(tmp_path, questions, annotations, results)
-    expected = score.evaluate_files(*paths)
-    entry = score_cache.entry_path('annotations', paths[1])
-    data = open(entry, 'rb').read()
-    if damage == 'wrong arrays':
-        with np.load(entry) as npz:
-            arrays = dict(npz)
-        arrays['gt_ids'] = arrays['gt_ids'][:-1]
-        np.savez(entry, **arrays)
-    else:
-        with open(entry, 'wb') as f:
-            f.write({'garbage': b'not a zip' * 100, 'truncated': data[:len(data) // 2],
-                     'empty': b''}[damage])
-    with caplog.at_level(logging.WARNING, logger=score_cache.__name__):
-        assert score.evaluate_files(*paths) == expected
-    assert 'ignoring unreadable score cache entry' in caplog.text and entry in caplog.text
-    caplog.clear()
+  questions, annotations, results = _dataset(n=60)
+  paths = _files(tmp_path, questions, annotations, results)
+  expected = score.evaluate_files(*paths)
+  entry = score_cache.entry_path("annotations", paths[1])
+  data = open(entry, "rb").read()
+  if damage == "wrong arrays":
+    with np.load(entry) as npz:
+      arrays = dict(npz)
+    arrays["gt_ids"] = arrays["gt_ids"][:-1]
+    np.savez(entry, **arrays)
+  else:
+    with open(entry, "wb") as f:
+      f.write({"garbage": b"not a zip" * 100, "truncated": data[: len(data) // 2], "empty": b""}[damage])
+  with caplog.at_level(logging.WARNING, logger=score_cache.__name__):
     assert score.evaluate_files(*paths) == expected
-    assert not caplog.text  # rebuilt: read back without complaint
-    assert open(entry, 'rb').read() != b''
+  assert "ignoring unreadable score cache entry" in caplog.text and entry in caplog.text
+  caplog.clear()
+  assert score.evaluate_files(*paths) == expected
+  assert not caplog.text  # rebuilt: read back without complaint
+  assert open(entry, "rb").read() != b""
 
 
 def test_unwritable_cache_only_warns(tmp_path, monkeypatch, caplog):
-    blocker = tmp_path / 'not a directory'
-    blocker.write_text('')
-    monkeypatch.setenv('VQAJAX_CACHE', str(blocker / 'cache'))
-    paths = _files(tmp_path, *_dataset(n=20))
-    with caplog.at_level(logging.WARNING, logger=score_cache.__name__):
-        assert score.evaluate_files(*paths) == score.evaluate_files(*paths, cache=False)
-    assert 'cannot write score cache entry' in caplog.text
+  blocker = tmp_path / "not a directory"
+  blocker.write_text("")
+  monkeypatch.setenv("VQAJAX_CACHE", str(blocker / "cache"))
+  paths = _files(tmp_path, *_dataset(n=20))
+  with caplog.at_level(logging.WARNING, logger=score_cache.__name__):
+    assert score.evaluate_files(*paths) == score.evaluate_files(*paths, cache=False)
+  assert "cannot write score cache entry" in caplog.text
 
 
 def test_cli_no_cache_and_bad_input_leave_the_cache_empty(tmp_path, cache, capsys):
-    questions, annotations, results = _dataset(n=30)
-    q, a, r = _files(tmp_path, questions, annotations, results)
-    args = ['--questions', q, '--annotations', a, '--results', r]
-    assert score_cli.main(args + ['--no-cache']) == 0 and os.listdir(cache) == []
-    plain = capsys.readouterr().out
-    bad = [dict(annotations[0], answers=[])] + annotations[1:]
-    _write(tmp_path / 'a.json', {'annotations': bad})
-    assert score_cli.main(args) == 2 and _entries(cache) == ['questions']
-    _write(tmp_path / 'a.json', {'annotations': annotations}, age=20)
-    capsys.readouterr()
-    assert score_cli.main(args) == 0 and score_cli.main(args) == 0
-    assert _entries(cache) == ['annotations', 'questions']
-    assert capsys.readouterr().out == plain * 2
+  questions, annotations, results = _dataset(n=30)
+  q, a, r = _files(tmp_path, questions, annotations, results)
+  args = ["--questions", q, "--annotations", a, "--results", r]
+  assert score_cli.main(args + ["--no-cache"]) == 0 and os.listdir(cache) == []
+  plain = capsys.readouterr().out
+  bad = [dict(annotations[0], answers=[])] + annotations[1:]
+  _write(tmp_path / "a.json", {"annotations": bad})
+  assert score_cli.main(args) == 2 and _entries(cache) == ["questions"]
+  _write(tmp_path / "a.json", {"annotations": annotations}, age=20)
+  capsys.readouterr()
+  assert score_cli.main(args) == 0 and score_cli.main(args) == 0
+  assert _entries(cache) == ["annotations", "questions"]
+  assert capsys.readouterr().out == plain * 2
 
 
 def test_accuracy_of_in_memory_records():
-    _, annotations, results = _dataset(seed=3, n=200)
-    by_id = {r['question_id']: r['answer'] for r in results}
-    assert score.accuracy_of(annotations, by_id) == reference_accuracy(annotations, by_id)
-    assert score.accuracy_of(annotations, {**by_id, -5: 'ignored'}) == score.accuracy_of(
-        annotations, by_id)
-    missing = annotations[3]['question_id']
-    del by_id[missing]
-    with pytest.raises(InputError, match=f'no result for 1 of 200 .*: {missing}$'):
-        score.accuracy_of(annotations, by_id)
+  _, annotations, results = _dataset(seed=3, n=200)
+  by_id = {r["question_id"]: r["answer"] for r in results}
+  assert score.accuracy_of(annotations, by_id) == reference_accuracy(annotations, by_id)
+  assert score.accuracy_of(annotations, {**by_id, -5: "ignored"}) == score.accuracy_of(annotations, by_id)
+  missing = annotations[3]["question_id"]
+  del by_id[missing]
+  with pytest.raises(InputError, match=f"no result for 1 of 200 .*: {missing}$"):
+    score.accuracy_of(annotations, by_id)

@@ -35,7 +35,7 @@ def test_reads_official_layout_and_joins_in_annotation_order(tmp_path):
 
 @pytest.mark.parametrize("content,message", [
     ('{"questions": [', r"q\.json: not valid JSON"),
-    ('[]', r'q\.json: expected a JSON object with a non-empty "questions" list'),
+    ("[]", r'q\.json: expected a JSON object with a non-empty "questions" list'),
     ('{"questions": [{"question_id": 1, "image_id": 2}]}', r'questions\[0\] \(question_id=1\): expected a string "question", got none'),
     ('{"questions": [{"question_id": "1", "image_id": 2, "question": "x"}]}', r"questions\[0\]: expected an integer \"question_id\", got '1'"),
     ('{"questions": [{"question_id": 1, "image_id": 2, "question": "x"}, {"question_id": 1, "image_id": 3, "question": "y"}]}',

@@ -46,228 +46,252 @@ RACY_SECONDS = 2.0  # coarsest common mtime granularity (FAT); ext4 and tmpfs ar
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar('T', 'EncodedAnnotations', 'QuestionInfo')
+T = TypeVar("T", "EncodedAnnotations", "QuestionInfo")
 
 
 def _blob(obj: Any) -> np.ndarray:
-    return np.frombuffer(json.dumps(obj).encode('utf-8'), np.uint8)
+  return np.frombuffer(json.dumps(obj).encode("utf-8"), np.uint8)
 
 
 def _unblob(array: np.ndarray) -> Any:
-    return json.loads(array.tobytes())
+  return json.loads(array.tobytes())
 
 
 class _RecordingInterner(Interner):
-    """An Interner that also keeps its strings in id order (to rebuild it later)."""
+  """An Interner that also keeps its strings in id order (to rebuild it later)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.strings: list[str] = []
+  def __init__(self) -> None:
+    super().__init__()
+    self.strings: list[str] = []
 
-    def __call__(self, s: str) -> int:
-        i = super().__call__(s)
-        if i == len(self.strings):
-            self.strings.append(s)
-        return i
+  def __call__(self, s: str) -> int:
+    i = super().__call__(s)
+    if i == len(self.strings):
+      self.strings.append(s)
+    return i
 
 
 @dataclasses.dataclass
 class EncodedAnnotations:
-    """Annotation records as the scorer uses them, in file order."""
-    question_ids: list[int]
-    targets: dict[str, np.ndarray]  # `encode_targets`: gt_ids, gt_dup, gt_valid, unanimous
-    question_types: list[str]
-    answer_types: list[str]
-    strings: list[str]  # the interner's strings, in id order
+  """Annotation records as the scorer uses them, in file order."""
 
-    def interner(self) -> Interner:
-        """An Interner with exactly the ids the targets were encoded with."""
-        interner = Interner()
-        for s in self.strings:
-            interner(s)
-        if len(interner) != len(self.strings):
-            raise ValueError('repeated interned strings')
-        return interner
+  question_ids: list[int]
+  targets: dict[str, np.ndarray]  # `encode_targets`: gt_ids, gt_dup, gt_valid, unanimous
+  question_types: list[str]
+  answer_types: list[str]
+  strings: list[str]  # the interner's strings, in id order
 
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        t = self.targets
-        question_types, question_type_codes = unique_codes(self.question_types, np.int32)
-        answer_types, answer_type_codes = unique_codes(self.answer_types, np.int32)
-        dup_index = np.flatnonzero(t['gt_dup'] != 1)
-        return {'question_ids': np.array(self.question_ids, np.int64),
-                'counts': t['gt_valid'].sum(axis=1), 'gt_ids': t['gt_ids'][t['gt_valid']],
-                'max_answers': np.array(t['gt_valid'].shape[1]),
-                'dup_index': dup_index, 'dup_value': t['gt_dup'].ravel()[dup_index],
-                'unanimous': t['unanimous'], 'question_type_codes': question_type_codes,
-                'answer_type_codes': answer_type_codes,
-                'tables': _blob({'strings': self.strings, 'question_types': question_types,
-                                 'answer_types': answer_types})}
+  def interner(self) -> Interner:
+    """An Interner with exactly the ids the targets were encoded with."""
+    interner = Interner()
+    for s in self.strings:
+      interner(s)
+    if len(interner) != len(self.strings):
+      raise ValueError("repeated interned strings")
+    return interner
 
-    @classmethod
-    def from_arrays(cls, a: dict[str, np.ndarray]) -> EncodedAnnotations:
-        tables = _unblob(a['tables'])
-        counts, n = a['counts'], len(a['question_ids'])
-        gt_valid = np.arange(int(a['max_answers'])) < counts[:, None]
-        gt_ids = np.full(gt_valid.shape, -1, np.int32)
-        gt_ids[gt_valid] = a['gt_ids']
-        gt_dup = np.ones(gt_valid.shape, np.int32)
-        gt_dup.ravel()[a['dup_index']] = a['dup_value']
-        shapes_ok = (len(counts) == len(a['unanimous']) == len(a['question_type_codes'])
-                     == len(a['answer_type_codes']) == n)
-        if not shapes_ok or not (0 <= a['gt_ids']).all() or not (
-                a['gt_ids'] < len(tables['strings'])).all():
-            raise ValueError('inconsistent arrays')
-        return cls(question_ids=a['question_ids'].tolist(),
-                   targets={'gt_ids': gt_ids, 'gt_dup': gt_dup, 'gt_valid': gt_valid,
-                            'unanimous': a['unanimous'].astype(bool)},
-                   question_types=[tables['question_types'][c]
-                                   for c in a['question_type_codes'].tolist()],
-                   answer_types=[tables['answer_types'][c]
-                                 for c in a['answer_type_codes'].tolist()],
-                   strings=tables['strings'])
+  def to_arrays(self) -> dict[str, np.ndarray]:
+    t = self.targets
+    question_types, question_type_codes = unique_codes(self.question_types, np.int32)
+    answer_types, answer_type_codes = unique_codes(self.answer_types, np.int32)
+    dup_index = np.flatnonzero(t["gt_dup"] != 1)
+    return {
+      "question_ids": np.array(self.question_ids, np.int64),
+      "counts": t["gt_valid"].sum(axis=1),
+      "gt_ids": t["gt_ids"][t["gt_valid"]],
+      "max_answers": np.array(t["gt_valid"].shape[1]),
+      "dup_index": dup_index,
+      "dup_value": t["gt_dup"].ravel()[dup_index],
+      "unanimous": t["unanimous"],
+      "question_type_codes": question_type_codes,
+      "answer_type_codes": answer_type_codes,
+      "tables": _blob({"strings": self.strings, "question_types": question_types, "answer_types": answer_types}),
+    }
+
+  @classmethod
+  def from_arrays(cls, a: dict[str, np.ndarray]) -> EncodedAnnotations:
+    tables = _unblob(a["tables"])
+    counts, n = a["counts"], len(a["question_ids"])
+    gt_valid = np.arange(int(a["max_answers"])) < counts[:, None]
+    gt_ids = np.full(gt_valid.shape, -1, np.int32)
+    gt_ids[gt_valid] = a["gt_ids"]
+    gt_dup = np.ones(gt_valid.shape, np.int32)
+    gt_dup.ravel()[a["dup_index"]] = a["dup_value"]
+    shapes_ok = len(counts) == len(a["unanimous"]) == len(a["question_type_codes"]) == len(a["answer_type_codes"]) == n
+    if not shapes_ok or not (0 <= a["gt_ids"]).all() or not (a["gt_ids"] < len(tables["strings"])).all():
+      raise ValueError("inconsistent arrays")
+    return cls(
+      question_ids=a["question_ids"].tolist(),
+      targets={"gt_ids": gt_ids, "gt_dup": gt_dup, "gt_valid": gt_valid, "unanimous": a["unanimous"].astype(bool)},
+      question_types=[tables["question_types"][c] for c in a["question_type_codes"].tolist()],
+      answer_types=[tables["answer_types"][c] for c in a["answer_type_codes"].tolist()],
+      strings=tables["strings"],
+    )
 
 
 def encode_annotations(annotations: Sequence[dict[str, Any]]) -> EncodedAnnotations:
-    """Encodes annotation records (with `question_id`, `question_type`, `answer_type` and
-    a non-empty `answers` list of {"answer": str, ...} each; not re-validated here)."""
-    interner = _RecordingInterner()
-    targets = encode_targets(annotations, interner,
-                             max_answers=max(map(len, map(operator.itemgetter('answers'),
-                                                          annotations))))
-    return EncodedAnnotations(
-        question_ids=list(map(operator.itemgetter('question_id'), annotations)),
-        targets=targets,
-        question_types=list(map(operator.itemgetter('question_type'), annotations)),
-        answer_types=list(map(operator.itemgetter('answer_type'), annotations)),
-        strings=interner.strings)
+  """Encodes annotation records (with `question_id`, `question_type`, `answer_type` and
+  a non-empty `answers` list of {"answer": str, ...} each; not re-validated here)."""
+  interner = _RecordingInterner()
+  targets = encode_targets(
+    annotations, interner, max_answers=max(map(len, map(operator.itemgetter("answers"), annotations)))
+  )
+  return EncodedAnnotations(
+    question_ids=list(map(operator.itemgetter("question_id"), annotations)),
+    targets=targets,
+    question_types=list(map(operator.itemgetter("question_type"), annotations)),
+    answer_types=list(map(operator.itemgetter("answer_type"), annotations)),
+    strings=interner.strings,
+  )
 
 
 @dataclasses.dataclass
 class QuestionInfo:
-    """Question ids in file order and the `multiple_choices` of each question."""
-    question_ids: list[int]
-    has_choices: np.ndarray  # [N] bool: the question has "multiple_choices"
-    choice_counts: np.ndarray  # [N] int64: its length (0 where has_choices is False)
-    choice_codes: np.ndarray  # [sum(choice_counts)] int32: indices into `choices`
-    choices: list[str]  # distinct choice strings
+  """Question ids in file order and the `multiple_choices` of each question."""
 
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        return {'question_ids': np.array(self.question_ids, np.int64),
-                'has_choices': self.has_choices, 'choice_counts': self.choice_counts,
-                'choice_codes': self.choice_codes, 'tables': _blob(self.choices)}
+  question_ids: list[int]
+  has_choices: np.ndarray  # [N] bool: the question has "multiple_choices"
+  choice_counts: np.ndarray  # [N] int64: its length (0 where has_choices is False)
+  choice_codes: np.ndarray  # [sum(choice_counts)] int32: indices into `choices`
+  choices: list[str]  # distinct choice strings
 
-    @classmethod
-    def from_arrays(cls, a: dict[str, np.ndarray]) -> QuestionInfo:
-        choices = _unblob(a['tables'])
-        n, codes = len(a['question_ids']), a['choice_codes']
-        if not (len(a['has_choices']) == len(a['choice_counts']) == n
-                and a['choice_counts'].sum() == len(codes)
-                and (0 <= codes).all() and (codes < len(choices)).all()):
-            raise ValueError('inconsistent arrays')
-        return cls(question_ids=a['question_ids'].tolist(),
-                   has_choices=a['has_choices'].astype(bool), choice_counts=a['choice_counts'],
-                   choice_codes=codes, choices=choices)
+  def to_arrays(self) -> dict[str, np.ndarray]:
+    return {
+      "question_ids": np.array(self.question_ids, np.int64),
+      "has_choices": self.has_choices,
+      "choice_counts": self.choice_counts,
+      "choice_codes": self.choice_codes,
+      "tables": _blob(self.choices),
+    }
+
+  @classmethod
+  def from_arrays(cls, a: dict[str, np.ndarray]) -> QuestionInfo:
+    choices = _unblob(a["tables"])
+    n, codes = len(a["question_ids"]), a["choice_codes"]
+    if not (
+      len(a["has_choices"]) == len(a["choice_counts"]) == n
+      and a["choice_counts"].sum() == len(codes)
+      and (0 <= codes).all()
+      and (codes < len(choices)).all()
+    ):
+      raise ValueError("inconsistent arrays")
+    return cls(
+      question_ids=a["question_ids"].tolist(),
+      has_choices=a["has_choices"].astype(bool),
+      choice_counts=a["choice_counts"],
+      choice_codes=codes,
+      choices=choices,
+    )
 
 
 def question_info(questions: Sequence[dict[str, Any]]) -> QuestionInfo:
-    """QuestionInfo of question records as `official_files.read_questions` checked them (an
-    integer `question_id`; `multiple_choices`, if any, a list of strings)."""
-    lists = list(map(operator.methodcaller('get', 'multiple_choices'), questions))
-    has = np.array([c is not None for c in lists], bool).reshape(-1)
-    kept = [c or [] for c in lists]
-    choices, codes = unique_codes([s for c in kept for s in c], np.int32)
-    return QuestionInfo(question_ids=[q['question_id'] for q in questions], has_choices=has,
-                        choice_counts=np.fromiter(map(len, kept), np.int64, len(kept)),
-                        choice_codes=codes, choices=choices)
+  """QuestionInfo of question records as `official_files.read_questions` checked them (an
+  integer `question_id`; `multiple_choices`, if any, a list of strings)."""
+  lists = list(map(operator.methodcaller("get", "multiple_choices"), questions))
+  has = np.array([c is not None for c in lists], bool).reshape(-1)
+  kept = [c or [] for c in lists]
+  choices, codes = unique_codes([s for c in kept for s in c], np.int32)
+  return QuestionInfo(
+    question_ids=[q["question_id"] for q in questions],
+    has_choices=has,
+    choice_counts=np.fromiter(map(len, kept), np.int64, len(kept)),
+    choice_codes=codes,
+    choices=choices,
+  )
 
 
 # ---------------------------------------------------------------------------- cache
 
 
 def cache_dir() -> str:
-    if os.environ.get('VQAJAX_CACHE'):
-        return os.environ['VQAJAX_CACHE']
-    base = os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache')
-    return os.path.join(base, 'vqajax', 'score')
+  if os.environ.get("VQAJAX_CACHE"):
+    return os.environ["VQAJAX_CACHE"]
+  base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+  return os.path.join(base, "vqajax", "score")
 
 
 @functools.lru_cache(maxsize=None)
 def _code_fingerprint() -> str:
-    digest = hashlib.sha256()
-    for module in (normalize, vqa_accuracy, official_files):  # what passes validation
-        with open(module.__file__, 'rb') as f:
-            digest.update(f.read())
-    with open(__file__, 'rb') as f:
-        digest.update(f.read())
-    return digest.hexdigest()[:16]
+  digest = hashlib.sha256()
+  for module in (normalize, vqa_accuracy, official_files):  # what passes validation
+    with open(module.__file__, "rb") as f:
+      digest.update(f.read())
+  with open(__file__, "rb") as f:
+    digest.update(f.read())
+  return digest.hexdigest()[:16]
 
 
 def entry_path(kind: str, path: str) -> str:
-    """Where the cache entry of `kind` ('annotations' or 'questions') for `path` lives."""
-    name = hashlib.sha256(os.path.abspath(path).encode('utf-8', 'surrogatepass')).hexdigest()
-    return os.path.join(cache_dir(), f'{kind}-{name[:32]}.npz')
+  """Where the cache entry of `kind` ('annotations' or 'questions') for `path` lives."""
+  name = hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogatepass")).hexdigest()
+  return os.path.join(cache_dir(), f"{kind}-{name[:32]}.npz")
 
 
 def _key(kind: str, path: str, stat: os.stat_result) -> dict[str, Any]:
-    return {'version': FORMAT_VERSION, 'kind': kind, 'path': os.path.abspath(path),
-            'size': stat.st_size, 'mtime_ns': stat.st_mtime_ns, 'code': _code_fingerprint()}
+  return {
+    "version": FORMAT_VERSION,
+    "kind": kind,
+    "path": os.path.abspath(path),
+    "size": stat.st_size,
+    "mtime_ns": stat.st_mtime_ns,
+    "code": _code_fingerprint(),
+  }
 
 
-_KINDS: dict[str, type] = {'annotations': EncodedAnnotations, 'questions': QuestionInfo}
+_KINDS: dict[str, type] = {"annotations": EncodedAnnotations, "questions": QuestionInfo}
 
 
 def _load(entry: str, key: dict[str, Any], cls: type[T]) -> T | None:
-    try:
-        with np.load(entry, allow_pickle=False) as npz:
-            if _unblob(npz['key']) != key:
-                logger.info('score cache entry %s is stale; rebuilding it', entry)
-                return None
-            return cls.from_arrays({name: npz[name] for name in npz.files})
-    except FileNotFoundError:
+  try:
+    with np.load(entry, allow_pickle=False) as npz:
+      if _unblob(npz["key"]) != key:
+        logger.info("score cache entry %s is stale; rebuilding it", entry)
         return None
-    except Exception as e:  # noqa: BLE001  (any damage: the entry is only a cache)
-        logger.warning('ignoring unreadable score cache entry %s (%s: %s); rebuilding it',
-                       entry, type(e).__name__, e)
-        return None
+      return cls.from_arrays({name: npz[name] for name in npz.files})
+  except FileNotFoundError:
+    return None
+  except Exception as e:  # noqa: BLE001  (any damage: the entry is only a cache)
+    logger.warning("ignoring unreadable score cache entry %s (%s: %s); rebuilding it", entry, type(e).__name__, e)
+    return None
 
 
 def _store(entry: str, key: dict[str, Any], value: EncodedAnnotations | QuestionInfo) -> None:
-    try:
-        arrays = value.to_arrays()
-    except OverflowError:  # question ids beyond int64: valid JSON, but not cacheable
-        logger.info('not caching %s: question ids do not fit in int64', key['path'])
-        return
-    arrays['key'] = _blob(key)
-    try:
-        files.write_atomic(entry, lambda f: np.savez(f, **arrays), fsync=False, make_dirs=True)
-    except InputError as e:
-        logger.warning('cannot write score cache entry: %s', e)
+  try:
+    arrays = value.to_arrays()
+  except OverflowError:  # question ids beyond int64: valid JSON, but not cacheable
+    logger.info("not caching %s: question ids do not fit in int64", key["path"])
+    return
+  arrays["key"] = _blob(key)
+  try:
+    files.write_atomic(entry, lambda f: np.savez(f, **arrays), fsync=False, make_dirs=True)
+  except InputError as e:
+    logger.warning("cannot write score cache entry: %s", e)
 
 
 def cached(kind: str, path: str, build: Callable[[], T], enabled: bool = True) -> T:
-    """`build()` (which reads and encodes `path`), or its cached value for the file as it
-    is now; a fresh value is stored unless the file changed while it was being read."""
-    cls = _KINDS[kind]
-    try:
-        before, now_ns = os.stat(path), time.time_ns()
-    except OSError:
-        enabled = False  # build() reports the missing or unreadable file
-    if not enabled:
-        return build()
-    key, entry = _key(kind, path, before), entry_path(kind, path)
-    value = _load(entry, key, cls)
-    if value is not None:
-        logger.debug('%s: using cached %s', path, entry)
-        return value
-    value = build()
-    try:
-        unchanged = _key(kind, path, os.stat(path)) == key
-    except OSError:
-        unchanged = False
-    if not unchanged:
-        logger.info('not caching %s: it changed while it was read', path)
-    elif before.st_mtime_ns > now_ns - RACY_SECONDS * 1e9:
-        logger.info('not caching %s: modified too recently to trust its mtime', path)
-    else:
-        _store(entry, key, value)
+  """`build()` (which reads and encodes `path`), or its cached value for the file as it
+  is now; a fresh value is stored unless the file changed while it was being read."""
+  cls = _KINDS[kind]
+  try:
+    before, now_ns = os.stat(path), time.time_ns()
+  except OSError:
+    enabled = False  # build() reports the missing or unreadable file
+  if not enabled:
+    return build()
+  key, entry = _key(kind, path, before), entry_path(kind, path)
+  value = _load(entry, key, cls)
+  if value is not None:
+    logger.debug("%s: using cached %s", path, entry)
     return value
+  value = build()
+  try:
+    unchanged = _key(kind, path, os.stat(path)) == key
+  except OSError:
+    unchanged = False
+  if not unchanged:
+    logger.info("not caching %s: it changed while it was read", path)
+  elif before.st_mtime_ns > now_ns - RACY_SECONDS * 1e9:
+    logger.info("not caching %s: modified too recently to trust its mtime", path)
+  else:
+    _store(entry, key, value)
+  return value

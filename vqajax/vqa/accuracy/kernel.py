@@ -31,170 +31,178 @@ from vqajax.vqa.accuracy.normalize import clean, normalize
 
 
 class Interner:
-    """Maps strings to dense int ids, in order of first appearance."""
+  """Maps strings to dense int ids, in order of first appearance."""
 
-    def __init__(self) -> None:
-        self._ids: dict[str, int] = {}
+  def __init__(self) -> None:
+    self._ids: dict[str, int] = {}
 
-    def __call__(self, s: str) -> int:
-        return self._ids.setdefault(s, len(self._ids))
+  def __call__(self, s: str) -> int:
+    return self._ids.setdefault(s, len(self._ids))
 
-    def __len__(self) -> int:
-        return len(self._ids)
+  def __len__(self) -> int:
+    return len(self._ids)
 
 
 def unique_codes(values: Sequence[Hashable], dtype=np.int64) -> tuple[list[Any], np.ndarray]:
-    """Distinct values (first-appearance order) and each input's index among them."""
-    index = {v: i for i, v in enumerate(dict.fromkeys(values))}
-    codes = np.fromiter(map(index.__getitem__, values), dtype, len(values))
-    return list(index), codes
+  """Distinct values (first-appearance order) and each input's index among them."""
+  index = {v: i for i, v in enumerate(dict.fromkeys(values))}
+  codes = np.fromiter(map(index.__getitem__, values), dtype, len(values))
+  return list(index), codes
 
 
-def encode_answer_table(answers: Sequence[str], interner: Interner
-                        ) -> tuple[np.ndarray, np.ndarray]:
-    """Ids of clean(a) and of normalize(clean(a)) for each answer of a table."""
-    cleaned = [clean(a) for a in answers]
-    raw_ids = np.array([interner(c) for c in cleaned], np.int32)
-    norm_ids = np.array([interner(normalize(c)) for c in cleaned], np.int32)
-    return raw_ids, norm_ids
+def encode_answer_table(answers: Sequence[str], interner: Interner) -> tuple[np.ndarray, np.ndarray]:
+  """Ids of clean(a) and of normalize(clean(a)) for each answer of a table."""
+  cleaned = [clean(a) for a in answers]
+  raw_ids = np.array([interner(c) for c in cleaned], np.int32)
+  norm_ids = np.array([interner(normalize(c)) for c in cleaned], np.int32)
+  return raw_ids, norm_ids
 
 
 def _processed_ids(strings: Sequence[str], interner: Interner) -> tuple[np.ndarray, np.ndarray]:
-    """`encode_answer_table` of many strings, processing each distinct string once."""
-    unique, codes = unique_codes(strings)
-    raw_ids, norm_ids = encode_answer_table(unique, interner)
-    return raw_ids[codes], norm_ids[codes]
+  """`encode_answer_table` of many strings, processing each distinct string once."""
+  unique, codes = unique_codes(strings)
+  raw_ids, norm_ids = encode_answer_table(unique, interner)
+  return raw_ids[codes], norm_ids[codes]
 
 
 def _answer_id_codes(flat: list[dict[str, Any]]) -> np.ndarray | None:
-    """Values equal exactly where the dicts' answer_ids are equal; None if unhashable."""
-    try:
-        ids = list(map(operator.itemgetter('answer_id'), flat))
-    except KeyError:
-        ids = list(map(operator.methodcaller('get', 'answer_id'), flat))
-    if set(map(type, ids)) == {int}:
-        return np.array(ids)  # the official files' case; object dtype beyond int64
-    try:
-        return unique_codes(ids)[1]
-    except TypeError:
-        return None
+  """Values equal exactly where the dicts' answer_ids are equal; None if unhashable."""
+  try:
+    ids = list(map(operator.itemgetter("answer_id"), flat))
+  except KeyError:
+    ids = list(map(operator.methodcaller("get", "answer_id"), flat))
+  if set(map(type, ids)) == {int}:
+    return np.array(ids)  # the official files' case; object dtype beyond int64
+  try:
+    return unique_codes(ids)[1]
+  except TypeError:
+    return None
 
 
-def _dup_counts(answer_lists: Sequence[list[dict[str, Any]]], flat: list[dict[str, Any]],
-                gt_ids: np.ndarray, gt_valid: np.ndarray) -> np.ndarray:
-    """`gt_dup`: per answer dict, the number of the question's dicts equal to it."""
-    same = (gt_ids[:, :, None] == gt_ids[:, None, :]) & gt_valid[:, :, None] & gt_valid[:, None, :]
-    # Equal dicts need equal answer_ids too, which normally differ within a question:
-    # that rules out almost every row at array speed.
-    answer_ids = _answer_id_codes(flat)
-    if answer_ids is not None:
-        padded = np.zeros(gt_ids.shape, answer_ids.dtype)
-        padded[gt_valid] = answer_ids
-        same &= padded[:, :, None] == padded[:, None, :]
-    dup = np.ones(gt_ids.shape, np.int32)
-    for row in np.flatnonzero((same.sum(axis=2) > 1).any(axis=1)):
-        keys = [(gt_ids[row, j], {k: v for k, v in a.items() if k != 'answer'})
-                for j, a in enumerate(answer_lists[row])]
-        dup[row, :len(keys)] = [keys.count(key) for key in keys]
-    return dup
+def _dup_counts(
+  answer_lists: Sequence[list[dict[str, Any]]], flat: list[dict[str, Any]], gt_ids: np.ndarray, gt_valid: np.ndarray
+) -> np.ndarray:
+  """`gt_dup`: per answer dict, the number of the question's dicts equal to it."""
+  same = (gt_ids[:, :, None] == gt_ids[:, None, :]) & gt_valid[:, :, None] & gt_valid[:, None, :]
+  # Equal dicts need equal answer_ids too, which normally differ within a question:
+  # that rules out almost every row at array speed.
+  answer_ids = _answer_id_codes(flat)
+  if answer_ids is not None:
+    padded = np.zeros(gt_ids.shape, answer_ids.dtype)
+    padded[gt_valid] = answer_ids
+    same &= padded[:, :, None] == padded[:, None, :]
+  dup = np.ones(gt_ids.shape, np.int32)
+  for row in np.flatnonzero((same.sum(axis=2) > 1).any(axis=1)):
+    keys = [(gt_ids[row, j], {k: v for k, v in a.items() if k != "answer"}) for j, a in enumerate(answer_lists[row])]
+    dup[row, : len(keys)] = [keys.count(key) for key in keys]
+  return dup
 
 
-def encode_targets(annotations: Sequence[dict[str, Any]], interner: Interner,
-                   max_answers: int = 10) -> dict[str, np.ndarray]:
-    """Padded id arrays (see module docstring) for official annotation records."""
-    answer_lists = list(map(operator.itemgetter('answers'), annotations))
-    counts = np.fromiter(map(len, answer_lists), np.int64, len(answer_lists))
-    bad = np.flatnonzero((counts == 0) | (counts > max_answers))
-    if bad.size:
-        raise ValueError(f"question_id {annotations[bad[0]]['question_id']}: has "
-                         f"{counts[bad[0]]} answers, expected 1 to {max_answers}")
-    flat = list(itertools.chain.from_iterable(answer_lists))
-    raw, norm = _processed_ids(list(map(operator.itemgetter('answer'), flat)), interner)
-    gt_valid = np.arange(max_answers) < counts[:, None]
-    raw_ids = np.full(gt_valid.shape, -1, np.int32)
-    raw_ids[gt_valid] = raw  # row-major order of the mask is the flattened answer order
-    unanimous = ((raw_ids == raw_ids[:, :1]) | ~gt_valid).all(axis=1)
-    gt_ids = np.full(gt_valid.shape, -1, np.int32)
-    gt_ids[gt_valid] = np.where(np.repeat(unanimous, counts), raw, norm)
-    return {'gt_ids': gt_ids, 'gt_dup': _dup_counts(answer_lists, flat, gt_ids, gt_valid),
-            'gt_valid': gt_valid, 'unanimous': unanimous}
+def encode_targets(
+  annotations: Sequence[dict[str, Any]], interner: Interner, max_answers: int = 10
+) -> dict[str, np.ndarray]:
+  """Padded id arrays (see module docstring) for official annotation records."""
+  answer_lists = list(map(operator.itemgetter("answers"), annotations))
+  counts = np.fromiter(map(len, answer_lists), np.int64, len(answer_lists))
+  bad = np.flatnonzero((counts == 0) | (counts > max_answers))
+  if bad.size:
+    raise ValueError(
+      f"question_id {annotations[bad[0]]['question_id']}: has {counts[bad[0]]} answers, expected 1 to {max_answers}"
+    )
+  flat = list(itertools.chain.from_iterable(answer_lists))
+  raw, norm = _processed_ids(list(map(operator.itemgetter("answer"), flat)), interner)
+  gt_valid = np.arange(max_answers) < counts[:, None]
+  raw_ids = np.full(gt_valid.shape, -1, np.int32)
+  raw_ids[gt_valid] = raw  # row-major order of the mask is the flattened answer order
+  unanimous = ((raw_ids == raw_ids[:, :1]) | ~gt_valid).all(axis=1)
+  gt_ids = np.full(gt_valid.shape, -1, np.int32)
+  gt_ids[gt_valid] = np.where(np.repeat(unanimous, counts), raw, norm)
+  return {
+    "gt_ids": gt_ids,
+    "gt_dup": _dup_counts(answer_lists, flat, gt_ids, gt_valid),
+    "gt_valid": gt_valid,
+    "unanimous": unanimous,
+  }
 
 
-def encode_predictions(strings: Sequence[str], unanimous: np.ndarray, interner: Interner
-                       ) -> np.ndarray:
-    """Prediction ids [N]: cleaned where the question is unanimous, else normalised."""
-    raw, norm = _processed_ids(strings, interner)
-    return np.where(unanimous, raw, norm).astype(np.int32)
+def encode_predictions(strings: Sequence[str], unanimous: np.ndarray, interner: Interner) -> np.ndarray:
+  """Prediction ids [N]: cleaned where the question is unanimous, else normalised."""
+  raw, norm = _processed_ids(strings, interner)
+  return np.where(unanimous, raw, norm).astype(np.int32)
 
 
 def pred_ids_from_table(pred_index, unanimous, raw_ids, norm_ids, xp: ModuleType | None = None):
-    """Prediction ids for predictions given as indices into an `encode_answer_table`."""
-    if xp is None:
-        import jax.numpy as xp  # noqa: PLC0415  (keeps jax off the CLI import path)
-    return xp.where(unanimous, raw_ids[pred_index], norm_ids[pred_index])
+  """Prediction ids for predictions given as indices into an `encode_answer_table`."""
+  if xp is None:
+    import jax.numpy as xp  # noqa: PLC0415  (keeps jax off the CLI import path)
+  return xp.where(unanimous, raw_ids[pred_index], norm_ids[pred_index])
 
 
 def question_accuracy(pred_ids, gt_ids, gt_dup, gt_valid, xp: ModuleType | None = None):
-    """Per-question accuracy [N]; xp is jax.numpy (default, jittable) or numpy.
+  """Per-question accuracy [N]; xp is jax.numpy (default, jittable) or numpy.
 
-    Rows without any valid answer (batch padding) score 0.
-    """
-    if xp is None:
-        import jax.numpy as xp  # noqa: PLC0415  (keeps jax off the CLI import path)
-    match = (gt_ids == pred_ids[:, None]) & gt_valid
-    others = match.sum(axis=1, keepdims=True) - xp.where(match, gt_dup, 0)
-    per_annotator = xp.where(gt_valid, xp.minimum(1.0, others / 3.0), 0.0)
-    return per_annotator.sum(axis=1) / xp.maximum(gt_valid.sum(axis=1), 1)
+  Rows without any valid answer (batch padding) score 0.
+  """
+  if xp is None:
+    import jax.numpy as xp  # noqa: PLC0415  (keeps jax off the CLI import path)
+  match = (gt_ids == pred_ids[:, None]) & gt_valid
+  others = match.sum(axis=1, keepdims=True) - xp.where(match, gt_dup, 0)
+  per_annotator = xp.where(gt_valid, xp.minimum(1.0, others / 3.0), 0.0)
+  return per_annotator.sum(axis=1) / xp.maximum(gt_valid.sum(axis=1), 1)
 
 
-def question_accuracy_exact(pred_ids: np.ndarray, gt_ids: np.ndarray, gt_dup: np.ndarray,
-                            gt_valid: np.ndarray) -> np.ndarray:
-    """float64 per-question accuracy, bit-identical with the official: annotator terms
-    are added left to right, then divided by the number of answers."""
-    match = (gt_ids == pred_ids[:, None]) & gt_valid
-    others = match.sum(axis=1, keepdims=True) - np.where(match, gt_dup, 0)
-    per_annotator = np.where(gt_valid, np.minimum(1.0, others / 3.0), 0.0)
-    total = np.zeros(len(pred_ids))
-    for column in per_annotator.T:  # padding adds 0.0: exact
-        total += column
-    return total / gt_valid.sum(axis=1)
+def question_accuracy_exact(
+  pred_ids: np.ndarray, gt_ids: np.ndarray, gt_dup: np.ndarray, gt_valid: np.ndarray
+) -> np.ndarray:
+  """float64 per-question accuracy, bit-identical with the official: annotator terms
+  are added left to right, then divided by the number of answers."""
+  match = (gt_ids == pred_ids[:, None]) & gt_valid
+  others = match.sum(axis=1, keepdims=True) - np.where(match, gt_dup, 0)
+  per_annotator = np.where(gt_valid, np.minimum(1.0, others / 3.0), 0.0)
+  total = np.zeros(len(pred_ids))
+  for column in per_annotator.T:  # padding adds 0.0: exact
+    total += column
+  return total / gt_valid.sum(axis=1)
 
 
 def round_official(x: float, ndigits: int = 2) -> float:
-    """Python 2 `round`, as the official code: nearest multiple of 10**-ndigits of the exact
-    binary value, ties away from zero (Python 3 sends ties to even: 0.125 -> 0.12)."""
-    return float(Decimal(x).quantize(Decimal(1).scaleb(-ndigits), rounding=ROUND_HALF_UP))
+  """Python 2 `round`, as the official code: nearest multiple of 10**-ndigits of the exact
+  binary value, ties away from zero (Python 3 sends ties to even: 0.125 -> 0.12)."""
+  return float(Decimal(x).quantize(Decimal(1).scaleb(-ndigits), rounding=ROUND_HALF_UP))
 
 
 def _sequential_sum(values: np.ndarray) -> float:
-    """Left-to-right sum (np.sum is pairwise and could differ in the last bit)."""
-    return float(np.cumsum(values)[-1])
+  """Left-to-right sum (np.sum is pairwise and could differ in the last bit)."""
+  return float(np.cumsum(values)[-1])
 
 
 def mean_percent(values: np.ndarray) -> float:
-    return round_official(100 * _sequential_sum(values) / len(values))
+  return round_official(100 * _sequential_sum(values) / len(values))
 
 
 def _per_group(acc: np.ndarray, labels: Sequence[Any]) -> dict[Any, float]:
-    """Official mean percent per label, labels in first-appearance order."""
-    codes: dict[Any, int] = {}
-    group = np.fromiter((codes.setdefault(t, len(codes)) for t in labels), np.int64, len(labels))
-    order = np.argsort(group, kind='stable')  # stable: file order within each label
-    parts = np.split(acc[order], np.cumsum(np.bincount(group, minlength=len(codes)))[:-1])
-    return {label: mean_percent(part) for label, part in zip(codes, parts)}
+  """Official mean percent per label, labels in first-appearance order."""
+  codes: dict[Any, int] = {}
+  group = np.fromiter((codes.setdefault(t, len(codes)) for t in labels), np.int64, len(labels))
+  order = np.argsort(group, kind="stable")  # stable: file order within each label
+  parts = np.split(acc[order], np.cumsum(np.bincount(group, minlength=len(codes)))[:-1])
+  return {label: mean_percent(part) for label, part in zip(codes, parts)}
 
 
-def aggregate_official(per_question_acc: np.ndarray, question_types: Sequence[Any],
-                       answer_types: Sequence[Any]) -> dict[str, Any]:
-    """The official `accuracy` dict from float64 per-question accuracies in file order."""
-    acc = np.asarray(per_question_acc, np.float64)
-    return {'overall': mean_percent(acc),
-            'perQuestionType': _per_group(acc, question_types),
-            'perAnswerType': _per_group(acc, answer_types)}
+def aggregate_official(
+  per_question_acc: np.ndarray, question_types: Sequence[Any], answer_types: Sequence[Any]
+) -> dict[str, Any]:
+  """The official `accuracy` dict from float64 per-question accuracies in file order."""
+  acc = np.asarray(per_question_acc, np.float64)
+  return {
+    "overall": mean_percent(acc),
+    "perQuestionType": _per_group(acc, question_types),
+    "perAnswerType": _per_group(acc, answer_types),
+  }
 
 
 def percent_per_question(per_question_acc: np.ndarray) -> list[float]:
-    """round(100 * acc, 2) per question, as the official `evalQA` (one rounding per value)."""
-    values, inverse = np.unique(np.asarray(per_question_acc, np.float64), return_inverse=True)
-    rounded = [round_official(100 * v) for v in values.tolist()]
-    return [rounded[i] for i in inverse.tolist()]
+  """round(100 * acc, 2) per question, as the official `evalQA` (one rounding per value)."""
+  values, inverse = np.unique(np.asarray(per_question_acc, np.float64), return_inverse=True)
+  rounded = [round_official(100 * v) for v in values.tolist()]
+  return [rounded[i] for i in inverse.tolist()]

@@ -17,16 +17,48 @@ from __future__ import annotations
 
 import re
 
-_PUNCTUATION = (';', '/', '[', ']', '"', '{', '}', '(', ')', '=', '+', '\\', '_', '-',
-                '>', '<', '@', '`', ',', '?', '!')
-_DIGIT_COMMA_DIGIT = re.compile(r'[0-9],[0-9]')
-_PERIOD = re.compile(r'\.(?![0-9])')
+_PUNCTUATION = (
+  ";",
+  "/",
+  "[",
+  "]",
+  '"',
+  "{",
+  "}",
+  "(",
+  ")",
+  "=",
+  "+",
+  "\\",
+  "_",
+  "-",
+  ">",
+  "<",
+  "@",
+  "`",
+  ",",
+  "?",
+  "!",
+)
+_DIGIT_COMMA_DIGIT = re.compile(r"[0-9],[0-9]")
+_PERIOD = re.compile(r"\.(?![0-9])")
 _PERIOD_COUNT = 32  # re.UNICODE, passed positionally as `count` by the official code
 
-NUMBER_WORDS = {'none': '0', 'zero': '0', 'one': '1', 'two': '2', 'three': '3',
-                'four': '4', 'five': '5', 'six': '6', 'seven': '7', 'eight': '8',
-                'nine': '9', 'ten': '10'}
-ARTICLES = frozenset({'a', 'an', 'the'})
+NUMBER_WORDS = {
+  "none": "0",
+  "zero": "0",
+  "one": "1",
+  "two": "2",
+  "three": "3",
+  "four": "4",
+  "five": "5",
+  "six": "6",
+  "seven": "7",
+  "eight": "8",
+  "nine": "9",
+  "ten": "10",
+}
+ARTICLES = frozenset({"a", "an", "the"})
 
 # One line per replacement: the replacement first, then every spelling mapped to it.
 _CONTRACTION_LINES = """
@@ -129,30 +161,29 @@ you'll youll
 you're youre
 you've youve
 """
-CONTRACTIONS = {spelling: line.split()[0]
-                for line in _CONTRACTION_LINES.strip().splitlines()
-                for spelling in line.split()[1:]}
+CONTRACTIONS = {
+  spelling: line.split()[0] for line in _CONTRACTION_LINES.strip().splitlines() for spelling in line.split()[1:]
+}
 
 
 def clean(s: str) -> str:
-    """Newlines and tabs to spaces, then strip (applied to every answer and prediction)."""
-    return s.replace('\n', ' ').replace('\t', ' ').strip()
+  """Newlines and tabs to spaces, then strip (applied to every answer and prediction)."""
+  return s.replace("\n", " ").replace("\t", " ").strip()
 
 
 def process_punctuation(s: str) -> str:
-    """The official `processPunctuation`."""
-    remove_all = _DIGIT_COMMA_DIGIT.search(s) is not None
-    table = {ord(p): '' if remove_all or p + ' ' in s or ' ' + p in s else ' '
-             for p in _PUNCTUATION if p in s}
-    return _PERIOD.sub('', s.translate(table), count=_PERIOD_COUNT)
+  """The official `processPunctuation`."""
+  remove_all = _DIGIT_COMMA_DIGIT.search(s) is not None
+  table = {ord(p): "" if remove_all or p + " " in s or " " + p in s else " " for p in _PUNCTUATION if p in s}
+  return _PERIOD.sub("", s.translate(table), count=_PERIOD_COUNT)
 
 
 def process_digit_article(s: str) -> str:
-    """The official `processDigitArticle`: lower-case, number words, articles, contractions."""
-    words = (NUMBER_WORDS.get(w, w) for w in s.lower().split())
-    return ' '.join(CONTRACTIONS.get(w, w) for w in words if w not in ARTICLES)
+  """The official `processDigitArticle`: lower-case, number words, articles, contractions."""
+  words = (NUMBER_WORDS.get(w, w) for w in s.lower().split())
+  return " ".join(CONTRACTIONS.get(w, w) for w in words if w not in ARTICLES)
 
 
 def normalize(s: str) -> str:
-    """Full normalisation applied when a question's annotators disagree."""
-    return process_digit_article(process_punctuation(s))
+  """Full normalisation applied when a question's annotators disagree."""
+  return process_digit_article(process_punctuation(s))

@@ -20,31 +20,34 @@ from vqajax.vqa.accuracy.score import evaluate_files
 
 
 def _parse_args(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split('\n')[0])
-    parser.add_argument('--questions', required=True, help='official questions JSON')
-    parser.add_argument('--annotations', required=True, help='official annotations JSON')
-    parser.add_argument('--results', required=True, help='results JSON [{question_id, answer}]')
-    parser.add_argument('--per-question', metavar='FILE', help='write {question_id: accuracy}')
-    parser.add_argument('--multiple-choice', action='store_true',
-                        help="check every answer is one of its question's multiple_choices")
-    parser.add_argument('--out', metavar='FILE', help='also write the accuracy JSON here')
-    parser.add_argument('--no-cache', action='store_true',
-                        help='neither read nor write the cache of encoded annotations/questions')
-    return parser.parse_args(argv)
+  parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+  parser.add_argument("--questions", required=True, help="official questions JSON")
+  parser.add_argument("--annotations", required=True, help="official annotations JSON")
+  parser.add_argument("--results", required=True, help="results JSON [{question_id, answer}]")
+  parser.add_argument("--per-question", metavar="FILE", help="write {question_id: accuracy}")
+  parser.add_argument(
+    "--multiple-choice", action="store_true", help="check every answer is one of its question's multiple_choices"
+  )
+  parser.add_argument("--out", metavar="FILE", help="also write the accuracy JSON here")
+  parser.add_argument(
+    "--no-cache", action="store_true", help="neither read nor write the cache of encoded annotations/questions"
+  )
+  return parser.parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None, prog: str = 'vqajax score') -> int:
-    args = _parse_args(argv, prog)
+def main(argv: Sequence[str] | None = None, prog: str = "vqajax score") -> int:
+  args = _parse_args(argv, prog)
 
-    def run() -> None:
-        accuracy, per_question = evaluate_files(args.questions, args.annotations, args.results,
-                                                args.multiple_choice, cache=not args.no_cache)
-        outputs: dict[str, Any] = {}
-        if args.out:
-            outputs[args.out] = accuracy
-        if args.per_question:
-            outputs[args.per_question] = per_question
-        write_atomic_many(outputs)
-        print(json.dumps(accuracy, indent=2))
+  def run() -> None:
+    accuracy, per_question = evaluate_files(
+      args.questions, args.annotations, args.results, args.multiple_choice, cache=not args.no_cache
+    )
+    outputs: dict[str, Any] = {}
+    if args.out:
+      outputs[args.out] = accuracy
+    if args.per_question:
+      outputs[args.per_question] = per_question
+    write_atomic_many(outputs)
+    print(json.dumps(accuracy, indent=2))
 
-    return exit_status(prog, run)
+  return exit_status(prog, run)
