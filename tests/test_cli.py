@@ -65,7 +65,7 @@ def test_wrong_feature_dimension(data_copy, tmp_path):
 
 
 @pytest.mark.parametrize("flag, expected", [
-    ("--config.model.fusoin=concat", "the config has no field 'fusoin' (did you mean \"fusion\"?)"),
+    ("--config.model.fusoin=concat", "the config has no field 'model.fusoin' (did you mean \"model.fusion\"?)"),
     ("--config.model.fusion=sum", "config.model.fusion 'sum' is not one of ('mul', 'concat')"),
 ])
 def test_config_mistakes_are_one_error_line(tiny_data, tmp_path, flag, expected):
@@ -91,7 +91,7 @@ def test_unknown_image_id(data_copy, tmp_path):
 
 
 def _start_and_wait_for_checkpoint(cmd, workdir):
-  proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+  proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
   ckpt_dir = os.path.join(workdir, "checkpoints")
   deadline = time.time() + 240
   while time.time() < deadline and proc.poll() is None:
@@ -114,7 +114,7 @@ def test_kill_9_then_rerun_resumes_from_the_last_checkpoint(tiny_data, tmp_path)
   done = subprocess.run(cmd[:-2] + ["--config.num_train_steps=%d" % (saved + 10), "--config.eval_every_steps=10"],
                         env=_env(), capture_output=True, text=True, timeout=300)
   assert done.returncode == 0, done.stderr[-2000:]
-  assert f"resumed from checkpoint at step {saved}" in done.stdout
+  assert f"resumed from checkpoint at step {saved}" in done.stderr
   assert str(saved + 10) in os.listdir(os.path.join(workdir, "checkpoints"))
 
 

@@ -25,15 +25,15 @@ def _damage(checkpoint_dir):
       handle.truncate(os.path.getsize(f) // 2)
 
 
-def test_damaged_newest_checkpoint_resumes_from_the_previous_one(tiny_data, tmp_path, capsys):
+def test_damaged_newest_checkpoint_resumes_from_the_previous_one(tiny_data, tmp_path, caplog):
   config = _config(tiny_data, num_train_steps=20, log_every_steps=5, eval_every_steps=10)
   train.train_and_evaluate(cli.task_of(config), config, str(tmp_path / "full"))
   run = str(tmp_path / "damaged")
   train.train_and_evaluate(cli.task_of(config), config, run)
   _damage(os.path.join(run, "checkpoints", "20"))
-  capsys.readouterr()
+  caplog.clear()
   train.train_and_evaluate(cli.task_of(config), config, run)  # the newest (20) cannot be read: back to 10
-  out = capsys.readouterr().out
+  out = caplog.text
   assert "checkpoint at step 20 cannot be restored" in out and "resuming from step 10" in out
   assert os.path.isdir(os.path.join(run, "checkpoints.unreadable", "20"))  # kept for inspection
   # steps 11..20 ran again and gave what the uninterrupted run gave

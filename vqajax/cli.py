@@ -118,6 +118,7 @@ def _setup_logging(verbosity: str) -> None:
     flags.FLAGS.mark_as_parsed()
   logging.set_verbosity(verbosity)
   logging.use_absl_handler()
+  logging.get_absl_handler().python_handler.stream = sys.stderr  # this command's stderr
   runtime.init(verbose=verbosity == "debug")
 
 
@@ -140,22 +141,32 @@ def prepare_data(config) -> None:
   """The embedded dataset the config asks for, written first if absent (a visible step)."""
   from absl import logging  # pylint: disable=g-import-not-at-top
 
+  from vqajax.core import files  # pylint: disable=g-import-not-at-top
   from vqajax.synthetic import embedded  # pylint: disable=g-import-not-at-top
   note = embedded.prepare(config)
   if note:
     logging.info("%s", note)
+  given = [v for v in config.data.values() if isinstance(v, str) and os.path.isabs(v)]
+  files.protect(config.data.dir, *given)  # no output goes into the data or over its files
+
+
+def _check_workdir(workdir: str) -> None:
+  from vqajax.core import files  # pylint: disable=g-import-not-at-top
+  files.check_output(workdir, folder=True)
 
 
 def train_config(config, workdir: str) -> dict:
   """`vqajax train` on a resolved config: its data, then training; returns the last metrics."""
   from vqajax.core import train  # pylint: disable=g-import-not-at-top
   prepare_data(config)
+  _check_workdir(workdir)
   return train.train_and_evaluate(task_of(config), config, workdir)
 
 
 def baselines_config(config, workdir: str, names: Sequence[str], word_vectors: str | None = None):
   from vqajax.vqa import baselines  # pylint: disable=g-import-not-at-top
   prepare_data(config)
+  _check_workdir(workdir)
   return baselines.run_and_write(config, workdir, names, word_vectors)
 
 
@@ -191,6 +202,7 @@ def _run_verb(verb: str, argv: Sequence[str]) -> int:
       return
     from vqajax.core import evaluate  # pylint: disable=g-import-not-at-top
     prepare_data(config)
+    _check_workdir(args.workdir)
     task = task_of(config)
     results = evaluate.evaluate_checkpoints(task, config, args.workdir, step=args.step, every=args.all)
     if jax.process_index() == 0:
@@ -235,6 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout.write(_usage())
     return 0 if argv else 2
   verb, rest = argv[0], argv[1:]
+  from vqajax.core import files  # pylint: disable=g-import-not-at-top
+  files.unprotect_all()  # the inputs of this command only (tests run many in one process)
   if verb not in VERBS:
     sys.stderr.write(f"vqajax: error: unknown verb '{verb}' (one of {', '.join(VERBS)})\n")
     return 2

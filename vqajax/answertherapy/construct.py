@@ -69,7 +69,7 @@ from vqajax.answertherapy import masks
 from vqajax.answertherapy.construct_raw import Question
 from vqajax.answertherapy.files import VIZWIZ, VQA, Sample
 from vqajax.answertherapy.iou import iou_from_counts
-from vqajax.core import tables
+from vqajax.core import files, tables
 from vqajax.core.errors import InputError, exit_status
 from vqajax.core.files import write_atomic_many
 
@@ -283,6 +283,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "vqajax therapy construc
   args = _parser(prog).parse_args(argv)
 
   def run() -> None:
+    files.protect(args.groundings, args.questions, args.annotations, *args.vizwiz)
+    files.check_output(args.out, folder=True)
     print(build(args.out, args.groundings, args.questions, args.annotations, args.vizwiz, args.seed))
     print(f"written to {args.out}")
 

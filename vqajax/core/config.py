@@ -85,7 +85,7 @@ def parse_value(key: str, current: Any, text: str) -> Any:
     try:
       value = ast.literal_eval(text)
     except (ValueError, SyntaxError):
-      raise bad("a number") from None
+      raise bad("an integer" if isinstance(current, int) else "a number") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (
         isinstance(current, int) and not isinstance(value, int)):
       raise bad("an integer" if isinstance(current, int) else "a number")

@@ -1,19 +1,83 @@
-"""Atomic file writing: an output appears whole or not at all, never half-written.
+"""Safe file writing: an output appears whole or not at all, and never over an input.
 
 Each file is written to a temp file in its own directory (same file system) and moved
 into place with `os.replace`; the temp file is removed on any failure. A failure to
 write raises `InputError` naming the target path (a missing directory or a read-only
 location is the user's to fix).
+
+Outputs are checked first (`check_output`): a command registers what it reads
+(`protect`: files, and folders such as a dataset's, whose whole tree is then off
+limits), and a write whose target is one of them is refused. A symlinked output is
+followed: its target is replaced (the link stays a link). An existing target that is
+not a regular file (a device, a fifo, a socket, a folder) is refused, never renamed over.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
+import stat
 from typing import IO, Any, Callable
 
 from vqajax.core.errors import InputError
+
+SAFE_NAME = re.compile(r"[\w.+-]+")
+_PROTECTED_FILES: set[tuple[int, int]] = set()  # (st_dev, st_ino) of this process' inputs
+_PROTECTED_FOLDERS: set[str] = set()  # real paths
+
+
+def protect(*paths: str) -> None:
+  """Registers inputs of the running command: no output may be written over them (a
+  folder: nor anywhere inside it)."""
+  for path in paths:
+    if not path or not os.path.exists(path):
+      continue
+    if os.path.isdir(path):
+      _PROTECTED_FOLDERS.add(os.path.realpath(path))
+    else:
+      st = os.stat(path)
+      _PROTECTED_FILES.add((st.st_dev, st.st_ino))
+
+
+def unprotect_all() -> None:
+  """Forgets the registered inputs (a new command in the same process)."""
+  _PROTECTED_FILES.clear()
+  _PROTECTED_FOLDERS.clear()
+
+
+def _inside_protected(real: str) -> str | None:
+  return next((f for f in _PROTECTED_FOLDERS if real == f or real.startswith(f + os.sep)), None)
+
+
+def check_output(path: str, folder: bool = False) -> str:
+  """The real path to write `path` to (symlinks followed); InputError if it is an input,
+  lies inside an input folder, or exists and is not a regular file (`folder`: a folder)."""
+  real = os.path.realpath(path)
+  inside = _inside_protected(real)
+  if inside is not None:
+    raise InputError(f"{path}: lies in {inside}, an input of this command; write the output elsewhere")
+  try:
+    st = os.stat(real)
+  except FileNotFoundError:
+    return real
+  except OSError as e:
+    raise InputError(f"{path}: cannot write: {e.strerror}") from None
+  if (st.st_dev, st.st_ino) in _PROTECTED_FILES:
+    raise InputError(f"{path}: is an input of this command; refusing to write over it")
+  if folder and not stat.S_ISDIR(st.st_mode):
+    raise InputError(f"{path}: exists and is not a folder")
+  if not folder and not stat.S_ISREG(st.st_mode):
+    raise InputError(f"{path}: exists and is not a regular file; refusing to replace it")
+  return real
+
+
+def check_name(name: str, what: str) -> str:
+  """`name` (taken from an input file or argument) if it is safe as one path component."""
+  if not SAFE_NAME.fullmatch(name) or name in (".", ".."):
+    raise InputError(f"{what} {name!r}: expected a plain name (letters, digits, '.', '-', '_', '+')")
+  return name
 
 
 def temp_path(path: str) -> str:
@@ -62,6 +126,7 @@ def write_atomic(path: str, write: Callable[[IO[bytes]], None], *, fsync: bool =
   `fsync` makes the content durable before the rename (skip it for caches);
   `make_dirs` creates missing parent directories first.
   """
+  path = check_output(path)
   if make_dirs:
     _make_dirs(path)
   temp = _write_temp(path, write, fsync)
@@ -92,6 +157,10 @@ def write_atomic_many(outputs: dict[str, Any], *, make_dirs: bool = False) -> No
   a bad path, a full disk or an unserialisable object leaves none of them behind. (Only
   a failure of `os.replace` itself, after others succeeded, can leave some written.)
   """
+  real = {check_output(path): path for path in outputs}
+  if len(real) < len(outputs):
+    raise InputError(f"{', '.join(outputs)}: two of these outputs are one file")
+  outputs = {path: outputs[given] for path, given in real.items()}
   temps: dict[str, str] = {}
   try:
     for path, obj in outputs.items():

@@ -11,7 +11,7 @@ import logging
 import os
 
 _QUIET = ("is deprecated. Please change your code to use NumPy",)  # TFDS 4.9, every build / read
-_NOISY_LIBRARIES = ("orbax", "etils", "tensorflow_datasets")
+_NOISY_LIBRARIES = ("orbax", "etils", "tensorflow_datasets", "jax")  # jax: "Unable to initialize backend"
 
 
 class _Quiet(logging.Filter):
@@ -37,7 +37,8 @@ def init(verbose: bool = False) -> None:
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   tf.config.set_visible_devices([], "GPU")
   tfds.display_progress_bar(False)
-  absl_logger = logging.getLogger("absl")
-  for f in [f for f in absl_logger.filters if isinstance(f, _Quiet)]:
-    absl_logger.removeFilter(f)
-  absl_logger.addFilter(_Quiet(verbose))
+  from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
+  handler = absl_logging.get_absl_handler()  # every library's records pass through it
+  for f in [f for f in handler.filters if isinstance(f, _Quiet)]:
+    handler.removeFilter(f)
+  handler.addFilter(_Quiet(verbose))

@@ -19,6 +19,7 @@ from typing import Sequence
 
 from absl import logging
 
+from vqajax.core import files
 from vqajax.core.errors import InputError, exit_status
 from vqajax.features import images, models, weights
 from vqajax.features.extract import extract
@@ -44,6 +45,8 @@ def run(args: argparse.Namespace) -> int:
     raise InputError(f"--layer {args.layer}: {args.model} has layers {', '.join(models.LAYERS[args.model])}")
   if args.batch < 1 or args.chunk < 1:
     raise InputError("--batch and --chunk must be positive")
+  files.protect(args.images, args.weights)
+  files.check_output(args.out)
   paths = images.list_images(args.images)
   if not paths:
     raise InputError(f"{args.images}: no image files (extensions {', '.join(images.EXTENSIONS)})")

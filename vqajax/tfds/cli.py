@@ -13,6 +13,7 @@ import argparse
 import time
 from typing import Sequence
 
+from vqajax.core import files
 from vqajax.core.errors import exit_status
 from vqajax.tfds import base, builders
 
@@ -41,6 +42,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "vqajax tfds") -> int:
   args = _parser(prog).parse_args(argv)
 
   def run() -> None:
+    files.protect(args.manual_dir, args.features)
+    files.check_output(args.data_dir, folder=True)
     start = time.time()
     path = build(args.name, args.manual_dir, args.data_dir, args.features)
     print(f"prepared {path} in {time.time() - start:.1f} s")

@@ -14,6 +14,7 @@ from absl import logging
 
 from vqajax.core import official_files, text
 from vqajax.core.errors import InputError
+from vqajax.core.files import SAFE_NAME
 from vqajax.core.official_files import DATA_SOURCES
 from vqajax.features.store import FeatureStore
 from vqajax.vqa import files as vqa_files
@@ -84,6 +85,10 @@ def read_split(config_data, split: str):
     vqa_files.attach_choices([q for q, _ in records], mc_questions, mc_path)
   info = {"data_type": questions.get("data_type", "mscoco"),
           "data_subtype": questions.get("data_subtype", f"{split}2014")}
+  for key, value in info.items():  # they name the official results files
+    if not isinstance(value, str) or not SAFE_NAME.fullmatch(value) or value in (".", ".."):
+      raise official_files.DataFileError(
+          f'{questions_path}: "{key}" {value!r}: expected a plain name (it names the results files)')
   return records, questions_path, info
 
 

@@ -17,8 +17,9 @@ import argparse
 import os
 from typing import Sequence
 
-from vqajax.core import official_files, run_record, tables
+from vqajax.core import files, official_files, run_record, tables
 from vqajax.core.errors import InputError, exit_status
+from vqajax.core.files import check_name
 from vqajax.vqa import answers, humans, reports
 from vqajax.vqa import task as vqa_task
 
@@ -38,9 +39,15 @@ def collect(runs: Sequence[str]) -> tuple[dict[str, str], list[str]]:
   """({row name: results dir}, workdirs) of the RUN arguments, in order."""
   found, workdirs = {}, []
   for run in runs:
-    name, _, path = ("", "", run) if os.path.exists(run) else run.rpartition("=")
+    name, _, path = ("", "", run) if os.path.exists(run) else run.partition("=")
+    if name:  # row names name the output files
+      check_name(name, f"{run}: run name")
+    if not os.path.exists(path):
+      raise InputError(f"{run}: {path} not found")
     _evaluate_if_needed(path)
     rows = reports.find_results(path)
+    for row in [] if name else rows:
+      check_name(row, f"{run}: run name")
     if name:
       if len(rows) > 1:
         raise InputError(f"{run}: a name is given but {path} holds several runs {sorted(rows)}")
@@ -132,4 +139,10 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, prog: str = "vqajax report") -> int:
   args = _parser(prog).parse_args(argv)
-  return exit_status(prog, lambda: args.fn(args))
+
+  def run() -> None:
+    files.protect(getattr(args, "annotations", None))
+    files.check_output(args.out, folder=True)
+    args.fn(args)
+
+  return exit_status(prog, run)

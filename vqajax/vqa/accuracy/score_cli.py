@@ -14,7 +14,8 @@ import argparse
 import json
 from typing import Any, Sequence
 
-from vqajax.core.errors import exit_status
+from vqajax.core import files
+from vqajax.core.errors import InputError, exit_status
 from vqajax.core.files import write_atomic_many
 from vqajax.vqa.accuracy.score import evaluate_files
 
@@ -39,6 +40,12 @@ def main(argv: Sequence[str] | None = None, prog: str = "vqajax score") -> int:
   args = _parse_args(argv, prog)
 
   def run() -> None:
+    files.protect(args.questions, args.annotations, args.results)
+    outputs = [p for p in (args.out, args.per_question) if p]
+    for path in outputs:  # before any work
+      files.check_output(path)
+    if len(outputs) == 2 and files.check_output(args.out) == files.check_output(args.per_question):
+      raise InputError(f"--out and --per-question are one file ({args.out})")
     accuracy, per_question = evaluate_files(
       args.questions, args.annotations, args.results, args.multiple_choice, cache=not args.no_cache
     )

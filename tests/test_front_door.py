@@ -1,0 +1,201 @@
+"""`vqajax VERB` as a user runs it: help, the resolved config, the recorded config, and a
+user's files never written over (inputs, special files, names taken from inputs)."""
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+
+import pytest
+
+from vqajax import cli
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIG = f"{ROOT}/experiments/vqa/deeper_lstm_norm_i.py:runlocal"
+STEPS = ["--config.num_train_steps=2", "--config.eval_every_steps=2", "--config.log_every_steps=1"]
+
+
+def _digests(folder):
+  out = {}
+  for parent, _, names in os.walk(folder):
+    for name in names:
+      path = os.path.join(parent, name)
+      with open(path, "rb") as f:
+        out[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
+  return out
+
+
+def _error_line(capsys, prog):
+  err = capsys.readouterr().err.strip().splitlines()
+  assert err and err[-1].startswith(f"{prog}: error: "), err
+  assert not any("Traceback" in line for line in err), err
+  return err[-1]
+
+
+@pytest.mark.parametrize("verb", list(cli.VERBS))
+def test_every_verb_has_its_own_help(verb, capsys):
+  with pytest.raises(SystemExit) as done:
+    cli.main([verb, "--help"])
+  assert done.value.code == 0
+  out = capsys.readouterr().out
+  assert out.startswith(f"usage: vqajax {verb}") and "--help" in out
+
+
+def test_the_front_door_lists_the_verbs_and_refuses_others(capsys):
+  assert cli.main(["--help"]) == 0
+  out = capsys.readouterr().out
+  assert all(f"  {verb} " in out for verb in cli.VERBS)
+  assert cli.main(["trian"]) == 2
+  assert "unknown verb 'trian'" in capsys.readouterr().err
+
+
+def test_print_config_shows_every_field_and_the_data_sizes(tiny_data, tmp_path, capsys):
+  workdir = str(tmp_path / "w")
+  assert cli.main(["train", f"--config={CONFIG}", f"--workdir={workdir}", f"--config.data.dir={tiny_data}",
+                   "--config.model.mlp_dims=7", "--print-config"]) == 0
+  lines = capsys.readouterr().out.splitlines()
+  assert "model.mlp_dims = (7,)" in lines and "optimizer.name = 'adam'" in lines  # a scalar -> a 1-tuple
+  with open(os.path.join(tiny_data, "v2_mscoco_train2014_annotations.json")) as f:
+    train_questions = len(json.load(f)["annotations"])
+  sizes = dict(line.split(": ") for line in lines if line.startswith("data.") and ": " in line)
+  assert 0 < int(sizes["data.train_questions"]) <= train_questions and int(sizes["data.num_answers"]) > 1
+  assert not os.path.exists(workdir)  # nothing written
+
+
+def test_bad_config_values_are_one_line_naming_the_field(tiny_data, tmp_path, capsys):
+  argv = ["train", f"--config={CONFIG}", f"--workdir={tmp_path / 'w'}", f"--config.data.dir={tiny_data}"]
+  assert cli.main([*argv, "--config.batch_size=many"]) == 2
+  assert "config.batch_size: expected an integer, got 'many'" in _error_line(capsys, "vqajax train")
+  assert cli.main([*argv, "--config.data.synthetic=maybe"]) == 2
+  assert "config.data.synthetic: expected true or false" in _error_line(capsys, "vqajax train")
+  assert cli.main(["train", f"--config={tmp_path}/nope.py", f"--workdir={tmp_path / 'w'}"]) == 2
+  assert "nope.py: config file not found" in _error_line(capsys, "vqajax train")
+  assert not os.path.exists(tmp_path / "w")
+
+
+def test_eval_uses_the_runs_recorded_config(tiny_data, tmp_path, capsys):
+  workdir = str(tmp_path / "w")
+  assert cli.main(["train", f"--config={CONFIG}", f"--workdir={workdir}", f"--config.data.dir={tiny_data}",
+                   *STEPS]) == 0
+  trained = capsys.readouterr().out
+  assert cli.main(["eval", f"--workdir={workdir}"]) == 0  # no --config, no overrides
+  evaluated = capsys.readouterr().out
+  row = lambda text: next(line for line in text.splitlines() if "open-ended" in line).split("|")[3:]
+  assert row(evaluated) == row(trained)
+  assert cli.main(["eval", f"--workdir={tmp_path / 'none'}"]) == 2  # read-only: creates nothing
+  assert "no such run" in _error_line(capsys, "vqajax eval") and not os.path.exists(tmp_path / "none")
+
+
+def test_real_files_without_a_manifest_are_never_generated_over(tiny_data, tmp_path, capsys):
+  """Issue 13.1: a data.dir of the user's files (no MANIFEST.json) with the default
+  data.synthetic=True is refused, and every file is byte-identical afterwards."""
+  real = str(tmp_path / "R")
+  shutil.copytree(tiny_data, real)
+  os.remove(os.path.join(real, "MANIFEST.json"))
+  before = _digests(real)
+  assert cli.main(["train", f"--config={CONFIG}", f"--workdir={tmp_path / 'w'}", f"--config.data.dir={real}",
+                   *STEPS]) == 2
+  line = _error_line(capsys, "vqajax train")
+  assert "holds files but no embedded synthetic dataset" in line and "config.data.synthetic=False" in line
+  assert _digests(real) == before and not os.path.exists(tmp_path / "w")
+  # read as the official files they are, they train (and are still untouched)
+  assert cli.main(["train", f"--config={CONFIG}", f"--workdir={tmp_path / 'w'}", f"--config.data.dir={real}",
+                   "--config.data.synthetic=False", *STEPS]) == 0
+  assert _digests(real) == before
+
+
+def test_the_embedded_dataset_goes_into_a_new_folder_only(tmp_path, capsys):
+  fresh = str(tmp_path / "fresh")
+  assert cli.main(["train", f"--config={CONFIG}", f"--workdir={tmp_path / 'w'}", f"--config.data.dir={fresh}",
+                   *STEPS]) == 0
+  assert os.path.exists(os.path.join(fresh, "MANIFEST.json"))
+  assert "wrote the embedded synthetic dataset (scale tiny, seed 0)" in capsys.readouterr().err
+  assert cli.main(["data", "synth", "--out", fresh]) == 2  # never into a folder holding files
+  assert "not an empty folder" in _error_line(capsys, "vqajax data")
+
+
+def test_a_workdir_inside_the_data_is_refused(tiny_data, tmp_path, capsys):
+  data = str(tmp_path / "d")
+  shutil.copytree(tiny_data, data)
+  before = _digests(data)
+  assert cli.main(["train", f"--config={CONFIG}", f"--workdir={data}/run", f"--config.data.dir={data}", *STEPS]) == 2
+  assert "an input of this command" in _error_line(capsys, "vqajax train")
+  assert _digests(data) == before
+
+
+def _score_args(tiny_data, results):
+  return ["score", "--questions", os.path.join(tiny_data, "v2_OpenEnded_mscoco_val2014_questions.json"),
+          "--annotations", os.path.join(tiny_data, "v2_mscoco_val2014_annotations.json"), "--results", results,
+          "--no-cache"]
+
+
+@pytest.fixture
+def results_file(tiny_data, tmp_path):
+  with open(os.path.join(tiny_data, "v2_mscoco_val2014_annotations.json")) as f:
+    annotations = json.load(f)["annotations"]
+  path = str(tmp_path / "results.json")
+  with open(path, "w") as f:
+    json.dump([{"question_id": a["question_id"], "answer": "yes"} for a in annotations], f)
+  return path
+
+
+def test_score_never_writes_over_its_inputs(tiny_data, tmp_path, results_file, capsys):
+  """Issue 13.2: an output that is an input (also through a symlink) is refused before
+  anything runs, and the input is byte-identical."""
+  args = _score_args(tiny_data, results_file)
+  annotations = args[4]
+  before = _digests(tiny_data)
+  link = str(tmp_path / "link.json")
+  os.symlink(annotations, link)
+  for flag, target in (("--out", annotations), ("--per-question", results_file), ("--out", link)):
+    with open(results_file, "rb") as f:
+      results_before = f.read()
+    assert cli.main([*args, flag, target]) == 2
+    assert "is an input of this command" in _error_line(capsys, "vqajax score")
+    with open(results_file, "rb") as f:
+      assert f.read() == results_before
+  assert _digests(tiny_data) == before and os.path.islink(link)
+  assert cli.main([*args, "--out", str(tmp_path / "a.json"), "--per-question", str(tmp_path / "a.json")]) == 2
+  assert "are one file" in _error_line(capsys, "vqajax score")
+
+
+def test_score_follows_symlinks_and_refuses_special_files(tiny_data, tmp_path, results_file, capsys):
+  args = _score_args(tiny_data, results_file)
+  target, link = tmp_path / "target.json", tmp_path / "out.json"
+  target.write_text("old")
+  os.symlink(target, link)
+  assert cli.main([*args, "--out", str(link)]) == 0  # followed: the target gets the scores
+  capsys.readouterr()
+  assert os.path.islink(link) and "overall" in json.loads(target.read_text())
+  fifo = str(tmp_path / "fifo")
+  os.mkfifo(fifo)
+  assert cli.main([*args, "--out", fifo]) == 2
+  assert "is not a regular file" in _error_line(capsys, "vqajax score")
+  assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # still a fifo, never renamed over
+
+
+def test_names_from_input_files_are_checked_before_training(tiny_data, tmp_path, capsys):
+  """Issue 13.3: a data_subtype that is not a plain name fails at load, before any step."""
+  data = str(tmp_path / "d")
+  shutil.copytree(tiny_data, data)
+  path = os.path.join(data, "v2_OpenEnded_mscoco_val2014_questions.json")
+  with open(path) as f:
+    questions = json.load(f)
+  questions["data_subtype"] = "val/2014"
+  with open(path, "w") as f:
+    json.dump(questions, f)
+  assert cli.main(["train", f"--config={CONFIG}", f"--workdir={tmp_path / 'w'}", f"--config.data.dir={data}",
+                   *STEPS]) == 2
+  assert "\"data_subtype\" 'val/2014': expected a plain name" in _error_line(capsys, "vqajax train")
+  assert not os.path.exists(tmp_path / "w" / "checkpoints")
+
+
+def test_report_run_names_cannot_leave_the_output_folder(tmp_path, capsys):
+  run = tmp_path / "run"
+  run.mkdir()
+  out = tmp_path / "out" / "D"
+  assert cli.main(["report", "answers", f"../x={run}", "--out", str(out)]) == 2
+  line = _error_line(capsys, "vqajax report")
+  assert "run name '../x': expected a plain name" in line
+  assert not os.path.exists(tmp_path / "out" / "x_fig9_correct_given_answer.png")
