@@ -199,3 +199,34 @@ def test_report_run_names_cannot_leave_the_output_folder(tmp_path, capsys):
   line = _error_line(capsys, "vqajax report")
   assert "run name '../x': expected a plain name" in line
   assert not os.path.exists(tmp_path / "out" / "x_fig9_correct_given_answer.png")
+
+
+def test_a_workdir_is_one_run(tiny_data, tmp_path, capsys):
+  """Issue 13.5-7: another run's settings are refused with the fields that differ; a
+  finished run says so; a second process on the workdir is refused; a stale lock (a dead
+  process) is taken over; run.json marks the run finished only after its final step."""
+  workdir = str(tmp_path / "w")
+  argv = ["train", f"--config={CONFIG}", f"--workdir={workdir}", f"--config.data.dir={tiny_data}", *STEPS]
+  assert cli.main(argv) == 0
+  capsys.readouterr()
+  with open(os.path.join(workdir, "run.json")) as f:
+    record = json.load(f)
+  assert record["finished_step"] == 2
+  assert cli.main([*argv, "--config.seed=1", "--config.batch_size=16"]) == 2
+  line = _error_line(capsys, "vqajax train")
+  assert "holds a run with other settings (batch_size 32 -> 16; seed 0 -> 1)" in line
+  with open(os.path.join(workdir, "run.json")) as f:
+    assert json.load(f) == record  # not rewritten
+  assert cli.main(argv) == 0
+  assert "already finished at step 2" in capsys.readouterr().err
+  lock = os.path.join(workdir, "lock")
+  with open(lock, "w") as f:
+    json.dump({"host": os.uname().nodename, "pid": os.getpid(), "command": "vqajax train", "since": "now"}, f)
+  assert cli.main(argv) == 2  # a live holder (this very process)
+  assert f"in use by another run (vqajax train, pid {os.getpid()}" in _error_line(capsys, "vqajax train")
+  with open(lock, "w") as f:
+    json.dump({"host": os.uname().nodename, "pid": 2**22 + 12345, "command": "vqajax train"}, f)
+  assert cli.main([*argv[:-3], "--config.num_train_steps=4", "--config.eval_every_steps=2"]) == 0  # stale: taken
+  assert not os.path.exists(lock)
+  with open(os.path.join(workdir, "run.json")) as f:
+    assert json.load(f)["finished_step"] == 4  # a longer budget continues the same run

@@ -45,8 +45,10 @@ def test_no_restorable_checkpoint_is_a_clear_error_and_moves_nothing(tiny_data, 
   run = str(tmp_path / "run")
   train.train_and_evaluate(cli.task_of(_config(tiny_data, num_train_steps=10, eval_every_steps=10)), _config(tiny_data, num_train_steps=10, eval_every_steps=10), run)
   wider = _config(tiny_data, num_train_steps=20, eval_every_steps=10, **{"model.fused_dim": 96})
+  with pytest.raises(InputError, match=r"holds a run with other settings \(model.fused_dim \d+ -> 96\)"):
+    train.train_and_evaluate(cli.task_of(wider), wider, run)  # another run: refused before anything
   with pytest.raises(InputError, match=r"no checkpoint can be restored \(step 10: "):
-    train.train_and_evaluate(cli.task_of(wider), wider, run)  # the config changed: the shapes do not fit
+    train.train_and_evaluate(cli.task_of(wider), wider, run, allow_changed_run=True)  # the shapes do not fit
   assert os.listdir(os.path.join(run, "checkpoints")) == ["10"]
   assert not os.path.exists(os.path.join(run, "checkpoints.unreadable"))
 
@@ -60,7 +62,7 @@ def test_non_finite_loss_names_its_step_and_saves_nothing_after_it(tiny_data, tm
   # step 31 computes a finite loss, then its update makes the parameters inf / NaN
   with pytest.raises(train.NonFiniteLossError, match=r"non-finite loss at step 32; nothing was saved "
                                                      r"after it \(last good checkpoint: 30\)"):
-    train.train_and_evaluate(cli.task_of(diverging), diverging, run)
+    train.train_and_evaluate(cli.task_of(diverging), diverging, run, allow_changed_run=True)
   assert sorted(os.listdir(os.path.join(run, "checkpoints"))) == ["10", "20", "30"]
 
 

@@ -58,6 +58,9 @@ def _run_parser(verb: str) -> argparse.ArgumentParser:
                       help="print the resolved config and the data sizes, then exit")
   parser.add_argument("--verbosity", default="info", choices=("warning", "info", "debug"),
                       help="log level (debug also shows the libraries' INFO lines) (default: info)")
+  if verb == "train":
+    parser.add_argument("--allow-changed-run", action="store_true",
+                        help="continue a workdir whose recorded run has other settings (default: refused)")
   if verb == "eval":
     parser.add_argument("--step", type=int, help="the checkpoint step to evaluate (default: latest)")
     parser.add_argument("--all", action="store_true", help="evaluate every saved checkpoint")
@@ -155,12 +158,12 @@ def _check_workdir(workdir: str) -> None:
   files.check_output(workdir, folder=True)
 
 
-def train_config(config, workdir: str) -> dict:
+def train_config(config, workdir: str, allow_changed_run: bool = False) -> dict:
   """`vqajax train` on a resolved config: its data, then training; returns the last metrics."""
   from vqajax.core import train  # pylint: disable=g-import-not-at-top
   prepare_data(config)
   _check_workdir(workdir)
-  return train.train_and_evaluate(task_of(config), config, workdir)
+  return train.train_and_evaluate(task_of(config), config, workdir, allow_changed_run=allow_changed_run)
 
 
 def baselines_config(config, workdir: str, names: Sequence[str], word_vectors: str | None = None):
@@ -196,7 +199,7 @@ def _run_verb(verb: str, argv: Sequence[str]) -> int:
       return
     _initialise(args)
     if verb == "train":
-      metrics = train_config(config, args.workdir)
+      metrics = train_config(config, args.workdir, args.allow_changed_run)
       if jax.process_index() == 0 and metrics:
         print(task_of(config).table(config.name, metrics))
       return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import jax
@@ -9,7 +10,7 @@ import numpy as np
 from absl import logging
 from jax.experimental import multihost_utils
 
-from vqajax.core import checkpoint, pipeline, sharding
+from vqajax.core import checkpoint, pipeline, run_record, sharding
 from vqajax.core.experiment import Experiment
 from vqajax.core.task import Task
 
@@ -50,6 +51,12 @@ class Evaluator:
 
 def evaluate_checkpoints(task: Task, config, workdir: str, step: int | None = None, every: bool = False) -> dict:
   """Evaluates saved checkpoints of `workdir` (latest, `step`, or all); returns {step: metrics}."""
+  lock = run_record.WorkdirLock(workdir, "vqajax eval") if jax.process_index() == 0 else contextlib.nullcontext()
+  with lock:
+    return _evaluate(task, config, workdir, step, every)
+
+
+def _evaluate(task: Task, config, workdir: str, step: int | None, every: bool) -> dict:
   ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints)
   saved = ckpt.steps()
   if not saved:

@@ -1,28 +1,142 @@
-"""A workdir is one run: `run.json` records its config and data sizes for every later command."""
+"""A workdir is one run: its record (`run.json`) and its lock.
+
+`run.json` holds the run's config, the sizes of its data and, once the final checkpoint
+and the final results are both written, `finished_step`. Every later command on the
+workdir reads the config from it (`read_config`); a rerun of `vqajax train` whose
+settings would change the run (anything but the budget fields below) is refused with
+the fields that differ (`check_same_run`), unless the user says so explicitly.
+
+One process holds a workdir at a time (`WorkdirLock`: a `lock` file with the holder's
+host and pid, created exclusively); a lock left by a dead process on this host is
+taken over.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import socket
+import time
 
 import ml_collections
 
+from vqajax.core.errors import InputError
 from vqajax.core.files import write_json_atomic
 from vqajax.core.official_files import load_json
 
 RUN_FILE = "run.json"
+LOCK_FILE = "lock"
+# Fields a rerun may change: how long it trains, how often it logs / evaluates / keeps.
+BUDGET_FIELDS = ("num_train_steps", "log_every_steps", "eval_every_steps", "keep_checkpoints",
+                 "eval_batch_size")
 
 
-def write_run_file(workdir: str, config, sizes: dict) -> None:
-  """workdir/run.json: the config of a run and the sizes of its data (its task's `sizes`)."""
-  write_json_atomic(os.path.join(workdir, RUN_FILE), {"config": config.to_dict(), "data": sizes},
-                    make_dirs=True)
+def read_record(workdir: str) -> dict | None:
+  path = os.path.join(workdir, RUN_FILE)
+  return load_json(path) if os.path.exists(path) else None
+
+
+def write_run_file(workdir: str, config, sizes: dict, finished_step: int | None = None) -> None:
+  """workdir/run.json: the config of a run, the sizes of its data (its task's `sizes`)
+  and, when it is complete, its final step."""
+  record = {"config": config.to_dict(), "data": sizes}
+  if finished_step is not None:
+    record["finished_step"] = finished_step
+  write_json_atomic(os.path.join(workdir, RUN_FILE), record, make_dirs=True)
 
 
 def read_config(workdir: str) -> ml_collections.ConfigDict | None:
   """The locked config recorded in `workdir`/run.json, or None without one."""
-  path = os.path.join(workdir, RUN_FILE)
-  if not os.path.exists(path):
+  record = read_record(workdir)
+  if record is None:
     return None
-  config = ml_collections.ConfigDict(load_json(path)["config"])
+  config = ml_collections.ConfigDict(record["config"])
   config.lock()
   return config
+
+
+def _flat(tree: dict, prefix: str = "") -> dict:
+  out = {}
+  for key, value in tree.items():
+    if isinstance(value, dict):
+      out.update(_flat(value, f"{prefix}{key}."))
+    else:
+      out[f"{prefix}{key}"] = tuple(value) if isinstance(value, list) else value
+  return out
+
+
+def differences(recorded: dict, config, sizes: dict) -> list[str]:
+  """`field recorded -> now` for every setting (and data size) that differs."""
+  old = {**_flat(recorded["config"]), **_flat(recorded.get("data", {}), "data sizes: ")}
+  new = {**_flat(json.loads(json.dumps(config.to_dict()))), **_flat(sizes, "data sizes: ")}
+  keys = sorted(set(old) | set(new))
+  return [f"{k} {old.get(k)!r} -> {new.get(k)!r}" for k in keys
+          if k not in BUDGET_FIELDS and old.get(k) != new.get(k)]
+
+
+def check_same_run(workdir: str, config, sizes: dict) -> None:
+  """InputError listing the differences when `workdir` records another run."""
+  recorded = read_record(workdir)
+  if recorded is None:
+    return
+  changed = differences(recorded, config, sizes)
+  if changed:
+    raise InputError(f"{workdir}: holds a run with other settings ({'; '.join(changed)}); use another "
+                     "--workdir, or --allow-changed-run to continue this one with the new settings")
+
+
+def finished_step(workdir: str) -> int | None:
+  record = read_record(workdir)
+  return None if record is None else record.get("finished_step")
+
+
+def _alive(pid: int) -> bool:
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    return True
+  return True
+
+
+class WorkdirLock:
+  """`with WorkdirLock(workdir):` holds the workdir for this process (see module docstring)."""
+
+  def __init__(self, workdir: str, command: str):
+    self.path, self.command = os.path.join(workdir, LOCK_FILE), command
+    self._held = False
+
+  def _create(self) -> bool:
+    try:
+      fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+      return False
+    with os.fdopen(fd, "w") as f:
+      json.dump({"host": socket.gethostname(), "pid": os.getpid(), "command": self.command,
+                 "since": time.strftime("%Y-%m-%d %H:%M:%S")}, f)
+    return True
+
+  def __enter__(self) -> "WorkdirLock":
+    os.makedirs(os.path.dirname(self.path), exist_ok=True)
+    if not self._create():
+      try:
+        with open(self.path, encoding="utf-8") as f:
+          holder = json.load(f)
+      except (OSError, ValueError):
+        holder = {}
+      stale = holder.get("host") == socket.gethostname() and not _alive(int(holder.get("pid", -1)))
+      if not stale:
+        raise InputError(f"{os.path.dirname(self.path)}: in use by another run ({holder.get('command', '?')}, "
+                         f"pid {holder.get('pid', '?')} on {holder.get('host', '?')} since "
+                         f"{holder.get('since', '?')}); if that process is gone, remove {self.path}")
+      os.remove(self.path)  # left by a dead process: take it over
+      if not self._create():
+        raise InputError(f"{os.path.dirname(self.path)}: in use by another run (it took the lock just now)")
+    self._held = True
+    return self
+
+  def __exit__(self, *exc) -> None:
+    if self._held:
+      os.remove(self.path)
+      self._held = False

@@ -7,6 +7,7 @@ The final step's evaluation writes the official results files (results/step_N/).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
@@ -87,13 +88,21 @@ class _Preemption:
       signal.signal(signal.SIGTERM, self._previous)
 
 
-def train_and_evaluate(task: Task, config, workdir: str, devices=None) -> dict:
+def train_and_evaluate(task: Task, config, workdir: str, devices=None, allow_changed_run: bool = False) -> dict:
   """Trains `config` of `task` in `workdir` on `devices` (default: all); returns the last val
-  metrics."""
+  metrics. A workdir that records another run is refused unless `allow_changed_run`."""
   exp = Experiment.build(task, config, devices)
-  mesh, data = exp.mesh, exp.data
-  ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints,
-                                exp.task.BEST_METRIC)
+  sizes = task.sizes(exp.data)
+  if not allow_changed_run:
+    run_record.check_same_run(workdir, config, sizes)
+  lock = run_record.WorkdirLock(workdir, "vqajax train") if jax.process_index() == 0 else contextlib.nullcontext()
+  with lock:
+    return _train(exp, config, workdir, sizes)
+
+
+def _train(exp: Experiment, config, workdir: str, sizes: dict) -> dict:
+  mesh, data, task = exp.mesh, exp.data, exp.task
+  ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints, task.BEST_METRIC)
   restored = ckpt.restore_latest(exp.initial_state(abstract=True))
   if restored is None:
     state, start = exp.initial_state(), 0
@@ -101,26 +110,38 @@ def train_and_evaluate(task: Task, config, workdir: str, devices=None) -> dict:
     state, meta, start = restored
     logging.info("resumed from checkpoint at step %d (input position %d)", start, meta["input_step"])
   evaluator = evaluate.Evaluator(task, config, data, exp.model, mesh)
+  final = config.num_train_steps
+  if start >= final:  # nothing to train: say so, and finish what a failure left undone
+    try:
+      if run_record.finished_step(workdir) == start:
+        logging.info("already finished at step %d (num_train_steps %d)", start, final)
+        return evaluator.run(state.params, start)
+      metrics = evaluator.run(state.params, start, workdir=workdir)
+      if jax.process_index() == 0:
+        run_record.write_run_file(workdir, config, sizes, finished_step=start)
+      return metrics
+    finally:
+      ckpt.close()
   if jax.process_index() == 0:
-    run_record.write_run_file(workdir, config, exp.task.sizes(data))
+    run_record.write_run_file(workdir, config, sizes)
   writer = writers.create(workdir)
   if start == 0:
     writer.write_hparams({k: v for k, v in config.to_dict().items() if not isinstance(v, dict)})
-  report = periodic_actions.ReportProgress(num_train_steps=config.num_train_steps, writer=writer,
-                                           every_steps=config.log_every_steps)
-  train_step = make_train_step(exp.model, exp.tx, mesh, exp.task.loss)
-  batches = pipeline.numpy_batches(pipeline.train_dataset(data.train, data.store, config.batch_size,
-                                                         config.seed, start, exp.task.TRAIN_KEYS))
+  report = periodic_actions.ReportProgress(num_train_steps=final, writer=writer, every_steps=config.log_every_steps)
+  train_step = make_train_step(exp.model, exp.tx, mesh, task.loss)
+  batches = pipeline.numpy_batches(
+    pipeline.train_dataset(data.train, data.store, config.batch_size, config.seed, start, task.TRAIN_KEYS)
+  )
   preemption, metrics, eval_metrics = _Preemption(), [], {}
   meta = lambda step: {"input_step": step, "seed": config.seed}
   try:
-    for step in range(start + 1, config.num_train_steps + 1):
+    for step in range(start + 1, final + 1):
       state, step_metrics = train_step(state, sharding.to_global(next(batches), mesh))
       metrics.append(step_metrics)
       report(step)
-      final, stop = step == config.num_train_steps, preemption.requested(step)
-      log = step % config.log_every_steps == 0 or final
-      evaluate_now = step % config.eval_every_steps == 0 or final
+      last, stop = step == final, preemption.requested(step)
+      log = step % config.log_every_steps == 0 or last
+      evaluate_now = step % config.eval_every_steps == 0 or last
       if log or evaluate_now or stop:  # never log or save past a NaN
         metrics = jax.device_get(metrics)
         _check_finite(metrics, step - len(metrics) + 1, ckpt.latest_step())
@@ -129,9 +150,11 @@ def train_and_evaluate(task: Task, config, workdir: str, devices=None) -> dict:
         writer.write_scalars(step, means)
         metrics = []
       if evaluate_now:  # the final step also writes the official results files
-        eval_metrics = evaluator.run(state.params, step, workdir=workdir if final else None)
+        eval_metrics = evaluator.run(state.params, step, workdir=workdir if last else None)
         writer.write_scalars(step, {f"val/{k}": v for k, v in eval_metrics.items()})
         ckpt.save(step, state, meta(step), eval_metrics)
+      if last and jax.process_index() == 0:  # the final checkpoint and results are written
+        run_record.write_run_file(workdir, config, sizes, finished_step=step)
       if stop:
         if ckpt.latest_step() != step:
           ckpt.save(step, state, meta(step))

@@ -93,9 +93,12 @@ def point_dir(workdir: str, point: Point) -> str:
 
 
 def is_finished(point: Point, config, workdir: str) -> bool:
+  """Training: its final checkpoint and results are written (run.json says so); baselines:
+  every baseline's results (written all or nothing, metrics.json with them)."""
+  if point.command == "train":
+    return run_record.finished_step(point_dir(workdir, point)) == config.num_train_steps
   results = os.path.join(point_dir(workdir, point), "results")
-  dirs = point.baselines if point.command == "baselines" else [f"step_{config.num_train_steps}"]
-  return all(os.path.exists(os.path.join(results, d, "metrics.json")) for d in dirs)
+  return all(os.path.exists(os.path.join(results, d, "metrics.json")) for d in point.baselines)
 
 
 def command_line(point: Point, workdir: str, sets: dict[str, Any]) -> str:
