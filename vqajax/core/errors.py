@@ -18,3 +18,6 @@ def exit_status(prog: str, run: Callable[[], int | None]) -> int:
   except (InputError, FileNotFoundError) as e:
     print(f"{prog}: error: {e}", file=sys.stderr)
     return 2
+  except KeyboardInterrupt:
+    print(f"{prog}: interrupted", file=sys.stderr)
+    return 130

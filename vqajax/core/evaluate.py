@@ -11,6 +11,7 @@ from absl import logging
 from jax.experimental import multihost_utils
 
 from vqajax.core import checkpoint, pipeline, run_record, sharding
+from vqajax.core.errors import InputError
 from vqajax.core.experiment import Experiment
 from vqajax.core.task import Task
 
@@ -67,10 +68,18 @@ def _evaluate(task: Task, config, workdir: str, step: int | None, every: bool) -
   exp = Experiment.build(task, config)
   evaluator = Evaluator(task, config, exp.data, exp.model, exp.mesh)
   target = exp.initial_state(abstract=True)
-  results = {}
+  results, failures = {}, []
   for s in steps:
-    state, _ = ckpt.restore(s, target)
+    try:
+      state, _ = ckpt.restore(s, target)
+    except Exception as e:  # pylint: disable=broad-except  # orbax / tensorstore: many kinds
+      failures.append(f"step {s}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
+      logging.warning("checkpoint at step %d cannot be restored, skipped (%s)", s, failures[-1])
+      continue
     results[s] = evaluator.run(state.params, s, workdir=workdir)
     logging.info("step %d: results in %s", s, os.path.join(workdir, "results", f"step_{s}"))
   ckpt.close()
+  if not results:
+    raise InputError(f"{workdir}: no checkpoint can be restored with this config ({'; '.join(failures)}); "
+                     "without --config, eval uses the run's own (run.json)")
   return results

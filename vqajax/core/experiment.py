@@ -11,7 +11,11 @@ import jax.numpy as jnp
 import optax
 
 from vqajax.core import pipeline, sharding
+from vqajax.core.errors import InputError
 from vqajax.core.task import Task
+
+_POSITIVE = ("batch_size", "eval_batch_size", "num_train_steps", "log_every_steps", "eval_every_steps",
+             "keep_checkpoints")
 
 
 @flax.struct.dataclass
@@ -47,6 +51,10 @@ class Experiment:
   @classmethod
   def build(cls, task: Task, config, devices=None) -> "Experiment":
     mesh = sharding.data_mesh(devices)
+    for field in _POSITIVE:
+      value = config[field]
+      if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"config.{field}: expected a positive integer, got {value!r}")
     sharding.local_batch_size(config.batch_size, mesh)
     data = task.load(config)
     model = task.build_model(config.model, data)

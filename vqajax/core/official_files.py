@@ -32,6 +32,7 @@ ANSWER_FIELDS = {"answer": str}  # of each of an annotation's answers
 
 # config.data.source: the official files, or a prepared TFDS dataset (`core/tfds_records.py`)
 DATA_SOURCES = ("raw", "tfds")
+_INT64 = (-(2**63), 2**63 - 1)  # ids become int64 arrays
 _KIND_NAMES = {int: "an integer", str: "a string", list: "a list"}
 
 
@@ -78,6 +79,9 @@ def column(records: list, key: str, kind: type, where: Callable[[int], str]) -> 
         raise DataFileError(f"{where(i)}: expected {expected}, got none")
       if type(record[key]) is not kind:
         raise DataFileError(f"{where(i)}: expected {expected}, got {record[key]!r}")
+  if kind is int and values and not _INT64[0] <= min(values) <= max(values) <= _INT64[1]:
+    i = next(i for i, v in enumerate(values) if not _INT64[0] <= v <= _INT64[1])
+    raise DataFileError(f'{where(i)}: expected an integer "{key}" within 64 bits, got {values[i]}')
   return values
 
 

@@ -7,7 +7,7 @@ just its step. Each host reads its own slice of every global batch.
 
 from __future__ import annotations
 
-import re
+import threading
 from typing import Iterator, Sequence
 
 import jax
@@ -16,6 +16,10 @@ import tensorflow as tf
 
 from vqajax.core.errors import InputError
 from vqajax.core.task import IMAGE_ROW, LABEL, QUESTION_ID
+
+# InputErrors raised by loaders inside tf.data's threads, newest last.
+_FAILED: list[InputError] = []
+_FAILED_LOCK = threading.Lock()
 
 INPUT_KEYS = ("tokens", "length", "question_bow", "caption_bow")  # those the split has
 TRAIN_KEYS = INPUT_KEYS + (LABEL,)
@@ -55,7 +59,12 @@ class _Loader:
     names = list(example)
 
     def load(step):
-      batch = self(make_rows(step), host)
+      try:
+        batch = self(make_rows(step), host)
+      except InputError as e:  # kept, to come out of tf.data as itself (`numpy_batches`)
+        with _FAILED_LOCK:
+          _FAILED.append(e)
+        raise
       return [batch[k] for k in names]
 
     def fn(step):
@@ -65,10 +74,6 @@ class _Loader:
       return dict(zip(names, values))
 
     return fn
-
-
-def _input_error_names(cls=InputError) -> set[str]:
-  return {cls.__name__}.union(*(_input_error_names(c) for c in cls.__subclasses__()))
 
 
 def numpy_batches(ds: tf.data.Dataset) -> Iterator[dict[str, np.ndarray]]:
@@ -81,11 +86,12 @@ def numpy_batches(ds: tf.data.Dataset) -> Iterator[dict[str, np.ndarray]]:
       yield next(batches)
     except StopIteration:
       return
-    except tf.errors.OpError as e:
-      names = "|".join(sorted(_input_error_names()))
-      match = re.search(rf"\b(?:{names}): (.*?)\nTraceback", e.message, re.S)
-      if match:
-        raise InputError(match.group(1)) from None
+    except tf.errors.OpError:
+      with _FAILED_LOCK:
+        failed = _FAILED.pop() if _FAILED else None
+        _FAILED.clear()
+      if failed is not None:
+        raise failed from None
       raise
 
 

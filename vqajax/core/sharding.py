@@ -7,6 +7,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from vqajax.core.errors import InputError
+
 
 def data_mesh(devices=None) -> Mesh:
   return Mesh(np.asarray(devices if devices is not None else jax.devices()), ("data",))
@@ -34,7 +36,7 @@ def in_mesh(mesh: Mesh, fn):
 def local_batch_size(global_batch: int, mesh: Mesh) -> int:
   """This host's share of a global batch; the batch must split evenly over devices."""
   if global_batch % mesh.devices.size:
-    raise ValueError(f"batch size {global_batch} does not split over {mesh.devices.size} devices; "
+    raise InputError(f"config.batch_size {global_batch} does not split over {mesh.devices.size} devices; "
                      "choose a multiple of the device count")
   return global_batch // jax.process_count()
 

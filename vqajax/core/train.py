@@ -20,12 +20,13 @@ from clu import periodic_actions
 from jax.experimental import multihost_utils
 
 from vqajax.core import checkpoint, evaluate, pipeline, run_record, sharding, writers
+from vqajax.core.errors import InputError
 from vqajax.core.experiment import Experiment, TrainState
 from vqajax.core.task import Task
 
 
-class NonFiniteLossError(FloatingPointError):
-  pass
+class NonFiniteLossError(InputError):
+  """The run diverged: one line for the user (learning rate, clipping, the inputs)."""
 
 
 def _check_finite(metrics: list[dict], first_step: int, last_checkpoint) -> None:

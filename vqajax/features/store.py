@@ -52,7 +52,12 @@ class _H5Rows:
   def __getitem__(self, rows: np.ndarray) -> np.ndarray:
     out = np.empty((len(rows),) + tuple(self.shape[1:]), self.dtype)
     for start, stop in _runs(rows):
-      out[start:stop] = self._dataset[int(rows[start]):int(rows[start]) + stop - start]
+      first = int(rows[start])
+      try:
+        out[start:stop] = self._dataset[first:first + stop - start]
+      except (OSError, RuntimeError) as e:  # a damaged chunk
+        raise FeatureStoreError(f"{self._dataset.file.filename}: rows {first}..{first + stop - start - 1} "
+                                f"cannot be read ({e})") from None
     return out
 
 
@@ -92,18 +97,27 @@ class FeatureStore:
 
   def __init__(self, path: str):
     self.path = path
-    if path.endswith((".h5", ".hdf5")):
-      self._file = h5py.File(path, "r")
-      for key in ("features", "image_ids"):
-        if key not in self._file:
-          raise FeatureStoreError(f"{path}: missing dataset '{key}' (expected 'features' and 'image_ids')")
-      self._features = _H5Rows(self._file["features"])
-      image_ids = self._file["image_ids"][...]
-    elif path.endswith(".npy"):
-      self._file = self._features = _NpyRows(path)
-      image_ids = np.load(ids_path(path))
-    else:
+    if not path.endswith((".h5", ".hdf5", ".npy")):
       raise FeatureStoreError(f"{path}: unknown feature store type (expected .h5, .hdf5 or .npy)")
+    if not os.path.isfile(path):
+      raise FeatureStoreError(f"{path}: feature store not found")
+    try:
+      if path.endswith(".npy"):
+        self._file = self._features = _NpyRows(path)
+        image_ids = np.load(ids_path(path), allow_pickle=False)
+      else:
+        self._file = h5py.File(path, "r")
+        for key in ("features", "image_ids"):
+          if key not in self._file:
+            raise FeatureStoreError(f"{path}: missing dataset '{key}' (expected 'features' and 'image_ids')")
+        self._features = _H5Rows(self._file["features"])
+        image_ids = self._file["image_ids"][...]
+    except FeatureStoreError:
+      raise
+    except (OSError, ValueError, EOFError) as e:  # 0-byte, truncated or not a store at all
+      raise FeatureStoreError(f"{path}: not a readable feature store ({type(e).__name__}: {e})") from None
+    if not np.issubdtype(image_ids.dtype, np.integer):
+      raise FeatureStoreError(f"{path}: image ids are {image_ids.dtype}, expected integers")
     if self._features.dtype not in _FLOAT_DTYPES:
       raise FeatureStoreError(f"{path}: features are {self._features.dtype}, expected float16 or float32")
     if image_ids.ndim != 1 or len(image_ids) != self._features.shape[0]:
