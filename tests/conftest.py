@@ -35,3 +35,27 @@ def tiny_therapy(tmp_path_factory):
   out = str(tmp_path_factory.mktemp("therapy_tiny"))
   synthetic_therapy.generate(out, seed=0, scale="tiny")
   return out
+
+
+@pytest.fixture(scope="session")
+def tiny_vizwiz(tiny_data, tmp_path_factory):
+  """The tiny synthetic v2 train / val as VizWiz-VQA files (images named by their COCO
+  id, so the tiny set's fc7 store serves them), and val's questions as the test file."""
+  import json  # pylint: disable=g-import-not-at-top
+  out = tmp_path_factory.mktemp("vizwiz_tiny")
+  files = {"train": ("v2_OpenEnded_mscoco_train2014_questions.json", "v2_mscoco_train2014_annotations.json"),
+           "val": ("v2_OpenEnded_mscoco_val2014_questions.json", "v2_mscoco_val2014_annotations.json")}
+  for split, (questions_file, annotations_file) in files.items():
+    with open(os.path.join(tiny_data, questions_file)) as f:
+      questions = {q["question_id"]: q for q in json.load(f)["questions"]}
+    with open(os.path.join(tiny_data, annotations_file)) as f:
+      annotations = json.load(f)["annotations"]
+    records = [{"image": f"VizWiz_{split}_{a['image_id']:08d}.jpg", "question": questions[a["question_id"]]["question"],
+                "answers": [{"answer": x["answer"], "answer_confidence": x["answer_confidence"]} for x in a["answers"]],
+                "answer_type": a["answer_type"], "answerable": int(a["answer_type"] != "unanswerable")}
+               for a in annotations]
+    (out / f"{split}.json").write_text(json.dumps(records))
+  with open(out / "val.json") as f:
+    test = [{"image": r["image"].replace("_val_", "_test_"), "question": r["question"]} for r in json.load(f)]
+  (out / "test.json").write_text(json.dumps(test))
+  return out

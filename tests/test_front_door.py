@@ -230,3 +230,14 @@ def test_a_workdir_is_one_run(tiny_data, tmp_path, capsys):
   assert not os.path.exists(lock)
   with open(os.path.join(workdir, "run.json")) as f:
     assert json.load(f)["finished_step"] == 4  # a longer budget continues the same run
+
+
+def test_a_budget_in_epochs_becomes_steps(tiny_data, tmp_path, capsys):
+  workdir = str(tmp_path / "w")
+  assert cli.main(["train", f"--config={CONFIG}", f"--workdir={workdir}", f"--config.data.dir={tiny_data}",
+                   "--config.num_epochs=0.5", "--config.eval_every_steps=1000", "--config.batch_size=64"]) == 0
+  with open(os.path.join(workdir, "run.json")) as f:
+    record = json.load(f)
+  train_questions = record["data"]["train_questions"]
+  assert record["finished_step"] == record["config"]["num_train_steps"] == -(-train_questions // 128)
+  assert f"0.5 epochs of {train_questions} train examples" in capsys.readouterr().err

@@ -203,24 +203,8 @@ def test_tfds_never_looks_at_gcs(tiny_data, tmp_path, monkeypatch):
   assert tfds_records.vqa_objects(path, "val")[0]["questions"]
 
 
-def _vizwiz_files(tiny_data, out):
-  """The tiny synthetic v2 train / val as VizWiz-VQA files (images named by their COCO
-  id, so the fc7 store serves them), and val's questions as the test file."""
-  out.mkdir()
-  for split in ("train", "val"):
-    questions = {q["question_id"]: q for q in _json(os.path.join(tiny_data, V2_FILES[split][0]))["questions"]}
-    records = [{"image": f"VizWiz_{split}_{a['image_id']:08d}.jpg", "question": questions[a["question_id"]]["question"],
-                "answers": [{"answer": x["answer"], "answer_confidence": x["answer_confidence"]} for x in a["answers"]],
-                "answer_type": a["answer_type"], "answerable": int(a["answer_type"] != "unanswerable")}
-               for a in _json(os.path.join(tiny_data, V2_FILES[split][1]))["annotations"]]
-    (out / f"{split}.json").write_text(json.dumps(records))
-  test = [{"image": r["image"].replace("_val_", "_test_"), "question": r["question"]} for r in _json(out / "val.json")]
-  (out / "test.json").write_text(json.dumps(test))
-  return out
-
-
-def test_vizwiz_round_trips_and_feeds_the_arrays_of_the_files(tiny_data, tmp_path):
-  manual = _vizwiz_files(tiny_data, tmp_path / "manual")
+def test_vizwiz_round_trips_and_feeds_the_arrays_of_the_files(tiny_data, tiny_vizwiz, tmp_path):
+  manual = tiny_vizwiz
   store_path = os.path.join(tiny_data, "features", "fc7.h5")
   path = tfds_cli.build("vizwiz_vqa", str(manual), str(tmp_path / "data"), features=store_path)
   assert path.endswith(os.path.join("vizwiz_vqa", "default+fc7", "1.0.0"))

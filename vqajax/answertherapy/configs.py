@@ -76,6 +76,7 @@ def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.Co
   config.batch_size = 128
   config.eval_batch_size = 256
   config.num_train_steps = 4000
+  config.num_epochs = 0.0               # > 0: the budget in epochs (sets num_train_steps)
   config.log_every_steps = 100
   config.eval_every_steps = 1000
   config.keep_checkpoints = 3

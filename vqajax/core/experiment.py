@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import flax
 import jax
 import jax.numpy as jnp
 import optax
+from absl import logging
 
 from vqajax.core import pipeline, sharding
 from vqajax.core.errors import InputError
-from vqajax.core.task import Task
+from vqajax.core.task import LABEL, Task
 
 _POSITIVE = ("batch_size", "eval_batch_size", "num_train_steps", "log_every_steps", "eval_every_steps",
              "keep_checkpoints")
@@ -57,6 +59,10 @@ class Experiment:
         raise InputError(f"config.{field}: expected a positive integer, got {value!r}")
     sharding.local_batch_size(config.batch_size, mesh)
     data = task.load(config)
+    if config.get("num_epochs", 0) > 0:  # the budget in epochs over this run's train split
+      config.num_train_steps = max(1, math.ceil(config.num_epochs * len(data.train[LABEL]) / config.batch_size))
+      logging.info("%g epochs of %d train examples: %d steps", config.num_epochs, len(data.train[LABEL]),
+                   config.num_train_steps)
     model = task.build_model(config.model, data)
     return cls(config, mesh, task, data, model, make_optimizer(config.optimizer))
 

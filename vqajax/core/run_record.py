@@ -27,7 +27,7 @@ from vqajax.core.official_files import load_json
 RUN_FILE = "run.json"
 LOCK_FILE = "lock"
 # Fields a rerun may change: how long it trains, how often it logs / evaluates / keeps.
-BUDGET_FIELDS = ("num_train_steps", "log_every_steps", "eval_every_steps", "keep_checkpoints",
+BUDGET_FIELDS = ("num_train_steps", "num_epochs", "log_every_steps", "eval_every_steps", "keep_checkpoints",
                  "eval_batch_size")
 
 

@@ -82,6 +82,7 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   config.batch_size = 500
   config.eval_batch_size = 500
   config.num_train_steps = 6000
+  config.num_epochs = 0.0               # > 0: the budget in epochs (sets num_train_steps)
   config.log_every_steps = 100
   config.eval_every_steps = 1000        # each evaluation also saves a checkpoint
   config.keep_checkpoints = 3           # the last k, plus the best by val accuracy

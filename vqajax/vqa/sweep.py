@@ -96,7 +96,10 @@ def is_finished(point: Point, config, workdir: str) -> bool:
   """Training: its final checkpoint and results are written (run.json says so); baselines:
   every baseline's results (written all or nothing, metrics.json with them)."""
   if point.command == "train":
-    return run_record.finished_step(point_dir(workdir, point)) == config.num_train_steps
+    record = run_record.read_record(point_dir(workdir, point)) or {"config": {}}
+    if config.get("num_epochs", 0) > 0:  # its steps were resolved from the data
+      return "finished_step" in record and record["config"].get("num_epochs") == config.num_epochs
+    return record.get("finished_step") == config.num_train_steps
   results = os.path.join(point_dir(workdir, point), "results")
   return all(os.path.exists(os.path.join(results, d, "metrics.json")) for d in point.baselines)
 
