@@ -19,6 +19,14 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 import pytest  # pylint: disable=g-import-not-at-top
 
 
+@pytest.fixture(autouse=True)
+def _quiet_logging():
+  """Each test starts at absl's default verbosity (a `vqajax train` run in the same
+  process raises it to INFO)."""
+  from absl import logging  # pylint: disable=g-import-not-at-top
+  logging.set_verbosity(logging.WARNING)
+
+
 @pytest.fixture(scope="session")
 def tiny_data(tmp_path_factory):
   """The embedded synthetic dataset at scale 'tiny', written once per session."""

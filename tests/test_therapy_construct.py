@@ -313,7 +313,7 @@ def test_a_one_question_input_runs(tmp_path, capsys):
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, changes, message):
   assert construct.main(_inputs(tmp_path, **changes)) == 2
   error = capsys.readouterr().err
-  assert error.startswith("construct: error: ") and error.count("\n") == 1
+  assert error.startswith("vqajax therapy construct: error: ") and error.count("\n") == 1
   assert re.search(message, error), error
   assert not os.path.exists(tmp_path / "out")
 
@@ -323,7 +323,7 @@ def test_missing_files_and_missing_sources(tmp_path, capsys):
   assert construct.main(args[:1] + [str(tmp_path / "nope.json")] + args[2:]) == 2
   assert "nope.json: file not found" in capsys.readouterr().err
   assert construct.main(args[2:]) == 2  # annotations without questions
-  assert capsys.readouterr().err == ("construct: error: VQAv2 input needs both a questions and "
+  assert capsys.readouterr().err == ("vqajax therapy construct: error: VQAv2 input needs both a questions and "
                                      "an annotations file\n")
   assert construct.main(args[-4:]) == 2
   assert "no input questions" in capsys.readouterr().err

@@ -113,6 +113,19 @@ def _initialise(args) -> None:
                jax.process_count(), jax.local_device_count(), jax.device_count())
 
 
+class _Stderr:
+  """Whatever `sys.stderr` is when a line is logged (tests swap it per test)."""
+
+  def write(self, text: str) -> None:
+    sys.stderr.write(text)
+
+  def flush(self) -> None:
+    sys.stderr.flush()
+
+  def close(self) -> None:  # absl closes its stream at exit; sys.stderr is not ours to close
+    pass
+
+
 def _setup_logging(verbosity: str) -> None:
   from absl import flags, logging  # pylint: disable=g-import-not-at-top
 
@@ -121,7 +134,7 @@ def _setup_logging(verbosity: str) -> None:
     flags.FLAGS.mark_as_parsed()
   logging.set_verbosity(verbosity)
   logging.use_absl_handler()
-  logging.get_absl_handler().python_handler.stream = sys.stderr  # this command's stderr
+  logging.get_absl_handler().python_handler.stream = _Stderr()
   runtime.init(verbose=verbosity == "debug")
 
 
@@ -257,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
   if verb in _RUN_VERBS:
     return _run_verb(verb, rest)
-  _setup_logging("info")
+  _setup_logging("warning")  # these verbs print what they do; the libraries stay quiet
   return _delegate(verb)(rest, f"vqajax {verb}")
 
 
