@@ -110,7 +110,7 @@ def test_the_embedded_dataset_goes_into_a_new_folder_only(tmp_path, capsys):
   assert cli.main(["train", f"--config={CONFIG}", f"--workdir={tmp_path / 'w'}", f"--config.data.dir={fresh}",
                    *STEPS]) == 0
   assert os.path.exists(os.path.join(fresh, "MANIFEST.json"))
-  assert "wrote the embedded synthetic dataset (scale tiny, seed 0)" in capsys.readouterr().err
+  assert f"writing the embedded synthetic dataset (scale tiny, seed 0) to {fresh}" in capsys.readouterr().err
   assert cli.main(["data", "synth", "--out", fresh]) == 2  # never into a folder holding files
   assert "not an empty folder" in _error_line(capsys, "vqajax data")
 

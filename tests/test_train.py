@@ -68,7 +68,7 @@ def test_results_files_are_official_and_scored_like_the_device(tiny_data, tmp_pa
   evaluated = evaluate.evaluate_checkpoints(cli.task_of(config), config, workdir)
   assert evaluated[10] == pytest.approx(metrics, abs=1e-4)
   out = os.path.join(workdir, "results", "step_10")
-  name = "v2_OpenEnded_mscoco_val2014_deeper_lstm_q_norm_i_results.json"
+  name = "v2_OpenEnded_mscoco_val2014_deeper_lstm_norm_i_results.json"
   with open(os.path.join(out, name)) as f:
     results = json.load(f)
   with open(os.path.join(tiny_data, "v2_mscoco_val2014_annotations.json")) as f:
@@ -80,7 +80,7 @@ def test_results_files_are_official_and_scored_like_the_device(tiny_data, tmp_pa
   assert metrics["accuracy"] == pytest.approx(official["overall"], abs=0.01)
   for answer_type, value in official["perAnswerType"].items():
     assert metrics[f"accuracy/{answer_type}"] == pytest.approx(value, abs=0.01)
-  with open(os.path.join(out, "MultipleChoice_mscoco_val2014_deeper_lstm_q_norm_i_results.json")) as f:
+  with open(os.path.join(out, "MultipleChoice_mscoco_val2014_deeper_lstm_norm_i_results.json")) as f:
     mc = {r["question_id"]: r["answer"] for r in json.load(f)}
   with open(os.path.join(tiny_data, "MultipleChoice_mscoco_val2014_questions.json")) as f:
     choices = {q["question_id"]: q["multiple_choices"] for q in json.load(f)["questions"]}

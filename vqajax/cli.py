@@ -155,13 +155,10 @@ def _resolved_config(verb: str, args, overrides):
 
 def prepare_data(config) -> None:
   """The embedded dataset the config asks for, written first if absent (a visible step)."""
-  from absl import logging  # pylint: disable=g-import-not-at-top
 
   from vqajax.core import files  # pylint: disable=g-import-not-at-top
   from vqajax.synthetic import embedded  # pylint: disable=g-import-not-at-top
-  note = embedded.prepare(config)
-  if note:
-    logging.info("%s", note)
+  embedded.prepare(config)
   given = [v for v in config.data.values() if isinstance(v, str) and os.path.isabs(v)]
   files.protect(config.data.dir, *given)  # no output goes into the data or over its files
 

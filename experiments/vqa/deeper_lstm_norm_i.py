@@ -25,4 +25,4 @@ from vqajax.vqa import configs
 
 
 def get_config(arg: str = ""):
-  return configs.vqa_config(arg, "deeper_lstm_q_norm_i")
+  return configs.vqa_config(arg, "deeper_lstm_norm_i")

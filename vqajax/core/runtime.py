@@ -11,7 +11,8 @@ import logging
 import os
 
 _QUIET = ("is deprecated. Please change your code to use NumPy",)  # TFDS 4.9, every build / read
-_NOISY_LIBRARIES = ("orbax", "etils", "tensorflow_datasets", "jax")  # jax: "Unable to initialize backend"
+# jax: "Unable to initialize backend 'tpu'"; clu: its progress notes (train logs its own line).
+_NOISY_LIBRARIES = ("orbax", "etils", "tensorflow_datasets", "jax", "clu")
 
 
 class _Quiet(logging.Filter):

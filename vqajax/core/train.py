@@ -8,9 +8,11 @@ The final step's evaluation writes the official results files (results/step_N/).
 from __future__ import annotations
 
 import contextlib
+import datetime
 import functools
 import os
 import signal
+import time
 
 import jax
 import numpy as np
@@ -60,6 +62,20 @@ def make_train_step(model, tx, mesh, task_loss):
     return new_state, {"loss": loss, "grad_norm": optax.global_norm(grads)}
 
   return train_step
+
+
+class _Progress:
+  """One console line per log step: step, loss, steps/s since the last line, ETA."""
+
+  def __init__(self, start: int, final: int):
+    self.final, self.step, self.time = final, start, time.monotonic()
+
+  def log(self, step: int, loss: float) -> None:
+    now = time.monotonic()
+    rate = (step - self.step) / max(now - self.time, 1e-9)
+    eta = datetime.timedelta(seconds=round((self.final - step) / max(rate, 1e-9)))
+    logging.info("step %d/%d: loss %.4f, %.2f steps/s, ETA %s", step, self.final, loss, rate, eta)
+    self.step, self.time = step, now
 
 
 class _Preemption:
@@ -133,7 +149,7 @@ def _train(exp: Experiment, config, workdir: str, sizes: dict) -> dict:
   batches = pipeline.numpy_batches(
     pipeline.train_dataset(data.train, data.store, config.batch_size, config.seed, start, task.TRAIN_KEYS)
   )
-  preemption, metrics, eval_metrics = _Preemption(), [], {}
+  preemption, metrics, eval_metrics, progress = _Preemption(), [], {}, _Progress(start, final)
   meta = lambda step: {"input_step": step, "seed": config.seed}
   try:
     for step in range(start + 1, final + 1):
@@ -149,10 +165,12 @@ def _train(exp: Experiment, config, workdir: str, sizes: dict) -> dict:
       if log:
         means = {f"train/{k}": float(np.mean([m[k] for m in metrics])) for k in metrics[0]}
         writer.write_scalars(step, means)
+        progress.log(step, means["train/loss"])
         metrics = []
       if evaluate_now:  # the final step also writes the official results files
         eval_metrics = evaluator.run(state.params, step, workdir=workdir if last else None)
         writer.write_scalars(step, {f"val/{k}": v for k, v in eval_metrics.items()})
+        logging.info("step %d: val %s %.2f", step, task.BEST_METRIC, eval_metrics[task.BEST_METRIC])
         ckpt.save(step, state, meta(step), eval_metrics)
       if last and jax.process_index() == 0:  # the final checkpoint and results are written
         run_record.write_run_file(workdir, config, sizes, finished_step=step)

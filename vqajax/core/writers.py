@@ -1,4 +1,5 @@
-"""Metric writers: clu's default (TensorBoard + log) plus a JSON-lines file in the workdir."""
+"""Metric writers: TensorBoard events and a JSON-lines file in the workdir (the console
+gets one line per log step from `train`)."""
 
 from __future__ import annotations
 
@@ -50,11 +51,9 @@ class JsonlWriter(metric_writers.MetricWriter):
 
 
 def create(workdir: str, name: str = "metrics.jsonl") -> metric_writers.MetricWriter:
-  """Only the first process writes files; the others log."""
+  """Only the first process writes files."""
   if jax.process_index() > 0:
-    return metric_writers.create_default_writer(just_logging=True)
+    return metric_writers.MultiWriter([])
   os.makedirs(workdir, exist_ok=True)
-  return metric_writers.MultiWriter([
-      metric_writers.create_default_writer(workdir, asynchronous=False),
-      JsonlWriter(os.path.join(workdir, name)),
-  ])
+  return metric_writers.MultiWriter([metric_writers.SummaryWriter(workdir),
+                                     JsonlWriter(os.path.join(workdir, name))])

@@ -32,22 +32,22 @@ def _manifest_format(data_dir: str) -> str | None:
     return None
 
 
-def prepare(config) -> str | None:
-  """Resolves and, where needed, writes the embedded dataset of `config`; returns what was
-  done (for the console) or None when the config reads real files."""
+def prepare(config) -> None:
+  """Resolves and, where needed, writes the embedded dataset of `config` (logged)."""
   data = config.data
   if not data.synthetic:
     if not data.dir:
       raise InputError("config.data.dir: empty; name the folder of the official files "
                        "(or set config.data.synthetic=True for the embedded dataset)")
-    return None
+    return
   module, cache_name = _KINDS.get(config.task, _THERAPY)
   if not data.dir:
     data.dir = os.path.join(os.path.expanduser(CACHE), cache_name,
                             f"{data.synthetic_scale}-seed{config.seed}")
   found = _manifest_format(data.dir)
   if found == module.FORMAT:
-    return f"embedded synthetic dataset: {data.dir}"
+    logging.info("embedded synthetic dataset: %s", data.dir)
+    return
   if found is not None:
     raise InputError(f"config.data.dir {data.dir}: holds a {found} dataset, config.task "
                      f"'{config.task}' reads {module.FORMAT}")
@@ -58,4 +58,3 @@ def prepare(config) -> str | None:
   logging.info("writing the embedded synthetic dataset (scale %s, seed %d) to %s",
                data.synthetic_scale, config.seed, data.dir)
   module.generate(data.dir, seed=config.seed, scale=data.synthetic_scale)
-  return f"wrote the embedded synthetic dataset (scale {data.synthetic_scale}, seed {config.seed}) to {data.dir}"

@@ -80,6 +80,7 @@ def parse_sets(sets: Sequence[str]) -> dict[str, Any]:
 
 def point_config(point: Point, sets: dict[str, Any]):
   config = config_lib.load_config(point.config)
+  config.name = point.name  # a row is named as its point (its results files too)
   for key, value in {**point.overrides, **sets}.items():
     try:
       config_lib.override(config, {key: value})
@@ -107,7 +108,7 @@ def is_finished(point: Point, config, workdir: str) -> bool:
 def command_line(point: Point, workdir: str, sets: dict[str, Any]) -> str:
   path, _, arg = point.config.partition(":")
   argv = ["vqajax", point.command, f"--config={path}" + (f":{arg}" if arg else ""),
-          f"--workdir={point_dir(workdir, point)}"]
+          f"--workdir={point_dir(workdir, point)}", f"--config.name={point.name}"]
   argv += [f"--config.{k}={v}" for k, v in {**point.overrides, **sets}.items()]
   if point.command == "baselines":
     argv.append(f"--baselines={','.join(point.baselines)}")
