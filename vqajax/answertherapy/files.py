@@ -6,6 +6,13 @@ height, answer_type, binary_label, question_id (VQA-sourced samples only)}`. Che
 field at a time over all records (like `vqa_files`); a malformed file raises
 `DataFileError` naming the file, the record and what was expected.
 
+Bounds that keep the cost of a hostile file small (masks are rasterised at the image size):
+`width` and `height` are at most MAX_SIDE = 10,000 pixels, more than any photo of these
+datasets (the released train files: at most 640 x 640 for VQA / COCO, 2592 x 2592 for
+VizWiz), so a mask costs at most 100 MB decoded. Two records with the same `image_id`,
+`question_id` (None for VizWiz), `question` and `answers` (in any order) are refused
+(`check_unique`), naming both.
+
 `binary_label` is `same`/`diff` in the first release and `single`/`multiple` later; both
 are read as `label` 'single' / 'multiple'. The source is inferred per record: a record
 with a `question_id` comes from VQAv2, one without from VizWiz (the released format;
@@ -19,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import operator
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -28,6 +35,7 @@ from vqajax.core.official_files import DataFileError, column, load_json
 BINARY_LABELS = {"same": "single", "single": "single", "diff": "multiple", "multiple": "multiple"}
 VQA, VIZWIZ = "VQAv2", "VizWiz"
 SOURCES = (VQA, VIZWIZ)
+MAX_SIDE = 10_000  # pixels, for width and height (module docstring)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -110,9 +118,9 @@ def read_therapy(path: str, data: list | None = None) -> list[Sample]:
   answer_types = column(data, "answer_type", str, where)
   sizes = [column(data, key, int, where) for key in ("width", "height")]
   for key, values in zip(("width", "height"), sizes):
-    if min(values) <= 0:
-      i = int(np.argmin(values))
-      raise DataFileError(f'{where(i)}: expected a positive "{key}", got {values[i]}')
+    if min(values) <= 0 or max(values) > MAX_SIDE:
+      i = next(i for i, v in enumerate(values) if not 0 < v <= MAX_SIDE)
+      raise DataFileError(f'{where(i)}: expected "{key}" from 1 to {MAX_SIDE} pixels, got {values[i]}')
   labels = column(data, "binary_label", str, where)
   if not set(labels) <= set(BINARY_LABELS):
     i = next(i for i, label in enumerate(labels) if label not in BINARY_LABELS)
@@ -137,4 +145,17 @@ def read_therapy(path: str, data: list | None = None) -> list[Sample]:
         answers=tuple(answers[i]), polygons=tuple(np.split(record_points, ends)),
         width=sizes[0][i], height=sizes[1][i], answer_type=answer_types[i],
         label=BINARY_LABELS[labels[i]]))
+  check_unique(samples)
   return samples
+
+
+def check_unique(samples: Sequence[Sample]) -> None:
+  """Refuses a sample repeating an earlier one (same image_id, question_id, question and
+  answers in any order), naming both records."""
+  seen = {}
+  for s in samples:
+    first = seen.setdefault((s.image_id, s.question_id, s.question, tuple(sorted(s.answers))), s)
+    if first is not s:
+      earlier = f"records[{first.index}]" if first.path == s.path else f"{first.path}: records[{first.index}]"
+      raise DataFileError(f"{s.path}: records[{s.index}]: repeats {earlier} (the same image_id, "
+                          "question_id, question and answers)")
