@@ -292,6 +292,9 @@ def test_a_one_question_input_runs(tmp_path, capsys):
      r'records\[0\] \(question_id=70\): expected "width" and "height" from 1 to 10000 pixels, got 0 x 6'),
     ({"groundings": [_record(height=200000)]}, r'expected "width" and "height" from 1 to 10000 pixels, got 8 x 200000'),
     ({"groundings": [_record(height=True)]}, r'expected a positive integer "height", got True'),
+    ({"groundings": [_record(answers={"cat": [SQUARE, [{"x": 8 * (k % 2), "y": 0} for k in range(176)]]})]},
+     r"records\[0\] \(question_id=70\): answers\['cat'\]\[1\]: expected an outline of at most 100 x "
+     r"\(width \+ height\) = 1400 pixels .*, got 1408"),
     ({"groundings": [_record(answers={"cat": [SQUARE]})]},
      r"records\[0\] \(question_id=70\): answers\['cat'\]: expected the two annotators' polygons, got"),
     ({"groundings": [_record(answers={"cat": [SQUARE, [{"x": 1}]]})]},

@@ -56,6 +56,10 @@ def test_reads_both_label_vocabularies_and_infers_the_source(tmp_path):
     ([_record(width=0)], r't\.json: records\[0\]: expected "width" from 1 to 10000 pixels, got 0'),
     ([_record(width=200000, height=200000)], r't\.json: records\[0\]: expected "width" from 1 to 10000 pixels, got 200000'),
     ([_record(), _record(height=65536)], r't\.json: records\[1\]: expected "height" from 1 to 10000 pixels, got 65536'),
+    # 176 points between x = 0 and 8: 176 edges of 8 > 100 x (8 + 6) (rasterising costs the outline)
+    ([_record(), _record(polygons=[_points((0, 0)), _points(*[(8 * (k % 2), 0) for k in range(176)])])],
+     r"t\.json: records\[1\]: grounding_labels\[1\]: expected an outline of at most 100 x \(width \+ height\) = "
+     r"1400 pixels \(edges by max\(\|dx\|, \|dy\|\), each at most the image's larger side\), got 1408"),
     ([_record(), _record(question="Why?"), _record(answers=("b", "a"))],
      r"t\.json: records\[2\]: repeats records\[0\] \(the same image_id, question_id, question and answers\)"),
     ([_record(height="6")], r"t\.json: records\[0\]: expected an integer \"height\", got '6'"),
@@ -84,9 +88,14 @@ def test_malformed_files_name_the_record_and_the_expectation(tmp_path, records, 
 def test_the_largest_images_and_distinct_questions_are_accepted(tmp_path):
   # 10000 x 10000 is the bound; one image with two VQA questions of the same text (distinct
   # question_ids) is two questions, and so is a VizWiz record with the same text.
+  # A zigzag of 175 points has 174 edges of 8 and a closing one of 0: 1392 <= 1400; edges far
+  # outside the image count as the image's larger side (8): 4 * 8 = 32.
+  zigzag, far = _points(*[(8 * (k % 2), 0) for k in range(175)]), _points(*_box(-1e9, -1e9, 1e9, 1e9))
   samples = therapy_files.read_therapy(_write(tmp_path, [
-      _record(width=10000, height=10000, qid=1), _record(qid=2), _record(), _record(answers=("a", "c"))]))
-  assert [(s.width, s.height) for s in samples] == [(10000, 10000), (8, 6), (8, 6), (8, 6)]
+      _record(width=10000, height=10000, qid=1), _record(qid=2), _record(), _record(answers=("a", "c")),
+      _record(question="Where?", polygons=[zigzag, far])]))
+  assert [(s.width, s.height) for s in samples] == [(10000, 10000)] + [(8, 6)] * 4
+  assert len(samples[4].polygons[0]) == 175
 
 
 def test_unreadable_files(tmp_path):

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from vqajax.answertherapy.files import MAX_SIDE, VIZWIZ, VQA
+from vqajax.answertherapy.files import MAX_SIDE, VIZWIZ, VQA, check_outlines
 from vqajax.core import official_files
 from vqajax.core.official_files import DataFileError, column, load_json
 
@@ -111,6 +111,8 @@ def _grounding(record: dict, where: str) -> Grounding:
     if type(pair) is not list or len(pair) != 2:
       raise DataFileError(f"{at}: expected the two annotators' polygons, got {pair!r}")
     polygons[answer] = tuple(_polygon(p, f"{at}[{k}]") for k, p in enumerate(pair))
+    check_outlines(np.concatenate(polygons[answer]), list(map(len, polygons[answer])), [width] * 2,
+                   [height] * 2, lambda k, at=at: f"{at}[{k}]")
   return Grounding(where, several, width, height, polygons)
 
 

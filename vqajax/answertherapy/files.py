@@ -9,7 +9,12 @@ field at a time over all records (like `vqa_files`); a malformed file raises
 Bounds that keep the cost of a hostile file small (masks are rasterised at the image size):
 `width` and `height` are at most MAX_SIDE = 10,000 pixels, more than any photo of these
 datasets (the released train files: at most 640 x 640 for VQA / COCO, 2592 x 2592 for
-VizWiz), so a mask costs at most 100 MB decoded. Two records with the same `image_id`,
+VizWiz), so a mask costs at most 100 MB decoded. A polygon's outline, its edges measured
+by max(|dx|, |dy|) and each counted at most the image's larger side (as long as it can be
+once clipped to the image), is at most MAX_OUTLINE = 100 x (width + height) (the released
+groundings: at most 3.5 x): what rasterising it costs (`masks`), so a polygon zigzagging
+across a 10,000 x 10,000 image with 1,000 points (1.3 s, 0.5 GB) is refused, and one far
+outside the image is not. Two records with the same `image_id`,
 `question_id` (None for VizWiz), `question` and `answers` (in any order) are refused
 (`check_unique`), naming both.
 
@@ -36,6 +41,7 @@ BINARY_LABELS = {"same": "single", "single": "single", "diff": "multiple", "mult
 VQA, VIZWIZ = "VQAv2", "VizWiz"
 SOURCES = (VQA, VIZWIZ)
 MAX_SIDE = 10_000  # pixels, for width and height (module docstring)
+MAX_OUTLINE = 100  # x (width + height), for a polygon's outline (module docstring)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -83,7 +89,29 @@ def _flatten(lists: list[list], where: Callable[[int], str]) -> tuple[list, Call
   return list(itertools.chain.from_iterable(lists)), where_item
 
 
-def _polygons(path: str, groundings: list[list], answers: list[list]) -> list[np.ndarray]:
+def check_outlines(xy: np.ndarray, counts, widths, heights, where: Callable[[int], str]) -> None:
+  """Refuses a polygon whose outline exceeds MAX_OUTLINE x (width + height) (module
+  docstring); polygon m is counts[m] consecutive points of the [N, 2] `xy`, in a
+  widths[m] x heights[m] image, and `where(m)` names it."""
+  counts, widths, heights = (np.asarray(v, np.int64) for v in (counts, widths, heights))
+  polygon = np.repeat(np.arange(len(counts)), counts)
+  ends = np.cumsum(counts)
+  following = np.arange(1, len(xy) + 1)  # each point's next one, closing every polygon
+  following[ends[counts > 0] - 1] = (ends - counts)[counts > 0]
+  # Halves: no overflow for coordinates near the float limit.
+  half_steps = np.abs(xy[following] / 2 - xy / 2).max(axis=1, initial=0)
+  steps = 2 * np.minimum(half_steps, np.maximum(widths, heights)[polygon] / 2)
+  outlines = np.bincount(polygon, steps, minlength=len(counts))
+  limits = MAX_OUTLINE * (widths + heights)
+  if (outlines > limits).any():
+    m = int(np.argmax(outlines > limits))
+    raise DataFileError(f"{where(m)}: expected an outline of at most {MAX_OUTLINE} x (width + height) = "
+                        f"{limits[m]} pixels (edges by max(|dx|, |dy|), each at most the image's larger "
+                        f"side), got {outlines[m]:.0f}")
+
+
+def _polygons(path: str, groundings: list[list], answers: list[list], widths: list[int],
+              heights: list[int]) -> list[np.ndarray]:
   """Per record, its points as one [sum P, 2] array (polygons split by the caller)."""
   where = lambda i: f"{path}: records[{i}]"
   for i, (g, a) in enumerate(zip(groundings, answers)):
@@ -100,6 +128,9 @@ def _polygons(path: str, groundings: list[list], answers: list[list]) -> list[np
   if not np.isfinite(xy).all():
     k = int(np.argmin(np.isfinite(xy).all(axis=1)))
     raise DataFileError(f"{where_point(k)}: expected finite x and y, got {points[k]!r}")
+  per_image = np.fromiter(map(len, groundings), np.int64, len(groundings))
+  check_outlines(xy, list(map(len, polygons)), np.repeat(widths, per_image), np.repeat(heights, per_image),
+                 where_polygon)
   per_record = np.fromiter((sum(map(len, g)) for g in groundings), np.int64, len(groundings))
   return np.split(xy, np.cumsum(per_record)[:-1])
 
@@ -131,7 +162,7 @@ def read_therapy(path: str, data: list | None = None) -> list[Sample]:
     k = next(k for k, a in enumerate(flat) if type(a) is not str)
     raise DataFileError(f"{where_answer(k)}: expected a string, got {flat[k]!r}")
   groundings = column(data, "grounding_labels", list, where)
-  points = _polygons(path, groundings, answers)
+  points = _polygons(path, groundings, answers, *sizes)
   question_ids = [r.get("question_id") for r in data]
   for i, qid in enumerate(question_ids):
     if qid is not None and type(qid) not in (str, int):
