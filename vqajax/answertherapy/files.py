@@ -7,16 +7,16 @@ field at a time over all records (like `vqa_files`); a malformed file raises
 `DataFileError` naming the file, the record and what was expected.
 
 Bounds that keep the cost of a hostile file small (masks are rasterised at the image size):
-`width` and `height` are at most MAX_SIDE = 10,000 pixels, more than any photo of these
-datasets (the released train files: at most 640 x 640 for VQA / COCO, 2592 x 2592 for
-VizWiz), so a mask costs at most 100 MB decoded. A polygon's outline, its edges measured
-by max(|dx|, |dy|) and each counted at most the image's larger side (as long as it can be
-once clipped to the image), is at most MAX_OUTLINE = 100 x (width + height) (the released
-groundings: at most 3.5 x): what rasterising it costs (`masks`), so a polygon zigzagging
-across a 10,000 x 10,000 image with 1,000 points (1.3 s, 0.5 GB) is refused, and one far
-outside the image is not. Two records with the same `image_id`,
-`question_id` (None for VizWiz), `question` and `answers` (in any order) are refused
-(`check_unique`), naming both.
+  - `width` and `height` are at most MAX_SIDE = 10,000 pixels, well above the photos of
+    these datasets (the released train files: at most 640 x 640 for VQA / COCO, 2592 x
+    2592 for VizWiz), so a decoded mask is at most 100 MB;
+  - a polygon's outline (the sum of its edges' max(|dx|, |dy|), each counted at most the
+    image's larger side: its length once clipped) is at most MAX_OUTLINE = 100 times
+    width + height (the released groundings reach 3.5 times); rasterising costs time and
+    memory in proportion to it (`masks`), so a 1,000-point zigzag across a 10,000 x
+    10,000 image (1.3 s, 0.5 GB) is refused and a polygon far outside the image is not;
+  - two records with the same `image_id`, `question_id` (None for VizWiz), `question`
+    and `answers` (in any order) are refused (`check_unique`), naming both.
 
 `binary_label` is `same`/`diff` in the first release and `single`/`multiple` later; both
 are read as `label` 'single' / 'multiple'. The source is inferred per record: a record
@@ -128,9 +128,9 @@ def _polygons(path: str, groundings: list[list], answers: list[list], widths: li
   if not np.isfinite(xy).all():
     k = int(np.argmin(np.isfinite(xy).all(axis=1)))
     raise DataFileError(f"{where_point(k)}: expected finite x and y, got {points[k]!r}")
-  per_image = np.fromiter(map(len, groundings), np.int64, len(groundings))
-  check_outlines(xy, list(map(len, polygons)), np.repeat(widths, per_image), np.repeat(heights, per_image),
-                 where_polygon)
+  polygons_per_record = np.fromiter(map(len, groundings), np.int64, len(groundings))
+  check_outlines(xy, list(map(len, polygons)), np.repeat(widths, polygons_per_record),
+                 np.repeat(heights, polygons_per_record), where_polygon)
   per_record = np.fromiter((sum(map(len, g)) for g in groundings), np.int64, len(groundings))
   return np.split(xy, np.cumsum(per_record)[:-1])
 

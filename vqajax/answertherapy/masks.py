@@ -22,9 +22,10 @@ one (IoU(empty, empty) = 1, `metrics.iou`). The released train files have none o
 (0 of their 8,161 polygons), so the rule cannot move the analysis there; it keeps a
 bad polygon visible (counted) without dropping its question.
 
-Cost: after clipping every edge is at most the image's diagonal, so rasterising a polygon
-of P points takes O(P * (width + height)) time and memory, and an RLE at most
-O(width * height) (the readers bound the image size: `files.MAX_SIDE`).
+Cost: pycocotools walks every edge at 1/5 pixel, so rasterising a polygon of P points takes
+time and memory O(P + its outline), the sum of its clipped edges' max(|dx|, |dy|) (each at
+most the image's larger side); an RLE is at most O(width * height). The readers bound
+both (`files.MAX_SIDE`, `files.MAX_OUTLINE`).
 """
 
 from __future__ import annotations
