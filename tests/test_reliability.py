@@ -12,8 +12,9 @@ import pytest
 
 from tests.test_train import _config, _losses, _params
 from vqajax import cli
-from vqajax.core import train
+from vqajax.core import checkpoint, train
 from vqajax.core.errors import InputError
+from vqajax.core.experiment import Experiment
 
 
 def _damage(checkpoint_dir):
@@ -41,6 +42,75 @@ def test_damaged_newest_checkpoint_resumes_from_the_previous_one(tiny_data, tmp_
   assert _losses(run)[-2:] == _losses(tmp_path / "full")[-2:]
 
 
+def _flip(path, at, count=400):
+  with open(path, "r+b") as f:
+    f.seek(at)
+    data = f.read(count)
+    f.seek(at)
+    f.write(bytes(b ^ 0xFF for b in data))
+
+
+def _flip_unnoticed_by_orbax(checkpoints, step, config):
+  """Flips 400 bytes inside the largest array data file of `step` where orbax reads them back
+  without complaint (inside an uncompressed zstd block), so that only the checksum can tell.
+
+  The middle of the file is tried first; where the bytes land on compression headers orbax
+  fails to decode and the flip is undone and moved."""
+  files = [f for f in glob.glob(f"{checkpoints}/{step}/state/**/d/*", recursive=True) if os.path.isfile(f)]
+  largest = max(files, key=os.path.getsize)
+  ckpt = checkpoint.Checkpointer(checkpoints)
+  target = Experiment.build(cli.task_of(config), config).initial_state(abstract=True)
+  try:
+    for fraction in (0.5, 0.4, 0.6, 0.3, 0.7):
+      at = int(os.path.getsize(largest) * fraction)
+      _flip(largest, at)
+      try:
+        ckpt.restore(step, target)
+      except checkpoint.DamagedCheckpointError:
+        return
+      except Exception:  # pylint: disable=broad-except  # orbax noticed: not the case under test
+        pass
+      _flip(largest, at)  # undo
+  finally:
+    ckpt.close()
+  pytest.fail(f"no flip in {largest} that orbax restores silently")
+
+
+def test_flipped_bytes_in_the_newest_checkpoint_fail_its_checksum(tiny_data, tmp_path, caplog):
+  config = _config(tiny_data, num_train_steps=20, log_every_steps=5, eval_every_steps=10)
+  train.train_and_evaluate(cli.task_of(config), config, str(tmp_path / "full"))
+  run = str(tmp_path / "damaged")
+  train.train_and_evaluate(cli.task_of(config), config, run)
+  _flip_unnoticed_by_orbax(os.path.join(run, "checkpoints"), 20, config)
+  caplog.clear()
+  train.train_and_evaluate(cli.task_of(config), config, run)
+  out = caplog.text
+  assert ("checkpoint at step 20 cannot be restored (DamagedCheckpointError)" in out
+          and "resuming from step 10" in out)
+  assert os.path.isdir(os.path.join(run, "checkpoints.unreadable", "20"))
+  jax.tree.map(np.testing.assert_array_equal, _params(run, config), _params(tmp_path / "full", config))
+  assert _losses(run)[-2:] == _losses(tmp_path / "full")[-2:]
+
+
+def test_checksum_covers_the_meta_and_old_checkpoints_restore_unverified(tmp_path, caplog):
+  state = {"w": jax.numpy.arange(6.0).reshape(2, 3), "step": jax.numpy.int32(7)}
+  ckpt = checkpoint.Checkpointer(str(tmp_path / "checkpoints"))
+  ckpt.save(7, state, {"input_step": 7})
+  restored, meta = ckpt.restore(7, state)
+  assert meta == {"input_step": 7}  # the checksum is not handed back
+  jax.tree.map(np.testing.assert_array_equal, restored, state)
+  meta_file = tmp_path / "checkpoints" / "7" / "meta" / "metadata"
+  saved = json.loads(meta_file.read_text())
+  meta_file.write_text(json.dumps({**saved, "input_step": 8}))  # valid JSON, wrong input position
+  with pytest.raises(checkpoint.DamagedCheckpointError, match=r"/checkpoints/7: the restored state and meta "
+                                                              r"do not match the checksum"):
+    ckpt.restore(7, state)
+  meta_file.write_text(json.dumps({"input_step": 7}))  # as saved before checksums existed
+  assert ckpt.restore(7, state)[1] == {"input_step": 7}
+  assert "checkpoint at step 7 has no checksum" in caplog.text
+  ckpt.close()
+
+
 def test_no_restorable_checkpoint_is_a_clear_error_and_moves_nothing(tiny_data, tmp_path):
   run = str(tmp_path / "run")
   train.train_and_evaluate(cli.task_of(_config(tiny_data, num_train_steps=10, eval_every_steps=10)), _config(tiny_data, num_train_steps=10, eval_every_steps=10), run)
@@ -61,7 +131,7 @@ def test_non_finite_loss_names_its_step_and_saves_nothing_after_it(tiny_data, tm
                       **{"optimizer.learning_rate": float("inf")})
   # step 31 computes a finite loss, then its update makes the parameters inf / NaN
   with pytest.raises(train.NonFiniteLossError, match=r"non-finite loss at step 32; nothing was saved "
-                                                     r"after it \(last good checkpoint: 30\)"):
+                                                     r"after it \(newest checkpoint: 30\)"):
     train.train_and_evaluate(cli.task_of(diverging), diverging, run, allow_changed_run=True)
   assert sorted(os.listdir(os.path.join(run, "checkpoints"))) == ["10", "20", "30"]
 

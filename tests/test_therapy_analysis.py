@@ -193,6 +193,30 @@ def test_cli_reports_bad_input_in_one_line(hand_files, tmp_path, capsys):
   assert not os.path.exists(tmp_path / "o")
 
 
+def test_cli_refuses_a_file_given_twice_and_records_repeated_across_files(hand_files, tmp_path, capsys):
+  out = str(tmp_path / "o")
+  again = os.path.join(os.path.dirname(hand_files[0]), ".", os.path.basename(hand_files[0]))
+  assert therapy_cli.main(["analyze", hand_files[0], hand_files[1], again, "--out", out]) == 2
+  assert capsys.readouterr().err == f"vqajax therapy: error: {again}: given twice (also as {hand_files[0]})\n"
+  copy = tmp_path / "copy.json"
+  copy.write_text(json.dumps([FILE_B[2], FILE_A[1]]))
+  assert therapy_cli.main(["analyze", hand_files[0], str(copy), "--out", out]) == 2
+  assert capsys.readouterr().err == (f"vqajax therapy: error: {copy}: records[1]: repeats {hand_files[0]}: "
+                                     "records[1] (the same image_id, question_id, question and answers)\n")
+  assert not os.path.exists(out)
+
+
+def test_cli_refuses_hostile_image_sizes_in_one_line(tmp_path, capsys):
+  # 200000 x 200000 crashed pycocotools (its pixel count overflows 32 bits); 65536 x 65536
+  # gave a 90 x 90 square 6,480,064 pixels (tests/test_therapy_data.py refuses that one).
+  path = tmp_path / "huge.json"
+  path.write_text(json.dumps([FILE_A[0], dict(FILE_A[2], width=200000, height=200000)]))
+  assert therapy_cli.main(["analyze", str(path), "--out", str(tmp_path / "o")]) == 2
+  assert capsys.readouterr().err == (f'vqajax therapy: error: {path}: records[1]: expected "width" '
+                                     "from 1 to 10000 pixels, got 200000\n")
+  assert not os.path.exists(tmp_path / "o")
+
+
 # ---------------------------------------------------------------------------- released files
 
 DATA = os.environ.get("VQAJAX_THERAPY_DIR", os.path.join(

@@ -53,7 +53,15 @@ def test_reads_both_label_vocabularies_and_infers_the_source(tmp_path):
     ([], r"t\.json: expected a non-empty JSON list"),
     ([_record(), 5], r"t\.json: records\[1\]: expected an object, got 5"),
     ([_record(), _record(question=None)], r't\.json: records\[1\]: expected a string "question", got None'),
-    ([_record(width=0)], r't\.json: records\[0\]: expected a positive "width", got 0'),
+    ([_record(width=0)], r't\.json: records\[0\]: expected "width" from 1 to 10000 pixels, got 0'),
+    ([_record(width=200000, height=200000)], r't\.json: records\[0\]: expected "width" from 1 to 10000 pixels, got 200000'),
+    ([_record(), _record(height=65536)], r't\.json: records\[1\]: expected "height" from 1 to 10000 pixels, got 65536'),
+    # 176 points between x = 0 and 8: 176 edges of 8 > 100 x (8 + 6) (rasterising costs the outline)
+    ([_record(), _record(polygons=[_points((0, 0)), _points(*[(8 * (k % 2), 0) for k in range(176)])])],
+     r"t\.json: records\[1\]: grounding_labels\[1\]: expected an outline of at most 100 x \(width \+ height\) = "
+     r"1400 pixels \(edges by max\(\|dx\|, \|dy\|\), each at most the image's larger side\), got 1408"),
+    ([_record(), _record(question="Why?"), _record(answers=("b", "a"))],
+     r"t\.json: records\[2\]: repeats records\[0\] \(the same image_id, question_id, question and answers\)"),
     ([_record(height="6")], r"t\.json: records\[0\]: expected an integer \"height\", got '6'"),
     ([_record(), _record("maybe")], r't\.json: records\[1\]: expected "binary_label" one of \[.diff., .multiple., .same., .single.\], got .maybe.'),
     ([_record(answers=["a", 3], polygons=[[], []])], r"t\.json: records\[0\]: answers\[1\]: expected a string, got 3"),
@@ -75,6 +83,19 @@ def test_malformed_files_name_the_record_and_the_expectation(tmp_path, records, 
   with pytest.raises(DataFileError, match=message) as error:
     therapy_files.read_therapy(_write(tmp_path, records))
   assert "\n" not in str(error.value)
+
+
+def test_the_largest_images_and_distinct_questions_are_accepted(tmp_path):
+  # 10000 x 10000 is the bound; one image with two VQA questions of the same text (distinct
+  # question_ids) is two questions, and so is a VizWiz record with the same text.
+  # A zigzag of 175 points has 174 edges of 8 and a closing one of 0: 1392 <= 1400; edges far
+  # outside the image count as the image's larger side (8): 4 * 8 = 32.
+  zigzag, far = _points(*[(8 * (k % 2), 0) for k in range(175)]), _points(*_box(-1e9, -1e9, 1e9, 1e9))
+  samples = therapy_files.read_therapy(_write(tmp_path, [
+      _record(width=10000, height=10000, qid=1), _record(qid=2), _record(), _record(answers=("a", "c")),
+      _record(question="Where?", polygons=[zigzag, far])]))
+  assert [(s.width, s.height) for s in samples] == [(10000, 10000)] + [(8, 6)] * 4
+  assert len(samples[4].polygons[0]) == 175
 
 
 def test_unreadable_files(tmp_path):
@@ -135,6 +156,23 @@ def test_degenerate_polygons_are_named_and_handled(xy, problems, pixels):
   mask = masks.polygon_mask(polygon, 6, 8)
   assert mask.shape == (6, 8) and mask.dtype == bool
   np.testing.assert_array_equal(mask, np.zeros((6, 8), bool) if pixels is None else pixels)
+
+
+@pytest.mark.parametrize("far", [1e7, 1e9, 1e300])
+def test_far_outside_points_are_clipped_before_rasterising(far):
+  # The whole plane covers all 6 * 8 pixels.
+  plane = np.array(_box(-far, -far, far, far), np.float64)
+  np.testing.assert_array_equal(masks.clip(plane, 6, 8), [[8, 0], [8, 6], [0, 6], [0, 0]])
+  assert masks.rasterize(plane, 6, 8)[1] == (masks.OUTSIDE,)
+  assert masks.polygon_mask(plane, 6, 8).all()
+  # A square clipped at the border: x 0..3, y 2..6 = 3 * 4 = 12 pixels.
+  np.testing.assert_array_equal(_mask(_box(-far, 2, 3, far)), _filled((2, 5), (0, 2)))
+  # Above the line y = x / 2: centres (j + .5, i + .5) with j <= 2 i, rows of 1, 3, 5, 7, 8, 8.
+  mask = _mask([(-far, -far / 2), (far, far / 2), (-far, far / 2)])
+  assert mask.sum(axis=1).tolist() == [1, 3, 5, 7, 8, 8]
+  assert all(mask[i, :n].all() for i, n in enumerate([1, 3, 5, 7, 8, 8]))
+  # Entirely outside: nothing inside, an empty mask.
+  assert masks.rasterize(np.array(_box(far / 2, 0, far, 6), np.float64), 6, 8)[1] == (masks.OUTSIDE, masks.EMPTY)
 
 
 def test_overlaps_count_areas_and_pairwise_intersections():

@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from vqajax.answertherapy import masks
-from vqajax.answertherapy.files import SOURCES, Sample
+from vqajax.answertherapy.files import SOURCES, Sample, check_unique
 from vqajax.answertherapy.iou import iou_from_counts
 from vqajax.core import tables
 from vqajax.core.errors import InputError
@@ -72,8 +72,10 @@ def ground(sample: Sample) -> Grounded:
 
 
 def analyze(samples: Sequence[Sample]) -> list[Grounded]:
+  """Grounds every sample; refuses none, or a record repeated across files (`check_unique`)."""
   if not samples:
     raise InputError("the analysis needs at least one sample")
+  check_unique(samples)
   return [ground(s) for s in samples]
 
 

@@ -4,13 +4,16 @@
 
 FILE is a released annotation file (e.g. VQA_train.json, VizWiz_train.json). Writes
 agreement, disagreements, relation_pairs, table1, table2, table3 and degenerate as
-Markdown, CSV and JSON into DIR and prints them (`analysis.therapy`).
+Markdown, CSV and JSON into DIR and prints them (`analysis.therapy`). A file given twice
+(by any path to it) and a record repeated in or across files (the same image_id,
+question_id, question and answers: `files.check_unique`) are refused, naming both.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import os
 import sys
 import time
 from typing import Sequence
@@ -18,11 +21,17 @@ from typing import Sequence
 from vqajax.answertherapy import analysis as therapy
 from vqajax.answertherapy import construct
 from vqajax.answertherapy.files import read_therapy
-from vqajax.core.errors import exit_status
+from vqajax.core.errors import InputError, exit_status
 
 
 def analyze(args) -> None:
   start = time.perf_counter()
+  given = {}
+  for path in args.files:
+    real = os.path.realpath(path)
+    if real in given:
+      raise InputError(f"{path}: given twice (also as {given[real]})")
+    given[real] = path
   samples = []
   for path in args.files:
     read = read_therapy(path)

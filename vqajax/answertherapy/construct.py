@@ -15,7 +15,7 @@ Raw input (`raw` reads and validates it):
   --groundings  a JSON list with one record per question sent for grounding:
       {"question_id": int (VQAv2) | "image": str (VizWiz),
        "several_questions": bool,  (the annotators' flag: the text holds several questions)
-       "width": int, "height": int,  (the image size in pixels)
+       "width": int, "height": int,  (the image size in pixels, 1 to files.MAX_SIDE = 10,000)
        "answers": {answer: [polygon of annotator 1, polygon of annotator 2]}}
       where a polygon is a list of {"x": number, "y": number} in pixels. Every answer that
       is valid when the record is attached needs an entry; other entries are ignored, and

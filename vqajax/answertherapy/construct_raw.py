@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from vqajax.answertherapy.files import VIZWIZ, VQA
+from vqajax.answertherapy.files import MAX_SIDE, VIZWIZ, VQA, check_outlines
 from vqajax.core import official_files
 from vqajax.core.official_files import DataFileError, column, load_json
 
@@ -101,8 +101,9 @@ def _polygon(points, where: str) -> np.ndarray:
 def _grounding(record: dict, where: str) -> Grounding:
   several = _field(record, "several_questions", (bool,), "a boolean", where)
   width, height = (_field(record, key, (int,), "a positive integer", where) for key in ("width", "height"))
-  if min(width, height) <= 0:
-    raise DataFileError(f'{where}: expected a positive "width" and "height", got {width} x {height}')
+  if not (0 < width <= MAX_SIDE and 0 < height <= MAX_SIDE):
+    raise DataFileError(f'{where}: expected "width" and "height" from 1 to {MAX_SIDE} pixels, '
+                        f"got {width} x {height}")
   answers = _field(record, "answers", (dict,), "an object", where)
   polygons = {}
   for answer, pair in answers.items():
@@ -110,6 +111,8 @@ def _grounding(record: dict, where: str) -> Grounding:
     if type(pair) is not list or len(pair) != 2:
       raise DataFileError(f"{at}: expected the two annotators' polygons, got {pair!r}")
     polygons[answer] = tuple(_polygon(p, f"{at}[{k}]") for k, p in enumerate(pair))
+    check_outlines(np.concatenate(polygons[answer]), list(map(len, polygons[answer])), [width] * 2,
+                   [height] * 2, lambda k, at=at: f"{at}[{k}]")
   return Grounding(where, several, width, height, polygons)
 
 

@@ -6,6 +6,18 @@ height, answer_type, binary_label, question_id (VQA-sourced samples only)}`. Che
 field at a time over all records (like `vqa_files`); a malformed file raises
 `DataFileError` naming the file, the record and what was expected.
 
+Bounds that keep the cost of a hostile file small (masks are rasterised at the image size):
+  - `width` and `height` are at most MAX_SIDE = 10,000 pixels, well above the photos of
+    these datasets (the released train files: at most 640 x 640 for VQA / COCO, 2592 x
+    2592 for VizWiz), so a decoded mask is at most 100 MB;
+  - a polygon's outline (the sum of its edges' max(|dx|, |dy|), each counted at most the
+    image's larger side: its length once clipped) is at most MAX_OUTLINE = 100 times
+    width + height (the released groundings reach 3.5 times); rasterising costs time and
+    memory in proportion to it (`masks`), so a 1,000-point zigzag across a 10,000 x
+    10,000 image (1.3 s, 0.5 GB) is refused and a polygon far outside the image is not;
+  - two records with the same `image_id`, `question_id` (None for VizWiz), `question`
+    and `answers` (in any order) are refused (`check_unique`), naming both.
+
 `binary_label` is `same`/`diff` in the first release and `single`/`multiple` later; both
 are read as `label` 'single' / 'multiple'. The source is inferred per record: a record
 with a `question_id` comes from VQAv2, one without from VizWiz (the released format;
@@ -19,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import operator
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -28,6 +40,8 @@ from vqajax.core.official_files import DataFileError, column, load_json
 BINARY_LABELS = {"same": "single", "single": "single", "diff": "multiple", "multiple": "multiple"}
 VQA, VIZWIZ = "VQAv2", "VizWiz"
 SOURCES = (VQA, VIZWIZ)
+MAX_SIDE = 10_000  # pixels, for width and height (module docstring)
+MAX_OUTLINE = 100  # x (width + height), for a polygon's outline (module docstring)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -75,7 +89,29 @@ def _flatten(lists: list[list], where: Callable[[int], str]) -> tuple[list, Call
   return list(itertools.chain.from_iterable(lists)), where_item
 
 
-def _polygons(path: str, groundings: list[list], answers: list[list]) -> list[np.ndarray]:
+def check_outlines(xy: np.ndarray, counts, widths, heights, where: Callable[[int], str]) -> None:
+  """Refuses a polygon whose outline exceeds MAX_OUTLINE x (width + height) (module
+  docstring); polygon m is counts[m] consecutive points of the [N, 2] `xy`, in a
+  widths[m] x heights[m] image, and `where(m)` names it."""
+  counts, widths, heights = (np.asarray(v, np.int64) for v in (counts, widths, heights))
+  polygon = np.repeat(np.arange(len(counts)), counts)
+  ends = np.cumsum(counts)
+  following = np.arange(1, len(xy) + 1)  # each point's next one, closing every polygon
+  following[ends[counts > 0] - 1] = (ends - counts)[counts > 0]
+  # Halves: no overflow for coordinates near the float limit.
+  half_steps = np.abs(xy[following] / 2 - xy / 2).max(axis=1, initial=0)
+  steps = 2 * np.minimum(half_steps, np.maximum(widths, heights)[polygon] / 2)
+  outlines = np.bincount(polygon, steps, minlength=len(counts))
+  limits = MAX_OUTLINE * (widths + heights)
+  if (outlines > limits).any():
+    m = int(np.argmax(outlines > limits))
+    raise DataFileError(f"{where(m)}: expected an outline of at most {MAX_OUTLINE} x (width + height) = "
+                        f"{limits[m]} pixels (edges by max(|dx|, |dy|), each at most the image's larger "
+                        f"side), got {outlines[m]:.0f}")
+
+
+def _polygons(path: str, groundings: list[list], answers: list[list], widths: list[int],
+              heights: list[int]) -> list[np.ndarray]:
   """Per record, its points as one [sum P, 2] array (polygons split by the caller)."""
   where = lambda i: f"{path}: records[{i}]"
   for i, (g, a) in enumerate(zip(groundings, answers)):
@@ -92,6 +128,9 @@ def _polygons(path: str, groundings: list[list], answers: list[list]) -> list[np
   if not np.isfinite(xy).all():
     k = int(np.argmin(np.isfinite(xy).all(axis=1)))
     raise DataFileError(f"{where_point(k)}: expected finite x and y, got {points[k]!r}")
+  polygons_per_record = np.fromiter(map(len, groundings), np.int64, len(groundings))
+  check_outlines(xy, list(map(len, polygons)), np.repeat(widths, polygons_per_record),
+                 np.repeat(heights, polygons_per_record), where_polygon)
   per_record = np.fromiter((sum(map(len, g)) for g in groundings), np.int64, len(groundings))
   return np.split(xy, np.cumsum(per_record)[:-1])
 
@@ -110,9 +149,9 @@ def read_therapy(path: str, data: list | None = None) -> list[Sample]:
   answer_types = column(data, "answer_type", str, where)
   sizes = [column(data, key, int, where) for key in ("width", "height")]
   for key, values in zip(("width", "height"), sizes):
-    if min(values) <= 0:
-      i = int(np.argmin(values))
-      raise DataFileError(f'{where(i)}: expected a positive "{key}", got {values[i]}')
+    if min(values) <= 0 or max(values) > MAX_SIDE:
+      i = next(i for i, v in enumerate(values) if not 0 < v <= MAX_SIDE)
+      raise DataFileError(f'{where(i)}: expected "{key}" from 1 to {MAX_SIDE} pixels, got {values[i]}')
   labels = column(data, "binary_label", str, where)
   if not set(labels) <= set(BINARY_LABELS):
     i = next(i for i, label in enumerate(labels) if label not in BINARY_LABELS)
@@ -123,7 +162,7 @@ def read_therapy(path: str, data: list | None = None) -> list[Sample]:
     k = next(k for k, a in enumerate(flat) if type(a) is not str)
     raise DataFileError(f"{where_answer(k)}: expected a string, got {flat[k]!r}")
   groundings = column(data, "grounding_labels", list, where)
-  points = _polygons(path, groundings, answers)
+  points = _polygons(path, groundings, answers, *sizes)
   question_ids = [r.get("question_id") for r in data]
   for i, qid in enumerate(question_ids):
     if qid is not None and type(qid) not in (str, int):
@@ -137,4 +176,17 @@ def read_therapy(path: str, data: list | None = None) -> list[Sample]:
         answers=tuple(answers[i]), polygons=tuple(np.split(record_points, ends)),
         width=sizes[0][i], height=sizes[1][i], answer_type=answer_types[i],
         label=BINARY_LABELS[labels[i]]))
+  check_unique(samples)
   return samples
+
+
+def check_unique(samples: Sequence[Sample]) -> None:
+  """Refuses a sample repeating an earlier one (same image_id, question_id, question and
+  answers in any order), naming both records."""
+  seen = {}
+  for s in samples:
+    first = seen.setdefault((s.image_id, s.question_id, s.question, tuple(sorted(s.answers))), s)
+    if first is not s:
+      earlier = f"records[{first.index}]" if first.path == s.path else f"{first.path}: records[{first.index}]"
+      raise DataFileError(f"{s.path}: records[{s.index}]: repeats {earlier} (the same image_id, "
+                          "question_id, question and answers)")

@@ -12,12 +12,20 @@ Degenerate polygons are never fatal; `rasterize` names what it found:
   FEW_POINTS  fewer than 3 points: an empty mask (pycocotools would read 2 points as a
               box and cannot take fewer);
   OUTSIDE     points outside the image [0, width] x [0, height]: the polygon is clipped
-              to the image (the mask is its part inside);
+              to the image (`clip`) before rasterising, so the mask is its part inside
+              whatever the coordinates (pycocotools alone would walk every edge at 1/5
+              pixel: 3 GB for a square at +-1e7, and an empty mask at +-1e9 from an
+              integer overflow);
   EMPTY       the mask has no pixel (zero area, or a sliver covering no pixel centre).
 An empty grounding is disjoint from any non-empty one (IoU 0) and equal to another empty
 one (IoU(empty, empty) = 1, `metrics.iou`). The released train files have none of these
 (0 of their 8,161 polygons), so the rule cannot move the analysis there; it keeps a
 bad polygon visible (counted) without dropping its question.
+
+Cost: pycocotools walks every edge at 1/5 pixel, so rasterising a polygon of P points takes
+time and memory O(P + its outline), the sum of its clipped edges' max(|dx|, |dy|) (each at
+most the image's larger side); an RLE is at most O(width * height). The readers bound
+both (`files.MAX_SIDE`, `files.MAX_OUTLINE`).
 """
 
 from __future__ import annotations
@@ -30,6 +38,24 @@ OUTSIDE = "points outside the image (clipped)"
 EMPTY = "empty mask"
 
 
+def clip(polygon: np.ndarray, height: int, width: int) -> np.ndarray:
+  """The part of a [P, 2] x, y polygon inside [0, width] x [0, height] (Sutherland-Hodgman:
+  exact for any polygon against a rectangle; edges it adds along the border cover no pixel
+  centre): its points inside and where its edges cross the border, [0, 2] if none."""
+  for axis, limit, low in ((0, 0, True), (0, width, False), (1, 0, True), (1, height, False)):
+    start, end = polygon, np.roll(polygon, -1, axis=0)
+    inside = start[:, axis] >= limit if low else start[:, axis] <= limit
+    crosses = inside != np.roll(inside, -1)
+    # Where a crossing edge meets the line; halved coordinates keep the differences finite
+    # near the float limit, and the convex combination cannot overflow.
+    half, half_end = start[:, axis] / 2, end[:, axis] / 2
+    t = np.where(crosses, (limit / 2 - half) / np.where(crosses, half_end - half, 1), 0)[:, None]
+    meet = (1 - t) * start + t * end
+    meet[:, axis] = limit
+    polygon = np.stack([start, meet], axis=1)[np.stack([inside, crosses], axis=1)]
+  return polygon
+
+
 def rasterize(polygon: np.ndarray, height: int, width: int) -> tuple[dict, tuple[str, ...]]:
   """(compressed COCO RLE of the [P, 2] x, y polygon at height x width, its problems)."""
   problems = []
@@ -37,6 +63,9 @@ def rasterize(polygon: np.ndarray, height: int, width: int) -> tuple[dict, tuple
     problems.append(OUTSIDE)
   if len(polygon) < 3:
     problems.append(FEW_POINTS)
+  elif OUTSIDE in problems:
+    polygon = clip(polygon, height, width)  # nothing inside: no points, an empty mask
+  if len(polygon) < 3:
     rle = coco_mask.frPyObjects({"size": [height, width], "counts": [height * width]}, height, width)
   else:
     rle = coco_mask.frPyObjects([polygon.ravel().tolist()], height, width)[0]

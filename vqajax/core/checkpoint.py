@@ -4,22 +4,52 @@ A checkpoint holds the train state (step, params, optimizer state, RNG) and a JS
 record with the input position, so a resumed run reads exactly the batches the
 interrupted one would have. The last `keep` checkpoints and the best one by
 `best_metric` are kept. Orbax writes a step to a temporary directory and renames it when
-complete, so a half-written checkpoint is never listed; one damaged later (truncated or
-missing files) is skipped on resume by `restore_latest`.
+complete, so a half-written checkpoint is never listed. The meta also records a sha256
+of the saved state and meta (`checksum`), verified by every restore: a checkpoint damaged
+later (truncated or missing files, or flipped bytes that orbax reads back without
+complaint) fails to restore, and `restore_latest` skips it on resume.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 from typing import Any, Optional
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
 from orbax.checkpoint import checkpoint_managers as policies
 
 from vqajax.core.errors import InputError
+
+_CHECKSUM = "checksum"
+
+
+class DamagedCheckpointError(InputError):
+  """A checkpoint restored, but its contents differ from what was saved."""
+
+
+def checksum(state: Any, meta: dict) -> str:
+  """sha256 over every leaf's tree path, dtype, shape and bytes (in tree order), then the meta.
+
+  Each leaf is copied to the host once, one at a time (replicated arrays: this process's
+  replica, so every host computes the same digest without communicating). Cost, once per
+  save and once per restore, measured on a 2-core CPU box: 0.19 s for a 270 MB state (the
+  paper-size one is ~210 MB; sha256 runs at ~1.3 GB/s with SHA-NI), where orbax takes
+  1.0-1.6 s to save it; on an accelerator add one device-to-host copy of the state.
+  """
+  digest = hashlib.sha256()
+  for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]:
+    replicated = isinstance(leaf, jax.Array) and leaf.is_fully_replicated
+    host = np.asarray(leaf.addressable_data(0) if replicated else leaf)
+    digest.update(f"{jax.tree_util.keystr(path)} {host.dtype.str} {host.shape}\n".encode())
+    digest.update(host.reshape(-1).view(np.uint8))
+  digest.update(json.dumps(meta, sort_keys=True).encode())
+  return digest.hexdigest()
 
 
 class Checkpointer:
@@ -40,6 +70,7 @@ class Checkpointer:
 
   def save(self, step: int, state: Any, meta: dict, metrics: Optional[dict] = None) -> None:
     metrics = {self._best_metric: float(metrics[self._best_metric])} if metrics else None
+    meta = {**meta, _CHECKSUM: checksum(state, meta)}
     self.manager.save(step, args=ocp.args.Composite(
         state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), metrics=metrics, force=True)
     self.manager.wait_until_finished()
@@ -51,11 +82,20 @@ class Checkpointer:
     return self.manager.latest_step()
 
   def restore(self, step: int, target: Any) -> tuple[Any, dict]:
-    """Restores `step` straight onto the shardings of `target` (arrays or shape structs)."""
+    """Restores `step` straight onto the shardings of `target` (arrays or shape structs) and
+    verifies its checksum (DamagedCheckpointError on a mismatch). Checkpoints saved before
+    checksums existed restore unverified, with a warning."""
     abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
     restored = self.manager.restore(step, args=ocp.args.Composite(
         state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
-    return restored.state, restored.meta
+    meta = dict(restored.meta)
+    saved = meta.pop(_CHECKSUM, None)
+    if saved is None:
+      logging.warning("checkpoint at step %d has no checksum (saved by an older vqajax); not verified", step)
+    elif saved != checksum(restored.state, meta):
+      raise DamagedCheckpointError(f"{os.path.join(self.directory, str(step))}: the restored state and meta "
+                                   "do not match the checksum saved with them (damaged after saving)")
+    return restored.state, meta
 
   def restore_latest(self, target: Any) -> Optional[tuple[Any, dict, int]]:
     """(state, meta, step) of the newest checkpoint that restores, or None if there is none.

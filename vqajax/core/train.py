@@ -31,13 +31,17 @@ class NonFiniteLossError(InputError):
   """The run diverged: one line for the user (learning rate, clipping, the inputs)."""
 
 
-def _check_finite(metrics: list[dict], first_step: int, last_checkpoint) -> None:
-  """Raises NonFiniteLossError naming the first step whose loss or gradient norm is NaN/inf."""
+def _check_finite(metrics: list[dict], first_step: int, newest_checkpoint: int | None) -> None:
+  """Raises NonFiniteLossError naming the first step whose loss or gradient norm is NaN/inf.
+
+  The newest checkpoint is named, not called good: parameters can turn non-finite before
+  the loss shows it, so whether it is finite is unknown here.
+  """
   for i, m in enumerate(metrics):
     if not (np.isfinite(m["loss"]) and np.isfinite(m["grad_norm"])):
       raise NonFiniteLossError(
           f"non-finite {'loss' if not np.isfinite(m['loss']) else 'gradients'} at step "
-          f"{first_step + i}; nothing was saved after it (last good checkpoint: {last_checkpoint}); "
+          f"{first_step + i}; nothing was saved after it (newest checkpoint: {newest_checkpoint or 'none'}); "
           "lower the learning rate, enable gradient clipping or check the inputs for NaN/inf")
 
 
