@@ -241,3 +241,19 @@ def test_a_budget_in_epochs_becomes_steps(tiny_data, tmp_path, capsys):
   train_questions = record["data"]["train_questions"]
   assert record["finished_step"] == record["config"]["num_train_steps"] == -(-train_questions // 128)
   assert f"0.5 epochs of {train_questions} train examples" in capsys.readouterr().err
+
+
+def test_a_full_disk_while_saving_is_one_line_and_not_finished(tiny_data, tmp_path, capsys, monkeypatch):
+  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+
+  def full(*args, **kwargs):
+    raise ValueError("RESOURCE_EXHAUSTED: Failed to write 6402048 bytes to file 19: No space left on device")
+  monkeypatch.setattr(ocp.CheckpointManager, "save", full)
+  workdir = str(tmp_path / "w")
+  assert cli.main(["train", f"--config={CONFIG}", f"--workdir={workdir}", f"--config.data.dir={tiny_data}",
+                   *STEPS]) == 2
+  line = _error_line(capsys, "vqajax train")
+  assert "cannot save the checkpoint of step 2 (RESOURCE_EXHAUSTED" in line and "rerun to resume" in line
+  with open(os.path.join(workdir, "run.json")) as f:
+    assert "finished_step" not in json.load(f)  # results were written, the checkpoint was not
+  assert not os.path.exists(os.path.join(workdir, "lock"))

@@ -62,7 +62,8 @@ class Checkpointer:
                        keep_checkpoints_without_metrics=False),
     ])
     options = ocp.CheckpointManagerOptions(preservation_policy=policy, create=True,
-                                           enable_async_checkpointing=False)
+                                           enable_async_checkpointing=False,
+                                           cleanup_tmp_directories=True)  # left by a kill / Ctrl-C
     if "://" not in directory:  # orbax wants absolute local paths; gs:// etc. pass through
       directory = os.path.abspath(directory)
     self.directory = directory
@@ -71,9 +72,15 @@ class Checkpointer:
   def save(self, step: int, state: Any, meta: dict, metrics: Optional[dict] = None) -> None:
     metrics = {self._best_metric: float(metrics[self._best_metric])} if metrics else None
     meta = {**meta, _CHECKSUM: checksum(state, meta)}
-    self.manager.save(step, args=ocp.args.Composite(
-        state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), metrics=metrics, force=True)
-    self.manager.wait_until_finished()
+    try:
+      self.manager.save(step, args=ocp.args.Composite(
+          state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), metrics=metrics, force=True)
+      self.manager.wait_until_finished()
+    except (OSError, ValueError) as e:  # tensorstore reports a full disk as ValueError(RESOURCE_EXHAUSTED)
+      if "://" not in self.directory:
+        shutil.rmtree(os.path.join(self.directory, f"{step}.orbax-checkpoint-tmp"), ignore_errors=True)
+      raise InputError(f"{self.directory}: cannot save the checkpoint of step {step} "
+                       f"({str(e).splitlines()[0][:300]}); free space and rerun to resume") from None
 
   def steps(self) -> list[int]:
     return list(self.manager.all_steps())
