@@ -10,7 +10,7 @@ import ml_collections
 THERAPY_ARGS = ("cpu", "runlocal", "real")
 # The released train files: $VQAJAX_THERAPY_DIR, else ../shared/data/answertherapy beside the checkout.
 THERAPY_DIR = os.environ.get("VQAJAX_THERAPY_DIR", os.path.normpath(
-    os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "answertherapy")))
+    os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "answertherapy")))
 
 
 def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.ConfigDict:
