@@ -1,7 +1,6 @@
 """`vqajax VERB` as a user runs it: help, the resolved config, the recorded config, and a
 user's files never written over (inputs, special files, names taken from inputs)."""
 
-import hashlib
 import json
 import os
 import shutil
@@ -9,21 +8,12 @@ import stat
 
 import pytest
 
+from tests.digests import digests
 from vqajax import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = f"{ROOT}/experiments/vqa/deeper_lstm_norm_i.py:runlocal"
 STEPS = ["--config.num_train_steps=2", "--config.eval_every_steps=2", "--config.log_every_steps=1"]
-
-
-def _digests(folder):
-  out = {}
-  for parent, _, names in os.walk(folder):
-    for name in names:
-      path = os.path.join(parent, name)
-      with open(path, "rb") as f:
-        out[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
-  return out
 
 
 def _error_line(capsys, prog):
@@ -93,16 +83,16 @@ def test_real_files_without_a_manifest_are_never_generated_over(tiny_data, tmp_p
   real = str(tmp_path / "R")
   shutil.copytree(tiny_data, real)
   os.remove(os.path.join(real, "MANIFEST.json"))
-  before = _digests(real)
+  before = digests(real)
   assert cli.main(["train", f"--config={CONFIG}", f"--workdir={tmp_path / 'w'}", f"--config.data.dir={real}",
                    *STEPS]) == 2
   line = _error_line(capsys, "vqajax train")
   assert "holds files but no embedded synthetic dataset" in line and "config.data.synthetic=False" in line
-  assert _digests(real) == before and not os.path.exists(tmp_path / "w")
+  assert digests(real) == before and not os.path.exists(tmp_path / "w")
   # read as the official files they are, they train (and are still untouched)
   assert cli.main(["train", f"--config={CONFIG}", f"--workdir={tmp_path / 'w'}", f"--config.data.dir={real}",
                    "--config.data.synthetic=False", *STEPS]) == 0
-  assert _digests(real) == before
+  assert digests(real) == before
 
 
 def test_the_embedded_dataset_goes_into_a_new_folder_only(tmp_path, capsys):
@@ -118,10 +108,10 @@ def test_the_embedded_dataset_goes_into_a_new_folder_only(tmp_path, capsys):
 def test_a_workdir_inside_the_data_is_refused(tiny_data, tmp_path, capsys):
   data = str(tmp_path / "d")
   shutil.copytree(tiny_data, data)
-  before = _digests(data)
+  before = digests(data)
   assert cli.main(["train", f"--config={CONFIG}", f"--workdir={data}/run", f"--config.data.dir={data}", *STEPS]) == 2
   assert "an input of this command" in _error_line(capsys, "vqajax train")
-  assert _digests(data) == before
+  assert digests(data) == before
 
 
 def _score_args(tiny_data, results):
@@ -145,7 +135,7 @@ def test_score_never_writes_over_its_inputs(tiny_data, tmp_path, results_file, c
   anything runs, and the input is byte-identical."""
   args = _score_args(tiny_data, results_file)
   annotations = args[4]
-  before = _digests(tiny_data)
+  before = digests(tiny_data)
   link = str(tmp_path / "link.json")
   os.symlink(annotations, link)
   for flag, target in (("--out", annotations), ("--per-question", results_file), ("--out", link)):
@@ -155,7 +145,7 @@ def test_score_never_writes_over_its_inputs(tiny_data, tmp_path, results_file, c
     assert "is an input of this command" in _error_line(capsys, "vqajax score")
     with open(results_file, "rb") as f:
       assert f.read() == results_before
-  assert _digests(tiny_data) == before and os.path.islink(link)
+  assert digests(tiny_data) == before and os.path.islink(link)
   assert cli.main([*args, "--out", str(tmp_path / "a.json"), "--per-question", str(tmp_path / "a.json")]) == 2
   assert "are one file" in _error_line(capsys, "vqajax score")
 

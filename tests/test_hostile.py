@@ -1,7 +1,6 @@
 """Every command over a folder of bad inputs: exit status 2, one line on stderr naming the
 file / record / field and what was expected, no traceback, every input byte-identical."""
 
-import hashlib
 import json
 import os
 import shutil
@@ -10,6 +9,7 @@ import h5py
 import numpy as np
 import pytest
 
+from tests.digests import digests
 from vqajax import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -17,17 +17,6 @@ CONFIG = f"{ROOT}/experiments/vqa/deeper_lstm_norm_i.py:runlocal"
 STEPS = ["--config.num_train_steps=2", "--config.eval_every_steps=2", "--config.log_every_steps=1"]
 VAL_Q, VAL_A = "v2_OpenEnded_mscoco_val2014_questions.json", "v2_mscoco_val2014_annotations.json"
 TRAIN_Q, TRAIN_A = "v2_OpenEnded_mscoco_train2014_questions.json", "v2_mscoco_train2014_annotations.json"
-
-
-def _digests(folder):
-  out = {}
-  for parent, _, names in os.walk(folder):
-    for name in names:
-      path = os.path.join(parent, name)
-      if not os.path.islink(path):
-        with open(path, "rb") as f:
-          out[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
-  return out
 
 
 def _json(path):
@@ -112,10 +101,10 @@ CASES = [
 def test_bad_input_is_one_line_and_changes_nothing(name, argv, prog, expected, tiny_data, bad, tmp_path, capsys):
   del name
   workdir = tmp_path / "w"
-  before = {"data": _digests(tiny_data), "bad": _digests(bad)}
+  before = {"data": digests(tiny_data), "bad": digests(bad)}
   assert cli.main(argv(tiny_data, bad, str(workdir))) == 2
   err = capsys.readouterr().err.strip().splitlines()
   assert err and err[-1].startswith(f"{prog}: error: ") and expected in err[-1], err[-3:]
   assert not any("Traceback" in line for line in err), err
-  assert {"data": _digests(tiny_data), "bad": _digests(bad)} == before
+  assert {"data": digests(tiny_data), "bad": digests(bad)} == before
   assert not os.path.exists(workdir / "checkpoints")

@@ -1,6 +1,8 @@
 """The Table II and Table IV sweeps end to end on the tiny set, and `vqajax report`."""
 
+import contextlib
 import csv
+import io
 import json
 import os
 import shutil
@@ -34,7 +36,13 @@ def _json(path):
 def table2_sweep(tiny_data, tmp_path_factory):
   workdir = str(tmp_path_factory.mktemp("table2"))
   argv = [f"{SWEEPS}/vqa_table2.py:runlocal", "--workdir", workdir, *_sets(tiny_data)]
-  assert cli.main(["sweep", *argv]) == 0
+  capture = io.StringIO()
+  with contextlib.redirect_stdout(capture):
+    assert cli.main(["sweep", *argv]) == 0
+  points = 1 + len(ROWS)
+  progress = [line for line in capture.getvalue().splitlines() if line.startswith("[")]
+  assert progress[0].startswith(f"[1/{points}] baselines: running")  # each point's progress, the ETA
+  assert progress[-1].startswith(f"[{points}/{points}] {ROWS[-1]}: done") and progress[-1].endswith("ETA 0:00:00")
   return workdir, argv
 
 

@@ -80,3 +80,12 @@ def test_vizwiz_records_become_vqa_style(tmp_path):
   ann = annotations["annotations"][0]
   assert ann["multiple_choice_answer"] == "blue" and ann["question_type"] == "what color is"
   assert [a["answer_id"] for a in ann["answers"]] == list(range(1, 11))
+
+
+def test_join_names_the_questions_without_annotation(tmp_path):
+  q = _write(tmp_path, "q.json", {"questions": [{"question_id": 1, "image_id": 1, "question": "Is it?"},
+                                                {"question_id": 2, "image_id": 1, "question": "Is it?"}]})
+  a = _write(tmp_path, "a.json", {"annotations": [_annotation(1)]})
+  with pytest.raises(DataFileError, match=r"a.json: 0 annotated question ids are not in .*q.json and 1 "
+                                          r"questions have no annotation \(e.g. question_id \[2\]\)$"):
+    official_files.join(official_files.read_questions(q), official_files.read_annotations(a), q, a)

@@ -21,11 +21,14 @@ from typing import Sequence
 from vqajax.answertherapy import analysis as therapy
 from vqajax.answertherapy import construct
 from vqajax.answertherapy.files import read_therapy
+from vqajax.core import files
 from vqajax.core.errors import InputError, exit_status
 
 
 def analyze(args) -> None:
   start = time.perf_counter()
+  files.protect(*args.files)
+  files.check_output(args.out, folder=True)
   given = {}
   for path in args.files:
     real = os.path.realpath(path)

@@ -163,10 +163,12 @@ def join(questions: dict, annotations: dict, questions_path: str, annotations_pa
   anns = annotations["annotations"]
   missing = [a["question_id"] for a in anns if a["question_id"] not in by_id]
   if missing or len(by_id) != len(anns):
-    extra = len(by_id) - (len(anns) - len(missing))
+    annotated = {a["question_id"] for a in anns}
+    unannotated = [q for q in by_id if q not in annotated]
     raise DataFileError(
-        f"{annotations_path}: {len(missing)} annotated question ids are not in {questions_path} "
-        f"(e.g. {missing[:3]}) and {extra} questions have no annotation")
+        f"{annotations_path}: {len(missing)} annotated question ids are not in {questions_path}"
+        + (f" (e.g. {missing[:3]})" if missing else "") + f" and {len(unannotated)} questions have no "
+        "annotation" + (f" (e.g. question_id {unannotated[:3]})" if unannotated else ""))
   for i, a in enumerate(anns):
     if by_id[a["question_id"]]["image_id"] != a["image_id"]:
       raise DataFileError(

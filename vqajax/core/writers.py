@@ -11,8 +11,9 @@ import numpy as np
 from clu import metric_writers
 
 
-class JsonlWriter(metric_writers.MetricWriter):
-  """Appends one `{"step": s, name: value, ...}` line per write_scalars call."""
+class JsonlWriter:
+  """Appends one `{"step": s, name: value, ...}` line per write_scalars call; the other
+  kinds of summary belong to TensorBoard, so this writer takes only what train writes."""
 
   def __init__(self, path: str):
     self._path = path
@@ -22,29 +23,11 @@ class JsonlWriter(metric_writers.MetricWriter):
     with open(self._path, "a", encoding="utf-8") as f:
       f.write(json.dumps(record) + "\n")
 
-  def write_summaries(self, step, values, metadata=None):
-    pass
-
-  def write_images(self, step, images):
-    pass
-
-  def write_videos(self, step, videos):
-    pass
-
-  def write_audios(self, step, audios, *, sample_rate):
-    pass
-
-  def write_texts(self, step, texts):
-    pass
-
-  def write_histograms(self, step, arrays, num_buckets=None):
-    pass
-
   def write_hparams(self, hparams):
-    pass
+    del hparams  # recorded in run.json
 
   def flush(self):
-    pass
+    pass  # every line is written when it comes
 
   def close(self):
     pass

@@ -19,8 +19,10 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import datetime
 import os
 import shlex
+import time
 from typing import Any, Callable, Mapping, Sequence
 
 from vqajax.core import config as config_lib
@@ -154,18 +156,24 @@ def run(args, commands: Commands) -> int:
   sets = parse_sets(args.set)
   configs = {p.name: point_config(p, sets) for p in points}
   finished = {p.name for p in points if is_finished(p, configs[p.name], args.workdir)}
+  todo, done, start = len(points) - len(finished), 0, time.monotonic()
   for point in points:
     if point.name in finished:
       print(f"{point.name}: finished, skipped")
     elif args.print_commands:
       print(command_line(point, args.workdir, sets))
     else:
-      print(f"{point.name}: running  ({command_line(point, args.workdir, sets)})")
+      print(f"[{done + 1}/{todo}] {point.name}: running  ({command_line(point, args.workdir, sets)})", flush=True)
       run_point(point, configs[point.name], args.workdir, commands)
       if not is_finished(point, configs[point.name], args.workdir):  # e.g. SIGTERM
         print(f"{point.name}: stopped before its final step; re-run to resume the sweep")
         return 1
       finished.add(point.name)
+      done += 1
+      spent = time.monotonic() - start
+      eta = datetime.timedelta(seconds=round(spent / done * (todo - done)))
+      print(f"[{done}/{todo}] {point.name}: done; sweep {datetime.timedelta(seconds=round(spent))} so far, "
+            f"ETA {eta}", flush=True)
   if not args.print_commands:
     print(collect(points, base, args.workdir, finished))
   return 0

@@ -44,7 +44,7 @@ from vqajax.core.files import write_json_atomic
 from vqajax.features.keys import feature_key
 from vqajax.features.store import write_store
 from vqajax.synthetic import folder
-from vqajax.synthetic.answertherapy import questions as SQ
+from vqajax.synthetic.answertherapy import questions as TQ
 from vqajax.synthetic.vqa import world as W
 
 GRID = 14
@@ -76,7 +76,7 @@ class Item:
   question: str
   answers: tuple[str, ...]
   grounds: tuple[int, ...]
-  things: tuple[SQ.Thing, ...]
+  things: tuple[TQ.Thing, ...]
   scene: str
   width: int
   height: int
@@ -92,20 +92,20 @@ def _split_names(n: int) -> list[str]:
   return [s for s, c in zip(SPLITS, counts + [n - sum(counts)]) for _ in range(c)]
 
 
-def _distractors(r: random.Random, d: SQ.Draft, labels: list[str]) -> tuple[SQ.Thing, ...]:
+def _distractors(r: random.Random, d: TQ.Draft, labels: list[str]) -> tuple[TQ.Thing, ...]:
   """Things no question family asks about, each apart from every other thing."""
   taken, out = [t.box for t in d.things], []
   shown = {t.label for t in d.things}
   for name in labels:
-    asked = name in shown or name in W.CATEGORY_INDEX or name in SQ.TABLE_ITEMS or name in d.answers
-    box = None if asked else SQ.free_box(r, taken, (0.08, 0.2), (0.08, 0.2))
+    asked = name in shown or name in W.CATEGORY_INDEX or name in TQ.TABLE_ITEMS or name in d.answers
+    box = None if asked else TQ.free_box(r, taken, (0.08, 0.2), (0.08, 0.2))
     if box is not None:
       taken.append(box)
-      out.append(SQ.Thing(name, box, SQ.polygon(r, box)))
+      out.append(TQ.Thing(name, box, TQ.polygon(r, box)))
   return tuple(out)
 
 
-def _item(d: SQ.Draft, r: random.Random, source: str, split: str, image_id: str, question_id: str | None,
+def _item(d: TQ.Draft, r: random.Random, source: str, split: str, image_id: str, question_id: str | None,
           scene: str, size: tuple[int, int], distractors: list[str]) -> Item:
   order = list(range(len(d.answers)))
   r.shuffle(order)
@@ -127,13 +127,13 @@ def sample(seed: int = 0, scale: str = "tiny") -> list[Item]:
   items = []
   for image_id, split in zip(coco_ids.tolist(), _split_names(n_vqa)):
     img = W.sample_image(r_world, image_id, split)
-    items.append(_item(SQ.draft(r, VQA), r, VQA, split, str(image_id), f"{image_id}{r.randrange(1000):03d}",
+    items.append(_item(TQ.draft(r, VQA), r, VQA, split, str(image_id), f"{image_id}{r.randrange(1000):03d}",
                        img.scene, (img.width, img.height), list(img.secondaries)[:3]))
   for number, split in zip(vizwiz_numbers.tolist(), _split_names(n_vizwiz)):
     size = W.weighted(r_world, VIZWIZ_SIZES)
     scene = r_world.choice(W.ROOMS)
     distractors = ["hand"] if r_world.random() < 0.4 else []
-    items.append(_item(SQ.draft(r, VIZWIZ), r, VIZWIZ, split, f"VizWiz_{split}_{number:08d}.jpg", None,
+    items.append(_item(TQ.draft(r, VIZWIZ), r, VIZWIZ, split, f"VizWiz_{split}_{number:08d}.jpg", None,
                        scene, size, distractors))
   return items
 
@@ -210,7 +210,7 @@ def _write(out_dir: str, seed: int, scale: str) -> dict[str, str]:
       counts[f"{prefix}_{split}"] = {"samples": len(part), "multiple": sum(it.label == "multiple" for it in part)}
   keys = np.array([feature_key(it.image_id) for it in items], np.int64)
   write_store(paths["grid_features"], keys, grid_features(items, seed))
-  families = {f: sum(it.family == f for it in items) for f in SQ.FAMILIES}
+  families = {f: sum(it.family == f for it in items) for f in TQ.FAMILIES}
   write_json_atomic(manifest_path, {
       "format": FORMAT, "scale": scale, "seed": seed,
       "grid": {"size": GRID, "channels": CHANNELS, "dtype": "float16",
