@@ -207,6 +207,8 @@ def test_a_workdir_is_one_run(tiny_data, tmp_path, capsys):
   assert "holds a run with other settings (batch_size 32 -> 16; seed 0 -> 1)" in line
   with open(os.path.join(workdir, "run.json")) as f:
     assert json.load(f) == record  # not rewritten
+  assert cli.main([*argv, "--config.seed=1", "--allow-changed-run", "--verbosity=warning"]) == 0  # deliberate
+  assert "already finished" not in capsys.readouterr().err  # (an INFO line: hidden at warning)
   assert cli.main(argv) == 0
   assert "already finished at step 2" in capsys.readouterr().err
   lock = os.path.join(workdir, "lock")

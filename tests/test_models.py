@@ -141,3 +141,14 @@ def test_image_norm_makes_the_model_invariant_to_image_scale():
   cfg.image_norm = False
   raw = vqa_models.build(cfg, _data())
   assert not np.allclose(raw.apply(params, batch, train=False), raw.apply(params, scaled, train=False), atol=1e-3)
+
+
+def test_multiple_choice_picks_the_best_choice_in_the_table_else_the_first():
+  from vqajax.vqa import task as vqa_task  # pylint: disable=g-import-not-at-top
+  logits = jnp.array([[0.1, 0.9, 0.5, 0.2], [0.3, 0.2, 0.1, 0.0]])
+  # question 0: choices are answers 2 and 0 and one outside the table (-1) -> answer 2 (0.5), choice 0;
+  # question 1: no choice is in the table -> the first choice (file order)
+  choice_index = jnp.array([[2, -1, 0], [-1, -1, -1]])
+  assert vqa_task.multiple_choice(logits, choice_index).tolist() == [0, 0]
+  choice_index = jnp.array([[0, 3, 1], [-1, 1, -1]])
+  assert vqa_task.multiple_choice(logits, choice_index).tolist() == [2, 1]

@@ -76,9 +76,9 @@ def _results(results_dir: str) -> dict[int, str]:
   return {r["question_id"]: r["answer"] for r in official_files.load_json(path)}
 
 
-def table2(args) -> None:
+def table_ii(args) -> None:
   rows, _ = collect(args.runs)
-  columns, table = reports.table2({name: reports.read_scores(d) for name, d in rows.items()})
+  columns, table = reports.table_ii({name: reports.read_scores(d) for name, d in rows.items()})
   print(tables.write_table(args.out, "table2", columns, table))
 
 
@@ -120,7 +120,7 @@ def human_table(args) -> None:
 def _parser(prog: str) -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   commands = parser.add_subparsers(dest="command", required=True)
-  for name, fn, runs, help_ in (("table2", table2, True, "Table II"),
+  for name, fn, runs, help_ in (("table2", table_ii, True, "Table II"),
                                 ("question-types", question_types, True, "Table III"),
                                 ("answers", answer_figures, True, "Fig. 9 and Fig. 10"),
                                 ("humans", human_table, False, "inter-human agreement")):

@@ -97,14 +97,14 @@ def task_columns(tasks: Sequence[tuple[str, str, str]] = TASKS) -> list[tuple[st
   return [(f"{short} {column}", key + suffix) for _, key, short in tasks for column, suffix in COLUMNS]
 
 
-def table2(runs: dict[str, dict[str, float]]) -> tuple[list[str], list[dict]]:
+def table_ii(runs: dict[str, dict[str, float]]) -> tuple[list[str], list[dict]]:
   """Table II: one row per run, open-ended and multiple-choice accuracy by answer type."""
   cols = task_columns()
   rows = [{"run": name, **{c: metrics.get(k) for c, k in cols}} for name, metrics in runs.items()]
   return ["run"] + [c for c, _ in cols], rows
 
 
-def table4(points: dict[str, dict[str, float]], info: dict[str, dict], base: str
+def table_iv(points: dict[str, dict[str, float]], info: dict[str, dict], base: str
            ) -> tuple[list[str], list[dict]]:
   """Table IV: open-ended accuracy of each ablation and its difference to `base`, with
   the vocabulary size and K of each point (`info`: the data sizes of its run)."""
