@@ -211,6 +211,9 @@ def test_a_workdir_is_one_run(tiny_data, tmp_path, capsys):
   assert "already finished" not in capsys.readouterr().err  # (an INFO line: hidden at warning)
   assert cli.main(argv) == 0
   assert "already finished at step 2" in capsys.readouterr().err
+  assert cli.main(["eval", f"--workdir={workdir}", f"--config={ROOT}/experiments/vqa/bow_q.py:runlocal",
+                   f"--config.data.dir={tiny_data}"]) == 2  # another model's config
+  assert "no checkpoint can be restored with this config (step 2: " in _error_line(capsys, "vqajax eval")
   lock = os.path.join(workdir, "lock")
   with open(lock, "w") as f:
     json.dump({"host": os.uname().nodename, "pid": os.getpid(), "command": "vqajax train", "since": "now"}, f)

@@ -5,6 +5,7 @@ import collections
 import glob
 import json
 import os
+import shutil
 
 import numpy as np
 
@@ -96,3 +97,16 @@ def test_vizwiz_trains_end_to_end(tiny_data, tiny_vizwiz, tmp_path, capsys):
   [results] = glob.glob(os.path.join(workdir, "results", "step_4", "*OpenEnded*_results.json"))
   assert len(_json(results)) == len(_json(tiny_vizwiz / "val.json"))  # every question once, no MC
   assert not glob.glob(os.path.join(workdir, "results", "step_4", "MultipleChoice*"))
+
+
+def test_a_single_training_question_trains(tiny_data, tmp_path, capsys):
+  data = tmp_path / "one"
+  shutil.copytree(tiny_data, data)
+  for name, key in (("v2_OpenEnded_mscoco_train2014_questions.json", "questions"), (TRAIN_A, "annotations"),
+                    ("MultipleChoice_mscoco_train2014_questions.json", "questions")):
+    records = _json(data / name)
+    records[key] = records[key][:1]
+    (data / name).write_text(json.dumps(records))
+  assert cli.main(_train(str(data), str(tmp_path / "w"), "--config.num_train_steps=2",
+                         "--config.eval_every_steps=2")) == 0
+  assert "| open-ended |" in capsys.readouterr().out

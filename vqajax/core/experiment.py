@@ -59,6 +59,9 @@ class Experiment:
         raise InputError(f"config.{field}: expected a positive integer, got {value!r}")
     sharding.local_batch_size(config.batch_size, mesh)
     data = task.load(config)
+    if not len(data.train[LABEL]):
+      raise InputError("config.data: no training example is left (e.g. no train answer is among the "
+                       "config.data.num_answers most frequent)")
     if config.get("num_epochs", 0) > 0:  # the budget in epochs over this run's train split
       config.num_train_steps = max(1, math.ceil(config.num_epochs * len(data.train[LABEL]) / config.batch_size))
       logging.info("%g epochs of %d train examples: %d steps", config.num_epochs, len(data.train[LABEL]),

@@ -96,8 +96,8 @@ def numpy_batches(ds: tf.data.Dataset) -> Iterator[dict[str, np.ndarray]]:
 
 
 def example_batch(arrays, store, n: int, keys: Sequence[str] = TRAIN_KEYS) -> dict[str, np.ndarray]:
-  """The first `n` train rows, for shape inference (model init)."""
-  return _Loader(arrays, store, keys)(np.arange(n))
+  """`n` train rows (repeated if the split is smaller), for shape inference (model init)."""
+  return _Loader(arrays, store, keys)(np.arange(n) % len(arrays[LABEL]))
 
 
 def _host_slice(global_batch: int) -> slice:
