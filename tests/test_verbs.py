@@ -72,6 +72,11 @@ def test_baselines_verb_writes_official_results(tiny_data, tmp_path, capsys):
   for name in ("prior", "random"):
     [mc] = glob.glob(os.path.join(workdir, "results", name, f"MultipleChoice_*_{name}_results.json"))
     assert {r["question_id"] for r in _json(mc)} == val_ids
+  vectors = tmp_path / "vectors.txt"
+  vectors.write_text("zzzz 1 0\nqqqq 0 1\n")  # no answer's word: said, not silent
+  assert cli.main(["baselines", f"--config={CONFIG}", f"--workdir={tmp_path / 'wv'}", f"--config.data.dir={tiny_data}",
+                   "--baselines=prior", f"--word_vectors={vectors}"]) == 0
+  assert f"{vectors}: 0 of " in capsys.readouterr().err
   assert cli.main(["baselines", f"--config={CONFIG}", f"--workdir={workdir}", f"--config.data.dir={tiny_data}",
                    "--baselines=oracle"]) == 2
   assert "unknown baseline" in capsys.readouterr().err

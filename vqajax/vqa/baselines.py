@@ -40,6 +40,7 @@ import os
 from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
+from absl import logging
 
 from vqajax.core import run_record, text
 from vqajax.core.errors import InputError
@@ -231,9 +232,13 @@ def predict_baseline(name: str, data: vqa_dataset.VQAData, train: Records,
   predicted = {"OpenEnded": results}
   if data.val_records and data.val_records[0][0].get("multiple_choices"):
     if isinstance(word_vectors, str):
-      words = {w for q, _ in data.val_records for s in q["multiple_choices"] for w in answer_words(s)}
-      words.update(w for s in set(results.values()) for w in answer_words(s))
-      word_vectors = read_word_vectors(word_vectors, keep=words)
+      strings = {s for q, _ in data.val_records for s in q["multiple_choices"]} | set(results.values())
+      path, word_vectors = word_vectors, read_word_vectors(word_vectors, keep={w for s in strings
+                                                                              for w in answer_words(s)})
+      covered = sum(answer_vector(s, word_vectors) is not None for s in strings)
+      (logging.info if covered else logging.warning)(
+          "%s: %d of %d answer strings have a word vector%s", path, covered, len(strings),
+          "" if covered else " (is it a word2vec / GloVe text file?)")
     predicted["MultipleChoice"] = multiple_choice_answers(results, data.val_records, word_vectors)
   return predicted
 
