@@ -10,6 +10,8 @@ joins each example's row of a FeatureStore (.h5 / .npy) by image id, as the conf
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import time
 from typing import Sequence
 
@@ -22,8 +24,17 @@ def build(name: str, manual_dir: str, data_dir: str, features: str = "") -> str:
   """Prepares dataset `name` ("builder/config") into data_dir; returns its directory."""
   builder_name, _, config_name = name.partition("/")
   builder = builders.make(builder_name, config_name, data_dir, features)
-  builder.download_and_prepare(download_config=base.download_config(manual_dir))
-  return str(builder.data_dir)
+  target = os.path.abspath(str(builder.data_dir))
+  created, new = not os.path.exists(target), target  # new: the outermost folder this build creates
+  while not os.path.exists(os.path.dirname(new)) and os.path.dirname(new) != new:
+    new = os.path.dirname(new)
+  try:
+    builder.download_and_prepare(download_config=base.download_config(manual_dir))
+  except BaseException:
+    if created:  # nothing was prepared: no folder of ours is left behind
+      shutil.rmtree(new, ignore_errors=True)
+    raise
+  return target
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
