@@ -215,6 +215,8 @@ def test_image_ids_from_file_names():
     images.image_id("/x/cat.jpg")
   with pytest.raises(InputError, match=r"b/COCO_val2014_000000000001\.png: image id 1 is also the id of a/1\.jpg"):
     extract.checked_ids(["a/1.jpg", "b/COCO_val2014_000000000001.png"])
+  with pytest.raises(InputError, match=r"^2 files have no image id in their name .*: a/cat\.jpg, b/dog\.png$"):
+    extract.checked_ids(["a/cat.jpg", "a/2.jpg", "b/dog.png"])  # every one named, not just the first
 
 
 def test_command_exit_status_and_convert_free_npz(photos, tmp_path, monkeypatch, capsys):
@@ -231,6 +233,9 @@ def test_command_exit_status_and_convert_free_npz(photos, tmp_path, monkeypatch,
   assert "unreadable, skipped: " + os.path.join(photos, "notanimage_10.jpg") in printed
   assert "11 images: 0 already in the store, 9 extracted" in printed
   assert FeatureStore(str(tmp_path / "f.h5")).shape == (HIDDEN,)
+  # the rerun finds the store complete but for the unreadable file: as the first run, exit 0
+  assert cli.main(command(photos, "fc7", "f.h5") + ["--batch", "8"]) == 0
+  assert "11 images: 9 already in the store, 0 extracted" in capsys.readouterr().out
   bad = tmp_path / "bad"
   bad.mkdir()
   (bad / "1.jpg").write_text("no")

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
   for path, reason in summary.unreadable:
     print(f"unreadable, skipped: {path}: {reason}")
   print(summary.line())
-  return 1 if summary.unreadable and not summary.extracted else 0
+  return 1 if summary.unreadable and not summary.rows else 0  # nothing at all could be read
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "vqajax features") -> int:

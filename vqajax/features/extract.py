@@ -45,13 +45,25 @@ class Summary:
 
 
 def checked_ids(paths: list[str]) -> list[int]:
-  """The image id of every file; two files with one id are an error naming both."""
+  """The image id of every file; files without an id (all named, up to 5) or two files
+  with one id are an error."""
   seen: dict[int, str] = {}
+  nameless: list[str] = []
   for path in paths:
-    key = images.image_id(path)
+    try:
+      key = images.image_id(path)
+    except InputError:
+      nameless.append(path)
+      continue
     if key in seen:
       raise InputError(f"{path}: image id {key} is also the id of {seen[key]}")
     seen[key] = path
+  if len(nameless) == 1:
+    images.image_id(nameless[0])  # raises its own one-line error
+  if nameless:
+    raise InputError(f"{len(nameless)} files have no image id in their name (expected COCO_<split>_<id>.jpg, "
+                     f"VizWiz_<split>_<n>.jpg or a name ending in digits): {', '.join(nameless[:5])}"
+                     + (", ..." if len(nameless) > 5 else ""))
   return list(seen)
 
 
