@@ -164,8 +164,10 @@ def test_report_errors_are_one_line(tmp_path, capsys):
     (["--set", "model.fusoin=concat"], "point base: cannot set config.model.fusoin='concat'"),
     (["--set", "nodots"], "--set 'nodots': expected key=value"),
     (["--points", "base,nope"], "--points: ['nope'] not in"),
+    (["--set", "data.dir=WORKDIR/.."], "lies in"),  # the sweep's workdir inside a point's data: refused first
 ])
 def test_sweep_errors_are_one_line(tmp_path, capsys, argv, message):
+  argv = [a.replace("WORKDIR", str(tmp_path)) for a in argv]
   assert cli.main(["sweep", f"{SWEEPS}/vqa_ablations.py:runlocal", "--workdir", str(tmp_path), *argv]) == 2
   err = capsys.readouterr().err
   assert err.startswith("vqajax sweep: error: ") and message in err and err.count("\n") == 1

@@ -26,7 +26,7 @@ import time
 from typing import Any, Callable, Mapping, Sequence
 
 from vqajax.core import config as config_lib
-from vqajax.core import official_files, run_record, tables
+from vqajax.core import files, official_files, run_record, tables
 from vqajax.core.errors import InputError, exit_status
 from vqajax.vqa import reports
 
@@ -155,6 +155,8 @@ def run(args, commands: Commands) -> int:
     points = [p for p in points if p.name in keep]
   sets = parse_sets(args.set)
   configs = {p.name: point_config(p, sets) for p in points}
+  files.protect(*{c.data.dir for c in configs.values() if c.data.dir})  # before any point runs
+  files.check_output(args.workdir, folder=True)
   finished = {p.name for p in points if is_finished(p, configs[p.name], args.workdir)}
   todo, done, start = len(points) - len(finished), 0, time.monotonic()
   for point in points:
