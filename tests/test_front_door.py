@@ -1,6 +1,7 @@
 """`vqajax VERB` as a user runs it: help, the resolved config, the recorded config, and a
 user's files never written over (inputs, special files, names taken from inputs)."""
 
+import glob
 import json
 import os
 import shutil
@@ -252,3 +253,47 @@ def test_a_full_disk_while_saving_is_one_line_and_not_finished(tiny_data, tmp_pa
   with open(os.path.join(workdir, "run.json")) as f:
     assert "finished_step" not in json.load(f)  # results were written, the checkpoint was not
   assert not os.path.exists(os.path.join(workdir, "lock"))
+
+
+def test_eval_all_skips_a_damaged_checkpoint_and_names_it(tiny_data, tmp_path, capsys):
+  workdir = str(tmp_path / "w")
+  assert cli.main(["train", f"--config={CONFIG}", f"--workdir={workdir}", f"--config.data.dir={tiny_data}",
+                   "--config.num_train_steps=4", "--config.eval_every_steps=2"]) == 0
+  for path in glob.glob(f"{workdir}/checkpoints/2/state/**/d/*", recursive=True):
+    with open(path, "r+b") as f:  # a half-copied checkpoint
+      f.truncate(os.path.getsize(path) // 2)
+  capsys.readouterr()
+  assert cli.main(["eval", f"--workdir={workdir}", "--all"]) == 0
+  out, err = capsys.readouterr()
+  assert "step 4: results in" in out and "step 2: results in" not in out
+  assert "checkpoint at step 2 cannot be restored, skipped" in err
+
+
+def test_ctrl_c_is_one_line_and_exit_130(tiny_data, tmp_path, capsys, monkeypatch):
+  from vqajax.core import train  # pylint: disable=g-import-not-at-top
+
+  def interrupted(*args, **kwargs):
+    raise KeyboardInterrupt
+  monkeypatch.setattr(train, "train_and_evaluate", interrupted)
+  assert cli.main(["train", f"--config={CONFIG}", f"--workdir={tmp_path / 'w'}", f"--config.data.dir={tiny_data}"]) == 130
+  assert capsys.readouterr().err.strip().splitlines()[-1] == "vqajax train: interrupted"
+
+
+def test_a_damaged_store_chunk_mid_run_is_one_line(tiny_data, tmp_path, capsys):
+  import h5py  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  with h5py.File(os.path.join(tiny_data, "features", "fc7.h5"), "r") as f:
+    features, ids = f["features"][...], f["image_ids"][...]
+  store = str(tmp_path / "chunked.h5")
+  with h5py.File(store, "w") as f:  # one row per compressed chunk, then one chunk damaged
+    f.create_dataset("features", data=features, chunks=(1,) + features.shape[1:], compression="gzip")
+    f["image_ids"] = ids
+  with h5py.File(store, "r") as f:
+    offset, size = f["features"].id.get_chunk_info(len(ids) // 2).byte_offset, 64
+  with open(store, "r+b") as f:
+    f.seek(offset)
+    f.write(np.random.default_rng(0).integers(0, 255, size, np.uint8).tobytes())
+  assert cli.main(["train", f"--config={CONFIG}", f"--workdir={tmp_path / 'w'}", f"--config.data.dir={tiny_data}",
+                   f"--config.data.features={store}", "--config.num_train_steps=20"]) == 2
+  line = _error_line(capsys, "vqajax train")
+  assert f"{store}: rows " in line and "cannot be read" in line
