@@ -124,7 +124,7 @@ def test_tfds_route_feeds_the_batches_and_losses_of_the_files(tiny_data, vqa_v2)
         np.testing.assert_array_equal(x[key], y[key])
 
   def first_loss(exp):
-    step = train.make_train_step(exp.model, exp.tx, exp.mesh, exp.task.loss)
+    step = train.make_train_step(exp.model, exp.tx, exp.mesh, exp.task.make_loss(exp.config))
     batch = next(iter(pipeline.train_dataset(exp.data.train, exp.data.store, 32, seed=0, start_step=0)))
     _, metrics = step(exp.initial_state(), sharding.to_global(jax.tree.map(np.asarray, batch), exp.mesh))
     return float(metrics["loss"])

@@ -37,8 +37,8 @@ class Task(Protocol):
   def build_model(self, model_config, data) -> Any:
     """A flax module: `model.apply(vars, batch, train=...) -> outputs`."""
 
-  def loss(self, outputs, batch) -> Any:
-    """A jittable scalar."""
+  def make_loss(self, config) -> Any:
+    """`(outputs, batch) -> scalar`, jittable: the training loss `config` asks for."""
 
   def eval_keys(self, data) -> Sequence[str]:
     """The split arrays the eval step reads."""

@@ -149,7 +149,7 @@ def _train(exp: Experiment, config, workdir: str, sizes: dict) -> dict:
   if start == 0:
     writer.write_hparams({k: v for k, v in config.to_dict().items() if not isinstance(v, dict)})
   report = periodic_actions.ReportProgress(num_train_steps=final, writer=writer, every_steps=config.log_every_steps)
-  train_step = make_train_step(exp.model, exp.tx, mesh, task.loss)
+  train_step = make_train_step(exp.model, exp.tx, mesh, task.make_loss(config))
   batches = pipeline.numpy_batches(
     pipeline.train_dataset(data.train, data.store, config.batch_size, config.seed, start, task.TRAIN_KEYS)
   )

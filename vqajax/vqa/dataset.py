@@ -41,6 +41,7 @@ def resolve(config_data, name: str) -> str:
   return path if os.path.isabs(path) else os.path.join(config_data.dir, path)
 
 
+OUT_OF_TABLE = -2  # an annotator's answer outside the answer table (answer_index)
 MC_AUTO = "auto"  # data.<split>_mc_questions: VQA v1's multiple-choice file if present
 
 
@@ -117,6 +118,17 @@ def _caption_bags(image_ids, captions: dict[int, list[str]], path: str, table: t
   return per_image[[row[i] for i in image_ids]]
 
 
+def _answer_indices(annotations, answers: text.TopK) -> np.ndarray:
+  """[N, A] each annotator's answer's index in the answer table (`OUT_OF_TABLE` if it is
+  not there, -1 padding), for soft targets (`vqa/task.make_loss`)."""
+  width = max(len(a["answers"]) for a in annotations)
+  out = np.full((len(annotations), width), -1, np.int32)
+  for i, a in enumerate(annotations):
+    index = answers.index(x["answer"] for x in a["answers"])
+    out[i, :len(index)] = np.where(index >= 0, index, OUT_OF_TABLE)
+  return out
+
+
 def _arrays(records, source, enc: _Encoders, store, captions=None):
   questions = [q for q, _ in records]
   annotations = [a for _, a in records]
@@ -130,6 +142,7 @@ def _arrays(records, source, enc: _Encoders, store, captions=None):
       "length": lengths,
       "question_bow": enc.question_bag.indices(token_lists, enc.max_len),
       "label": enc.answers.index(a["multiple_choice_answer"] for a in annotations),
+      "answer_index": _answer_indices(annotations, enc.answers),
       "answer_type": np.array([ANSWER_TYPES.index(a["answer_type"]) for a in annotations], np.int32),
       "question_type": np.array([enc.question_types[a["question_type"]] for a in annotations], np.int32),
   }
