@@ -163,12 +163,6 @@ def test_soft_target_losses_by_hand():
   # softmax([0, ln 2]) = [1/3, 2/3], the target [1/3, 2/3]: the entropy of (1/3, 2/3)
   expected = -(np.log(1 / 3) / 3 + 2 * np.log(2 / 3) / 3)
   assert float(vqa_task.soft_loss(logits, batch)) == pytest.approx(expected, rel=1e-6)
-  # VQA scores with n = 3 answers: answer 0 (1 vote) (1 * 0 + 2 * 1/3) / 3 = 2/9, answer 1 (2 votes)
-  # (2 * 1/3 + 1 * 2/3) / 3 = 4/9; question 1 (n = 1): both 0. BCE summed over answers, mean over questions
-  bce = lambda x, t: np.log1p(np.exp(-abs(x))) + max(x, 0) - x * t
-  q0 = bce(0.0, 2 / 9) + bce(np.log(2.0), 4 / 9)
-  q1 = bce(1.0, 0.0) + bce(-1.0, 0.0)
-  assert float(vqa_task.vqa_score_loss(logits, batch)) == pytest.approx((q0 + q1) / 2, rel=1e-6)
   config = types.SimpleNamespace(model=types.SimpleNamespace(targets="soft"))
   assert vqa_task.make_loss(config) is vqa_task.soft_loss
   with pytest.raises(InputError, match="config.model.targets 'fuzzy' is not one of"):

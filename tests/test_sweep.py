@@ -78,10 +78,10 @@ def test_print_commands_lists_the_unfinished_points(tiny_data, tmp_path, capsys)
   assert cli.main(["sweep", f"{SWEEPS}/vqa_ablations.py:cpu", "--workdir", workdir, "--print-commands",
                      "--set", f"data.dir={tiny_data}"]) == 0
   lines = capsys.readouterr().out.strip().splitlines()
-  assert len(lines) == 10 and all(line.startswith("vqajax train --config=") for line in lines)
+  assert len(lines) == 9 and all(line.startswith("vqajax train --config=") for line in lines)
   assert f"--workdir={workdir}/k500" in lines[3] and "--config.data.num_answers=500" in lines[3]
   assert lines[7].endswith(f"--config.data.confident_only=True --config.data.dir={tiny_data}")
-  assert lines[-1].endswith(f"--config.model.targets=vqa_score --config.data.dir={tiny_data}")
+  assert lines[-1].endswith(f"--config.model.targets=soft --config.data.dir={tiny_data}")
   assert not os.listdir(workdir)  # nothing ran
 
 
@@ -90,7 +90,7 @@ def test_ablation_sweep_gives_table4_with_deltas_and_vocabulary_sizes(tiny_data,
   assert cli.main(["sweep", f"{SWEEPS}/vqa_ablations.py:runlocal", "--workdir", workdir, *_sets(tiny_data, 4)]) == 0
   rows = {r["point"]: r for r in _json(os.path.join(workdir, "table4.json"))}
   assert list(rows) == ["base", "no_image_norm", "concat_fusion", "k500", "k2000", "vocab_min5",
-                        "vocab_min11", "confident_only", "soft_targets", "vqa_score_targets"]
+                        "vocab_min11", "confident_only", "soft_targets"]
   for row in rows.values():
     assert row["Δ OE All"] == pytest.approx(row["OE All"] - rows["base"]["OE All"])
   questions = _json(os.path.join(tiny_data, "v2_OpenEnded_mscoco_train2014_questions.json"))["questions"]

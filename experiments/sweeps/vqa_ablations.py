@@ -19,7 +19,6 @@ ABLATIONS = {
     "vocab_min11": {"data.vocab_min_count": 11},
     "confident_only": {"data.confident_only": True},  # answers with confidence "yes", >= 5 per question
     "soft_targets": {"model.targets": "soft"},     # beyond the paper: the annotators' distribution
-    "vqa_score_targets": {"model.targets": "vqa_score"},  # ... or their VQA accuracy (bottom-up)
 }
 
 

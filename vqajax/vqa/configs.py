@@ -65,8 +65,7 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   m.dropout = 0.5                       # before each layer of the MLP
   m.dtype = "float32"                   # matmul inputs; "bfloat16": parameters stay float32
   m.targets = "answer"                  # the loss: "answer" (the paper's: the most common
-                                        # answer), "soft" (the annotators' answers' distribution),
-                                        # "vqa_score" (each answer's VQA accuracy, sigmoid)
+                                        # answer) or "soft" (the annotators' answers' distribution)
   unknown = set(model) - set(m.keys())
   if unknown:
     raise ValueError(f"row '{name}': unknown config.model fields {sorted(unknown)}")

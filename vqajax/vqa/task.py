@@ -45,35 +45,18 @@ def loss(logits, batch):
   return jnp.sum(jnp.where(valid, ce, 0.0)) / jnp.maximum(jnp.sum(valid), 1)
 
 
-def _answer_counts(logits, batch):
-  """([B, K] how many annotators gave each table answer, [B] how many answered at all)."""
-  index = batch["answer_index"]  # -1 padding, OUT_OF_TABLE (-2): one_hot gives zeros for both
-  counts = jax.nn.one_hot(index, logits.shape[-1], dtype=jnp.float32).sum(axis=1)
-  return counts, jnp.sum(index != -1, axis=-1).astype(jnp.float32)
-
-
 def soft_loss(logits, batch):
   """Softmax cross-entropy against the distribution of the annotators' answers that are in
   the table, averaged over examples with at least one."""
-  counts, _ = _answer_counts(logits, batch)
+  index = batch["answer_index"]  # -1 padding, OUT_OF_TABLE (-2): one_hot gives zeros for both
+  counts = jax.nn.one_hot(index, logits.shape[-1], dtype=jnp.float32).sum(axis=1)
   total = counts.sum(axis=-1)
   ce = optax.softmax_cross_entropy(logits, counts / jnp.maximum(total, 1.0)[:, None])
   valid = total > 0
   return jnp.sum(jnp.where(valid, ce, 0.0)) / jnp.maximum(jnp.sum(valid), 1)
 
 
-def vqa_score_loss(logits, batch):
-  """Sigmoid cross-entropy against each table answer's official VQA accuracy (the mean over
-  the n leave-one-out subsets of min(1, matches / 3), on the raw answer strings), summed over
-  answers, averaged over examples (as bottom-up-attention trains, with this score instead of
-  its 0.3 steps)."""
-  c, n = _answer_counts(logits, batch)
-  n = jnp.maximum(n, 1.0)[:, None]
-  score = (c * jnp.minimum(1.0, (c - 1) / 3) + (n - c) * jnp.minimum(1.0, c / 3)) / n
-  return jnp.mean(optax.sigmoid_binary_cross_entropy(logits, score).sum(axis=-1))
-
-
-LOSSES = {"answer": loss, "soft": soft_loss, "vqa_score": vqa_score_loss}  # config.model.targets
+LOSSES = {"answer": loss, "soft": soft_loss}  # config.model.targets
 
 
 def make_loss(config):
