@@ -214,7 +214,7 @@ def test_a_workdir_is_one_run(tiny_data, tmp_path, capsys):
   assert "already finished at step 2" in capsys.readouterr().err
   assert cli.main(["eval", f"--workdir={workdir}", f"--config={ROOT}/experiments/vqa/bow_q.py:runlocal",
                    f"--config.data.dir={tiny_data}"]) == 2  # another model's config
-  assert "no checkpoint can be restored with this config (step 2: " in _error_line(capsys, "vqajax eval")
+  assert "holds a run with other settings (model." in _error_line(capsys, "vqajax eval")
   lock = os.path.join(workdir, "lock")
   with open(lock, "w") as f:
     json.dump({"host": os.uname().nodename, "pid": os.getpid(), "command": "vqajax train", "since": "now"}, f)
@@ -297,3 +297,52 @@ def test_a_damaged_store_chunk_mid_run_is_one_line(tiny_data, tmp_path, capsys):
                    f"--config.data.features={store}", "--config.num_train_steps=20"]) == 2
   line = _error_line(capsys, "vqajax train")
   assert f"{store}: rows " in line and "cannot be read" in line
+
+
+def test_links_planted_in_a_workdir_never_reach_the_data(tiny_data, tmp_path, capsys):
+  data = str(tmp_path / "d")
+  shutil.copytree(tiny_data, data)
+  before = digests(data)
+  argv = ["train", f"--config={CONFIG}", f"--config.data.dir={data}", *STEPS]
+  for name, target in (("metrics.jsonl", os.path.join(data, "v2_mscoco_val2014_annotations.json")),
+                       ("checkpoints", os.path.join(data, "features")), ("results", data)):
+    workdir = tmp_path / f"w_{name}"
+    workdir.mkdir()
+    os.symlink(target, workdir / name)
+    assert cli.main([*argv, f"--workdir={workdir}"]) == 2
+    assert "an input of this command" in _error_line(capsys, "vqajax train")
+  assert digests(data) == before
+
+
+def test_names_and_files_of_the_user_are_checked(tiny_data, tmp_path, capsys):
+  argv = ["train", f"--config={CONFIG}", f"--config.data.dir={tiny_data}", *STEPS]
+  assert cli.main([*argv, f"--workdir={tmp_path / 'w'}", "--config.name=../../escaped"]) == 2
+  assert "config.name '../../escaped': expected a plain name" in _error_line(capsys, "vqajax train")
+  bad = tmp_path / "bad.py"
+  bad.write_text("x = 1\n")
+  assert cli.main(["train", f"--config={bad}", f"--workdir={tmp_path / 'w'}"]) == 2
+  assert "expected a function get_config(arg)" in _error_line(capsys, "vqajax train")
+  assert cli.main(["sweep", str(bad), f"--workdir={tmp_path / 's'}"]) == 2
+  assert "expected get_sweep(arg) returning" in _error_line(capsys, "vqajax sweep")
+  assert cli.main(["baselines", f"--config={CONFIG}", f"--config.data.dir={tiny_data}", f"--workdir={tmp_path / 'b'}",
+                   "--baselines=bogus"]) == 2
+  assert "--baselines 'bogus': expected some of" in _error_line(capsys, "vqajax baselines")
+  assert not os.path.exists(tmp_path / "b" / "run.json")
+  assert not os.path.exists(tmp_path / "w")
+
+
+def test_an_unreadable_lock_is_taken_over(tiny_data, tmp_path, capsys):
+  workdir = tmp_path / "w"
+  workdir.mkdir()
+  (workdir / "lock").write_text("null")  # not a lock this code writes (it writes them whole)
+  assert cli.main(["train", f"--config={CONFIG}", f"--workdir={workdir}", f"--config.data.dir={tiny_data}", *STEPS]) == 0
+  assert not os.path.exists(workdir / "lock")
+
+
+def test_therapy_analyze_never_writes_beside_its_inputs(tiny_therapy, tmp_path, capsys):
+  files_dir = tmp_path / "t"
+  shutil.copytree(tiny_therapy, files_dir)
+  before = digests(files_dir)
+  assert cli.main(["therapy", "analyze", str(files_dir / "VQA_val.json"), "--out", str(files_dir)]) == 2
+  assert "an input of this command" in _error_line(capsys, "vqajax therapy")
+  assert digests(files_dir) == before

@@ -140,7 +140,10 @@ def _setup_logging(verbosity: str) -> None:
 
 def _resolved_config(verb: str, args, overrides):
   from vqajax.core import config as config_lib  # pylint: disable=g-import-not-at-top
-  from vqajax.core import run_record  # pylint: disable=g-import-not-at-top
+  from vqajax.core import (
+    files,  # pylint: disable=g-import-not-at-top
+    run_record,  # pylint: disable=g-import-not-at-top
+  )
   from vqajax.core.errors import InputError  # pylint: disable=g-import-not-at-top
   if verb == "eval" and not os.path.isdir(args.workdir):
     raise InputError(f"--workdir {args.workdir}: no such run")
@@ -150,7 +153,9 @@ def _resolved_config(verb: str, args, overrides):
     config = run_record.read_config(args.workdir)
     if config is None:
       raise InputError(f"--workdir {args.workdir}: no {run_record.RUN_FILE}; give --config")
-  return config_lib.apply_overrides(config, overrides)
+  config = config_lib.apply_overrides(config, overrides)
+  files.check_name(config.name, "config.name")  # it names the results files
+  return config
 
 
 def prepare_data(config) -> None:

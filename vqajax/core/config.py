@@ -28,18 +28,29 @@ def load_module(path: str, what: str):
   if not os.path.isfile(path):
     raise InputError(f"{path}: {what} file not found")
   spec = importlib.util.spec_from_file_location(f"_vqajax_{what}", path)
+  if spec is None or not path.endswith(".py"):
+    raise InputError(f"{path}: a {what} file is a Python file (FILE.py)")
   module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
+  try:
+    spec.loader.exec_module(module)
+  except (SyntaxError, ImportError) as e:
+    raise InputError(f"{path}: cannot load the {what} file ({type(e).__name__}: {e})") from None
   return module
 
 
 def load_config(spec: str) -> ml_collections.ConfigDict:
   """The config of `FILE.py[:ARG]`."""
   path, _, arg = spec.partition(":")
+  module = load_module(path, "config")
+  if not callable(getattr(module, "get_config", None)):
+    raise InputError(f"{path}: expected a function get_config(arg) returning a ConfigDict")
   try:
-    return load_module(path, "config").get_config(arg)
+    config = module.get_config(arg)
   except ValueError as e:  # get_config's own check of its argument
     raise InputError(f"{spec}: {e}") from None
+  if not isinstance(config, ml_collections.ConfigDict):
+    raise InputError(f"{path}: get_config returned a {type(config).__name__}, expected a ConfigDict")
+  return config
 
 
 def override(config: ml_collections.ConfigDict, changes: dict[str, Any]) -> ml_collections.ConfigDict:

@@ -66,6 +66,8 @@ def _evaluate(task: Task, config, workdir: str, step: int | None, every: bool) -
     raise FileNotFoundError(f"{workdir}: no checkpoint at step {step} (saved: {saved})")
   steps = saved if every else [step if step is not None else max(saved)]
   exp = Experiment.build(task, config)
+  run_record.check_same_run(workdir, config, task.sizes(exp.data),  # its results are the run's
+                            "eval writes the run's own results: evaluate with its recorded config")
   evaluator = Evaluator(task, config, exp.data, exp.model, exp.mesh)
   target = exp.initial_state(abstract=True)
   results, failures = {}, []

@@ -37,7 +37,7 @@ def make_optimizer(cfg) -> optax.GradientTransformation:
   elif cfg.name == "adam":
     opt = optax.adam(lr, eps=cfg.eps)
   else:
-    raise ValueError(f"config.optimizer.name '{cfg.name}' is not 'rmsprop' or 'adam'")
+    raise InputError(f"config.optimizer.name '{cfg.name}' is not 'rmsprop' or 'adam'")
   return optax.chain(optax.clip(cfg.grad_clip), opt) if cfg.grad_clip > 0 else opt
 
 

@@ -69,20 +69,21 @@ def differences(recorded: dict, config, sizes: dict) -> list[str]:
   """`field recorded -> now` for every setting (and data size) that differs."""
   old = {**_flat(recorded["config"]), **_flat(recorded.get("data", {}), "data sizes: ")}
   new = {**_flat(json.loads(json.dumps(config.to_dict()))), **_flat(sizes, "data sizes: ")}
-  keys = sorted(set(old) | set(new))
+  keys = sorted(set(old) | set(new))  # a field the record lacks is newer than the run: not a change
   return [f"{k} {old.get(k)!r} -> {new.get(k)!r}" for k in keys
-          if k not in BUDGET_FIELDS and old.get(k) != new.get(k)]
+          if k not in BUDGET_FIELDS and k in old and old.get(k) != new.get(k)]
 
 
-def check_same_run(workdir: str, config, sizes: dict) -> None:
+def check_same_run(workdir: str, config, sizes: dict,
+                   hint: str = "use another --workdir, or --allow-changed-run to continue this one with "
+                               "the new settings") -> None:
   """InputError listing the differences when `workdir` records another run."""
   recorded = read_record(workdir)
   if recorded is None:
     return
   changed = differences(recorded, config, sizes)
   if changed:
-    raise InputError(f"{workdir}: holds a run with other settings ({'; '.join(changed)}); use another "
-                     "--workdir, or --allow-changed-run to continue this one with the new settings")
+    raise InputError(f"{workdir}: holds a run with other settings ({'; '.join(changed)}); {hint}")
 
 
 def finished_step(workdir: str) -> int | None:
@@ -93,7 +94,7 @@ def finished_step(workdir: str) -> int | None:
 def _alive(pid: int) -> bool:
   try:
     os.kill(pid, 0)
-  except ProcessLookupError:
+  except (ProcessLookupError, OverflowError, ValueError):
     return False
   except PermissionError:
     return True
@@ -108,13 +109,17 @@ class WorkdirLock:
     self._held = False
 
   def _create(self) -> bool:
-    try:
-      fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-      return False
-    with os.fdopen(fd, "w") as f:
+    """Creates the lock whole (written aside, then linked into place: never empty)."""
+    temp = f"{self.path}.{os.getpid()}.tmp"
+    with open(temp, "w", encoding="utf-8") as f:
       json.dump({"host": socket.gethostname(), "pid": os.getpid(), "command": self.command,
                  "since": time.strftime("%Y-%m-%d %H:%M:%S")}, f)
+    try:
+      os.link(temp, self.path)
+    except FileExistsError:
+      return False
+    finally:
+      os.remove(temp)
     return True
 
   def __enter__(self) -> "WorkdirLock":
@@ -123,9 +128,11 @@ class WorkdirLock:
       try:
         with open(self.path, encoding="utf-8") as f:
           holder = json.load(f)
+        pid = holder["pid"] if isinstance(holder, dict) and type(holder.get("pid")) is int else None
       except (OSError, ValueError):
-        holder = {}
-      stale = holder.get("host") == socket.gethostname() and not _alive(int(holder.get("pid", -1)))
+        holder, pid = {}, None
+      # stale: a dead process of this host, or not a lock this code writes (it writes them whole)
+      stale = pid is None or (holder.get("host") == socket.gethostname() and not _alive(pid))
       if not stale:
         raise InputError(f"{os.path.dirname(self.path)}: in use by another run ({holder.get('command', '?')}, "
                          f"pid {holder.get('pid', '?')} on {holder.get('host', '?')} since "

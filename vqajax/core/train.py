@@ -21,7 +21,7 @@ from absl import logging
 from clu import periodic_actions
 from jax.experimental import multihost_utils
 
-from vqajax.core import checkpoint, evaluate, pipeline, run_record, sharding, writers
+from vqajax.core import checkpoint, evaluate, files, pipeline, run_record, sharding, writers
 from vqajax.core.errors import InputError
 from vqajax.core.experiment import Experiment, TrainState
 from vqajax.core.task import Task
@@ -123,6 +123,8 @@ def train_and_evaluate(task: Task, config, workdir: str, devices=None, allow_cha
 
 def _train(exp: Experiment, config, workdir: str, sizes: dict) -> dict:
   mesh, data, task = exp.mesh, exp.data, exp.task
+  for folder in ("checkpoints", "results"):  # through a link into an input? refused before training
+    files.check_output(os.path.join(workdir, folder), folder=True)
   ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints, task.BEST_METRIC)
   restored = ckpt.restore_latest(exp.initial_state(abstract=True))
   if restored is None:

@@ -10,13 +10,15 @@ import jax
 import numpy as np
 from clu import metric_writers
 
+from vqajax.core import files
+
 
 class JsonlWriter:
   """Appends one `{"step": s, name: value, ...}` line per write_scalars call; the other
   kinds of summary belong to TensorBoard, so this writer takes only what train writes."""
 
   def __init__(self, path: str):
-    self._path = path
+    self._path = files.check_output(path)  # not an input (also through a link), a regular file
 
   def write_scalars(self, step, scalars):
     record = {"step": int(step), **{k: float(np.asarray(v)) for k, v in scalars.items()}}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from typing import Sequence
 
@@ -29,7 +30,7 @@ from vqajax.synthetic.vqa import write as synthetic
 def _synth(args) -> int:
   start = time.time()
   paths = synthetic.generate(args.out, seed=args.seed, scale=args.scale)
-  manifest = synthetic.read_manifest(args.out)
+  manifest = synthetic.read_manifest(os.path.dirname(paths["manifest"]))
   counts, shares = manifest["counts"], manifest["answer_type_shares"]
   split_text = "; ".join(
       f"{split}: {counts[f'{split}_images']} images, {counts[f'{split}_questions']} questions "

@@ -246,6 +246,11 @@ def predict_baseline(name: str, data: vqa_dataset.VQAData, train: Records,
 def run_and_write(config, workdir: str, names: Sequence[str],
                   word_vectors: str | None = None) -> dict[str, dict[str, float]]:
   """`vqajax baselines`: official results files under WORKDIR/results/<name>/ and a table."""
+  unknown = [n for n in names if n not in BASELINES]
+  if unknown or not names:
+    raise InputError(f"--baselines {','.join(names)!r}: expected some of {sorted(BASELINES)}")
+  if word_vectors is not None and not os.path.isfile(word_vectors):
+    raise InputError(f"--word_vectors {word_vectors}: file not found")
   data = vqa_task.load(config)
   train = vqa_dataset.read_train_records(config.data)[0]
   run_record.write_run_file(workdir, config, vqa_task.sizes(data))

@@ -141,7 +141,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "vqajax report") -> int:
   args = _parser(prog).parse_args(argv)
 
   def run() -> None:
-    files.protect(getattr(args, "annotations", None))
+    annotations = getattr(args, "annotations", None)
+    files.protect(annotations, os.path.dirname(os.path.abspath(annotations)) if annotations else None)
     files.check_output(args.out, folder=True)
     args.fn(args)
 

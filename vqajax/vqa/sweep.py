@@ -47,7 +47,13 @@ class Point:
 def load_sweep(spec: str) -> tuple[list[Point], str | None]:
   """The points and the base point name of `file.py[:arg]`."""
   path, _, arg = spec.partition(":")
-  sweep = config_lib.load_module(path, "sweep").get_sweep(arg)
+  module = config_lib.load_module(path, "sweep")
+  sweep = module.get_sweep(arg) if callable(getattr(module, "get_sweep", None)) else None
+  if not (isinstance(sweep, dict) and isinstance(sweep.get("points"), list) and all(
+      isinstance(p, dict) and isinstance(p.get("name"), str) and isinstance(p.get("config"), str)
+      for p in sweep["points"])):
+    raise InputError(f"{path}: expected get_sweep(arg) returning {{'points': [{{'name': str, 'config': "
+                     "'file.py[:arg]', ...}], 'base': name or None}")
   here = os.path.dirname(path)  # relative stays relative (to the current folder)
   points = []
   for p in sweep["points"]:
@@ -57,7 +63,7 @@ def load_sweep(spec: str) -> tuple[list[Point], str | None]:
     points.append(Point(p["name"], f"{os.path.normpath(os.path.join(here, config_path))}:{config_arg}",
                         dict(p.get("overrides", {})), p.get("command", "train"),
                         tuple(p.get("baselines", ()))))
-  names = [p.name for p in points]
+  names = [files.check_name(p.name, f"{path}: point name") for p in points]
   if len(set(names)) != len(names):
     raise InputError(f"{path}: point names repeat: {names}")
   base = sweep.get("base")
@@ -87,7 +93,8 @@ def point_config(point: Point, sets: dict[str, Any]):
     try:
       config_lib.override(config, {key: value})
     except (KeyError, AttributeError, TypeError) as e:
-      raise InputError(f"point {point.name}: cannot set config.{key}={value!r} ({e})") from None
+      raise InputError(f"point {point.name}: cannot set config.{key}={value!r} ({str(e)[:200]})") from None
+  files.check_name(config.name, f"point {point.name}: config.name")
   return config
 
 

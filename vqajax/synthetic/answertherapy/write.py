@@ -40,6 +40,7 @@ import numpy as np
 
 from vqajax.answertherapy import masks
 from vqajax.answertherapy.files import VIZWIZ, VQA
+from vqajax.core.errors import InputError
 from vqajax.core.files import write_json_atomic
 from vqajax.features.keys import feature_key
 from vqajax.features.store import write_store
@@ -118,7 +119,7 @@ def _item(d: TQ.Draft, r: random.Random, source: str, split: str, image_id: str,
 def sample(seed: int = 0, scale: str = "tiny") -> list[Item]:
   """The dataset's visual questions (VQA-sourced, then VizWiz-sourced; splits in order)."""
   if scale not in SCALES:
-    raise ValueError(f"unknown synthetic therapy scale {scale!r}; expected one of {sorted(SCALES)}")
+    raise InputError(f"config.data.synthetic_scale: unknown synthetic therapy scale {scale!r}; expected one of {sorted(SCALES)}")
   n_vqa, n_vizwiz = SCALES[scale]
   r_world, r = (random.Random(f"vqajax-synthetic-therapy/{seed}/{what}") for what in ("images", "questions"))
   rng = np.random.default_rng([seed, 10])

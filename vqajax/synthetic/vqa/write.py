@@ -29,6 +29,7 @@ from collections import Counter
 
 import numpy as np
 
+from vqajax.core.errors import InputError
 from vqajax.core.files import write_json_atomic
 from vqajax.features.store import write_store
 from vqajax.synthetic import folder
@@ -88,7 +89,7 @@ def _random(seed: int, purpose: str) -> random.Random:
 def sample(seed: int = 0, scale: str = "tiny") -> World:
   """Images (latent attributes) and questions (with annotations) of the dataset."""
   if scale not in SCALES:
-    raise ValueError(f"unknown synthetic scale {scale!r}; expected one of {sorted(SCALES)}")
+    raise InputError(f"config.data.synthetic_scale: unknown synthetic scale {scale!r}; expected one of {sorted(SCALES)}")
   sc = SCALES[scale]
   n = sc.train_images + sc.val_images
   ids = np.random.default_rng([seed, 0]).choice(581_929, size=n, replace=False) + 1
