@@ -73,6 +73,7 @@ class _Result(msgspec.Struct, gc=False):
 
 _ids = operator.attrgetter("question_id")
 _dict_ids = operator.itemgetter("question_id")
+_flat = itertools.chain.from_iterable
 
 
 def some(ids: Collection[int]) -> str:
@@ -107,9 +108,9 @@ def encode_decoded(annotations: list[_Annotation]) -> EncodedAnnotations | None:
   counts = np.fromiter(map(len, answer_lists), np.int64, len(answer_lists))
   if not counts.all() or not official_files.unique_int64(ids):
     return None
-  flat = list(itertools.chain.from_iterable(answer_lists))
+  total = int(counts.sum())
   try:
-    answer_ids = np.fromiter(map(operator.attrgetter("answer_id"), flat), np.int64, len(flat))
+    answer_ids = np.fromiter(map(operator.attrgetter("answer_id"), _flat(answer_lists)), np.int64, total)
   except OverflowError:  # beyond int64: the generic path compares them as objects
     return None
 
@@ -121,7 +122,7 @@ def encode_decoded(annotations: list[_Annotation]) -> EncodedAnnotations | None:
     labels(map(operator.attrgetter("question_type"), annotations), len(annotations)),
     labels(map(operator.attrgetter("answer_type"), annotations), len(annotations)),
     counts,
-    map(operator.attrgetter("answer"), flat),
+    map(operator.attrgetter("answer"), _flat(answer_lists)),
     answer_ids,
     rest,
   )

@@ -80,8 +80,9 @@ def labels(values: Iterable[Hashable], count: int = -1) -> Labels:
 def encode_answer_table(answers: Sequence[str], interner: Interner) -> tuple[np.ndarray, np.ndarray]:
   """Ids of clean(a) and of normalize(clean(a)) for each answer of a table."""
   cleaned = [clean(a) for a in answers]
+  normalized = {c: normalize(c) for c in dict.fromkeys(cleaned)}  # once per distinct string
   raw_ids = np.array([interner(c) for c in cleaned], np.int32)
-  norm_ids = np.array([interner(normalize(c)) for c in cleaned], np.int32)
+  norm_ids = np.array([interner(normalized[c]) for c in cleaned], np.int32)
   return raw_ids, norm_ids
 
 
