@@ -11,7 +11,7 @@ records (C-level map/set), and record by record only to name the first bad one: 
 annotations they cost a small fraction of parsing the JSON.
 
 JSON is parsed by msgspec (about 2x the standard library's speed on the official files;
-typed, `decode_as`, about 3.5x). Where msgspec refuses a file, the standard library's
+typed, `decode_as`, 3-4x). Where msgspec refuses a file, the standard library's
 `json` decides: it accepts what msgspec alone refuses (NaN, lone surrogates) with the
 same values, and words every error, so values and messages are the standard library's.
 """

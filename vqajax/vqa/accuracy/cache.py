@@ -1,10 +1,10 @@
 """What `vqajax score` needs of the annotations and questions files, and its disk cache.
 
-Parsing an official annotations file costs seconds (155 MiB for the 200k questions of
-bench/bench_score.py), while its encoding (`EncodedAnnotations`: id arrays, question and
-answer types, the interned strings that predictions are matched against) is a tenth of
-that and loads in milliseconds. Scoring many results files against one val set
-therefore keeps the encoding on disk:
+Reading an official annotations file costs over a second (155 MiB for the 200k questions
+of bench/bench_score.py: decoding, checking and encoding 2M answers), while its encoding
+(`EncodedAnnotations`: id arrays, question and answer types, the interned strings that
+predictions are matched against) is a tenth of its size and loads in milliseconds.
+Scoring many results files against one val set therefore keeps the encoding on disk:
 
     $VQAJAX_CACHE/  (default $XDG_CACHE_HOME/vqajax/score, i.e. ~/.cache/vqajax/score)
         annotations-<hash of the absolute path>.npz
@@ -12,7 +12,7 @@ therefore keeps the encoding on disk:
 
 An entry is used only if its stored key equals the file's current key: format version,
 absolute path, size, mtime_ns and a fingerprint of the code that validates and encodes
-the file (so a fix to the normalisation never meets stale ids). A changed file, or a newer
+the file (`official_files` and this folder: a fix to the normalisation never meets stale ids). A changed file, or a newer
 version of the code, rewrites the entry in place. Entries are written atomically and
 only from files that passed validation; one that cannot be read is logged, ignored and
 rebuilt. As in git's "racy clean" rule, a file modified less than `RACY_SECONDS` before

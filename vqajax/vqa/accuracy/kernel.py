@@ -180,9 +180,10 @@ def encode_targets(
   return encode_answers(counts, answers, _answer_id_codes(flat), rest, interner, max_answers)
 
 
-def encode_predictions(strings: Sequence[str], unanimous: np.ndarray, interner: Interner) -> np.ndarray:
-  """Prediction ids [N]: cleaned where the question is unanimous, else normalised."""
-  raw, norm = _processed_ids(strings, interner)
+def encode_predictions(strings: Iterable[str], unanimous: np.ndarray, interner: Interner) -> np.ndarray:
+  """Prediction ids [N]: cleaned where the question is unanimous, else normalised
+  (`strings`: one per question, iterated once)."""
+  raw, norm = _processed_ids(strings, interner, len(unanimous))
   return np.where(unanimous, raw, norm).astype(np.int32)
 
 

@@ -101,9 +101,7 @@ def score_encoded(
 ) -> tuple[dict[str, Any], dict[int, float]]:
   """Official (`accuracy`, `evalQA`) of encoded annotations and a result per question."""
   ids = annotations.question_ids
-  pred_ids = encode_predictions(
-    list(map(results.__getitem__, ids)), annotations.targets["unanimous"], annotations.interner()
-  )
+  pred_ids = encode_predictions(map(results.__getitem__, ids), annotations.targets["unanimous"], annotations.interner())
   t = annotations.targets
   acc = question_accuracy_exact(pred_ids, t["gt_ids"], t["gt_dup"], t["gt_valid"])
   accuracy = aggregate_official(acc, annotations.question_types, annotations.answer_types)
