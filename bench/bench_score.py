@@ -1,6 +1,6 @@
 """Benchmark: `vqajax score` vs the plain reference loop on 200k synthetic questions.
 
-Run from the repository root (CPU is fine, about 2 minutes):
+Run from the repository root (CPU is fine, about 3 minutes):
 
     python bench/bench_score.py [--questions 200000] [--seed 0] [--rounds 3]
 

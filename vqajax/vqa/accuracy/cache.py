@@ -12,13 +12,14 @@ Scoring many results files against one val set therefore keeps the encoding on d
 
 An entry is used only if its stored key equals the file's current key: format version,
 absolute path, size, mtime_ns and a fingerprint of the code that validates and encodes
-the file (`official_files` and this folder: a fix to the normalisation never meets stale ids). A changed file, or a newer
-version of the code, rewrites the entry in place. Entries are written atomically and
-only from files that passed validation; one that cannot be read is logged, ignored and
-rebuilt. As in git's "racy clean" rule, a file modified less than `RACY_SECONDS` before
-it is read is not cached: a same-size rewrite within the file system's timestamp
-granularity could still leave its mtime unchanged. Cached or not, the numbers are
-bit-identical: the same arrays, and an interner rebuilt with the same ids.
+the file (`official_files` and this folder: a fix to the normalisation never meets stale
+ids). A changed file, or a newer version of the code, rewrites the entry in place.
+Entries are written atomically and only from files that passed validation; one that
+cannot be read is logged, ignored and rebuilt. As in git's "racy clean" rule, a file
+modified less than `RACY_SECONDS` before it is read is not cached: a same-size rewrite
+within the file system's timestamp granularity could still leave its mtime unchanged.
+Cached or not, the numbers are bit-identical: the same arrays, and an interner rebuilt
+with the same ids.
 """
 
 from __future__ import annotations

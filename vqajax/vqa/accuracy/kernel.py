@@ -141,10 +141,10 @@ def encode_answers(
   max_answers: int,
 ) -> dict[str, np.ndarray]:
   """`encode_targets` of answer columns: `counts` [N] answers per question (1 to
-  max_answers), `answers` every question's answer strings in turn (iterated once), `answer_ids` values
-  equal exactly where the answer dicts' answer_ids are (None: unknown), `rest(row)` the
-  answer dicts of question `row` without their "answer", as comparable values (asked for
-  the rare questions where two dicts may be equal)."""
+  max_answers), `answers` every question's answer strings in turn (iterated once),
+  `answer_ids` values equal exactly where the answer dicts' answer_ids are (None:
+  unknown), `rest(row)` the answer dicts of question `row` without their "answer", as
+  comparable values (asked for the rare questions where two dicts may be equal)."""
   raw, norm = _processed_ids(answers, interner, int(counts.sum()))
   gt_valid = np.arange(max_answers) < counts[:, None]
   raw_ids = np.full(gt_valid.shape, -1, np.int32)
