@@ -21,12 +21,15 @@ def _run(script, *args):
 def test_bench_score_agrees_with_the_official_loop():
   out = _run("bench_score.py", "--questions", "3000", "--rounds", "1")
   assert "identical: overall" in out
-  assert out.count("(target >= 10x)") == 3 and "(target >= 1000x)" in out
+  assert out.count("(target >= 10x)") == 3 and out.count("vs the reference with the GC on") == 3
+  assert "median vs median (target >= 1000x)" in out
 
 
 def test_bench_iou_agrees_with_the_numpy_loop():
   out = _run("bench_iou.py", "--rounds", "1", "--scale", "0.05")
-  assert out.count("(equal)") == 2 and out.count("(target >= 20x)") == 2
+  assert out.count("(equal)") == 2 and "each side computes iou.group_sums" in out
+  assert out.count("device vs numpy vectorised") == out.count("device vs numpy loop") == 2
+  assert out.count("(target >= 20x)") == 4
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs the bench extra (torch)")

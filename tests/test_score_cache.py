@@ -4,6 +4,7 @@ import json
 import logging
 import os
 import random
+import re
 import time
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 from tests.reference import reference_accuracy
 from vqajax.core.errors import InputError
 from vqajax.vqa.accuracy import cache as score_cache
-from vqajax.vqa.accuracy import score, score_cli
+from vqajax.vqa.accuracy import inputs, score, score_cli
 
 _VARIANTS = [
   "red",
@@ -227,3 +228,87 @@ def test_accuracy_of_in_memory_records():
   del by_id[missing]
   with pytest.raises(InputError, match=f"no result for 1 of 200 .*: {missing}$"):
     score.accuracy_of(annotations, by_id)
+
+
+def _official_dataset(seed=0, n=300):
+  """Annotations in the official layout (answer, answer_confidence, answer_id and nothing
+  else), with repeated answer dicts (same answer_id and confidence), equal answers of other
+  confidences and answer_ids in any order."""
+  rng = random.Random(seed)
+  _, annotations, results = _dataset(seed, n)
+  for a in annotations:
+    a["answers"] = [
+      {"answer": x["answer"], "answer_confidence": rng.choice(["yes", "maybe", "no"]), "answer_id": rng.choice([j + 1, 1])}
+      for j, x in enumerate(a["answers"])
+    ]
+  questions = [{"question_id": a["question_id"], "image_id": 0, "question": "?"} for a in annotations]
+  return questions, annotations, results
+
+
+def _same_encoding(a, b):
+  assert (a.question_ids, a.strings) == (b.question_ids, b.strings)
+  for x, y in ((a.question_types, b.question_types), (a.answer_types, b.answer_types)):
+    assert x.names == y.names and np.array_equal(x.codes, y.codes)
+  assert a.targets.keys() == b.targets.keys()
+  for k in a.targets:
+    assert np.array_equal(a.targets[k], b.targets[k]) and a.targets[k].dtype == b.targets[k].dtype, k
+
+
+def test_official_layout_takes_the_fast_path_with_the_same_encoding(tmp_path, monkeypatch):
+  questions, annotations, results = _official_dataset()
+  generic = score_cache.encode_annotations(annotations)
+  assert generic.targets["gt_dup"].max() > 1
+  paths = _files(tmp_path, questions, annotations, results)
+
+  def fail(*args, **kwargs):
+    raise AssertionError("the generic path was taken")
+
+  monkeypatch.setattr(inputs.official_files, "read_annotations", fail)
+  monkeypatch.setattr(inputs.official_files, "read_questions", fail)
+  monkeypatch.setattr(inputs, "_checked_results", fail)
+  _same_encoding(inputs.read_annotations(paths[1]), generic)
+  by_id = {r["question_id"]: r["answer"] for r in results}
+  assert score.evaluate_files(*paths, cache=False) == reference_accuracy(annotations, by_id)
+
+
+def _outside_the_layout(annotations):
+  """name -> annotations the fast path does not take (valid all the same)."""
+  def changed(i, **answer):
+    out = [dict(a, answers=[dict(x) for x in a["answers"]]) for a in annotations]
+    out[i]["answers"][0].update(answer)
+    return out
+
+  return {
+    "another key": changed(5, extra=1),
+    "another confidence": changed(6, answer_confidence="unsure"),
+    "no answer_id": [dict(a, answers=[{"answer": x["answer"]} for x in a["answers"]]) for a in annotations],
+    "answer_id a string": changed(7, answer_id="7"),
+    "answer_id beyond 64 bits": changed(8, answer_id=2**70),
+    "NaN beside the answers": [dict(annotations[0], image_id=float("nan"))] + annotations[1:],
+  }
+
+
+@pytest.mark.parametrize("name", _outside_the_layout(_official_dataset(n=30)[1]))
+def test_other_layouts_take_the_generic_path_with_the_same_numbers(tmp_path, name, monkeypatch):
+  questions, annotations, results = _official_dataset(n=30)
+  annotations = _outside_the_layout(annotations)[name]
+  paths = _files(tmp_path, questions, annotations, results)
+  generic_reads = []
+  read = inputs.official_files.read_annotations
+  monkeypatch.setattr(inputs.official_files, "read_annotations", lambda *a, **k: generic_reads.append(1) or read(*a, **k))
+  encoded = inputs.read_annotations(paths[1])
+  assert generic_reads == [1]
+  _same_encoding(encoded, score_cache.encode_annotations(json.loads(open(paths[1]).read())["annotations"]))
+  by_id = {r["question_id"]: r["answer"] for r in results}
+  assert score.evaluate_files(*paths, cache=False) == reference_accuracy(annotations, by_id)
+
+
+@pytest.mark.parametrize("records, words", [
+  ([{"question_id": 1, "multiple_choices": []}], 'questions[0] (question_id=1): expected "multiple_choices" to be a'),
+  ([{"question_id": 1}, {"question_id": 1}], "questions[1]: duplicate question_id 1 (first at questions[0])"),
+  ([{"question_id": 2**63}], 'questions[0]: expected an integer "question_id" within 64 bits'),
+])
+def test_questions_outside_the_fast_path_get_the_generic_errors(tmp_path, records, words):
+  path = _write(tmp_path / "q.json", {"questions": records})
+  with pytest.raises(InputError, match=re.escape(f"{path}: {words}")):
+    inputs.read_questions(path)

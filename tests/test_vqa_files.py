@@ -89,3 +89,61 @@ def test_join_names_the_questions_without_annotation(tmp_path):
   with pytest.raises(DataFileError, match=r"a.json: 0 annotated question ids are not in .*q.json and 1 "
                                           r"questions have no annotation \(e.g. question_id \[2\]\)$"):
     official_files.join(official_files.read_questions(q), official_files.read_annotations(a), q, a)
+
+
+def _stdlib(path):
+  """What load_json gave when it was the standard library's json (its value or message)."""
+  try:
+    with open(path, encoding="utf-8") as f:
+      return json.load(f)
+  except (ValueError, RecursionError) as e:
+    return type(e).__name__
+
+
+_VALID = {  # msgspec refuses some of these: the standard library decides, with its values
+  "official": '{"questions": [{"question_id": 18446744073709551615, "question": "caf\\u00e9 \\ud83d\\ude00"}]}',
+  "nan and infinity": "[NaN, Infinity, -Infinity, 1e400]",
+  "lone surrogate": '["\\ud800"]',
+  "integer beyond 64 bits": "[" + "9" * 300 + ", -1e-400, 0.1, 1.7976931348623157e308]",
+  "repeated key": '{"a": 1, "a": 2}',
+  "crlf": '{\r\n"a": [1,\r\n 2]\r\n}\r\n',
+}
+_INVALID = {  # name: (bytes, what the standard library's message says)
+  "truncated": (b'{"questions": [', "Expecting value: line 1 column 16 (char 15)"),
+  "bom": (b"\xef\xbb\xbf[1]", "Unexpected UTF-8 BOM"),
+  "invalid utf-8": (b'["\xff"]', "'utf-8' codec can't decode byte 0xff in position 2"),
+  "control character": (b'["a\x01"]', "Invalid control character at: line 1 column 4 (char 3)"),
+  "crlf positions": (b"[1,\r\n2,\r\n]", "line 3 column 1 (char 7)"),  # newlines read as open() reads them
+  "nested too deeply": (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+  "a 5000-digit integer": (b"[" + b"9" * 5000 + b"]", "Exceeds the limit (4300 digits)"),
+  "trailing data": (b"[1] [2]", "Extra data: line 1 column 5 (char 4)"),
+}
+
+
+@pytest.mark.parametrize("name", _VALID)
+def test_load_json_values_are_the_standard_librarys(tmp_path, name):
+  path = _write(tmp_path, "x.json", _VALID[name])
+  value = official_files.load_json(path)
+  assert json.dumps(value) == json.dumps(_stdlib(path))  # NaN == NaN here; same ints and float bits
+
+
+@pytest.mark.parametrize("name", _INVALID)
+def test_load_json_errors_are_the_standard_librarys(tmp_path, name):
+  content, words = _INVALID[name]
+  path = tmp_path / "x.json"
+  path.write_bytes(content)
+  with pytest.raises(DataFileError) as e:
+    official_files.load_json(str(path))
+  message = str(e.value)
+  assert message.startswith(f"{path}: not valid JSON (") and words in message and "\n" not in message
+  if name != "nested too deeply":  # the old loader's exact line: the standard library's message
+    with open(path, encoding="utf-8") as f:
+      with pytest.raises(ValueError) as old:
+        json.load(f)
+    assert message == f"{path}: not valid JSON ({old.value})"
+
+
+def test_decode_as_fits_or_says_none():
+  assert official_files.decode_as(b'[{"question_id": 1, "answer": "x"}]', list[dict[str, int | str]]) is not None
+  for content in (b'[{"question_id": true}]', b'[{"question_id": 1.0}]', b"[NaN]", b"[", b"[" * 5000 + b"]" * 5000):
+    assert official_files.decode_as(content, list[dict[str, int]]) is None

@@ -9,15 +9,23 @@ file, the record (index and question_id) and what was expected. The training dat
 and `vqajax score` both validate through here. Checks go a field at a time over all
 records (C-level map/set), and record by record only to name the first bad one: on 200k
 annotations they cost a small fraction of parsing the JSON.
+
+JSON is parsed by msgspec (about 2x the standard library's speed on the official files;
+typed, `decode_as`, 3-4x). Where msgspec refuses a file, the standard library's
+`json` decides: it accepts what msgspec alone refuses (NaN, lone surrogates) with the
+same values, and words every error, so values and messages are the standard library's.
 """
 
 from __future__ import annotations
 
+import functools
+import io
 import itertools
 import json
 import operator
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
+import msgspec
 import numpy as np
 
 from vqajax.core.errors import InputError
@@ -40,20 +48,63 @@ class DataFileError(InputError):
   """A data file that does not have the official layout."""
 
 
-def load_json(path: str) -> Any:
+def read_bytes(path: str) -> bytes:
   try:
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
+    with open(path, "rb") as f:
+      return f.read()
   except FileNotFoundError:
     raise DataFileError(f"{path}: file not found") from None
   except OSError as e:
     raise DataFileError(f"{path}: cannot read ({e.strerror})") from None
+
+
+_GENERIC = msgspec.json.Decoder()
+
+
+def load_json(path: str, content: bytes | None = None) -> Any:
+  """The JSON value of the file at `path` (`content`: its bytes, if already read)."""
+  if content is None:
+    content = read_bytes(path)
+  try:
+    return _GENERIC.decode(content)
+  except (msgspec.DecodeError, RecursionError):
+    return _stdlib_json(path, content)
+
+
+def _stdlib_json(path: str, content: bytes) -> Any:
+  try:  # decoded as open(path, encoding="utf-8") would: same error positions
+    return json.load(io.TextIOWrapper(io.BytesIO(content), encoding="utf-8"))
   except (json.JSONDecodeError, UnicodeDecodeError) as e:
     raise DataFileError(f"{path}: not valid JSON ({e})") from None
   except RecursionError:
     raise DataFileError(f"{path}: not valid JSON (nested too deeply)") from None
   except ValueError as e:  # e.g. an integer of more than 4300 digits
     raise DataFileError(f"{path}: not valid JSON ({e})") from None
+
+
+@functools.lru_cache(maxsize=None)
+def _decoder(layout: Any) -> msgspec.json.Decoder:
+  return msgspec.json.Decoder(layout)
+
+
+def decode_as(content: bytes, layout: Any) -> Any | None:
+  """`content` decoded into `layout` (msgspec types, strict: a bool is no int, a float no
+  int), or None where it does not fit: the caller then validates `load_json(path,
+  content)`, which reports the error. Fields `layout` does not name are skipped unconverted."""
+  try:
+    return _decoder(layout).decode(content)
+  except (msgspec.DecodeError, RecursionError):
+    return None
+
+
+def fit_int64(ids: Collection[int]) -> bool:
+  """The integers `ids` fit in int64."""
+  return not ids or _INT64[0] <= min(ids) <= max(ids) <= _INT64[1]
+
+
+def unique_int64(ids: list[int]) -> bool:
+  """The integers `ids` are distinct and fit in int64 (what `question_ids` checks)."""
+  return len(set(ids)) == len(ids) and fit_int64(ids)
 
 
 def records(path: str, data: Any, key: str) -> list:
@@ -131,10 +182,11 @@ def _identified(path: str, what: str, ids: list[int]) -> Callable[[int], str]:
   return lambda i: f"{path}: {what}[{i}] (question_id={ids[i]})"
 
 
-def read_questions(path: str, fields: dict[str, type] = QUESTION_FIELDS) -> dict:
+def read_questions(path: str, fields: dict[str, type] = QUESTION_FIELDS,
+                   content: bytes | None = None) -> dict:
   """A questions file (the whole JSON object): a non-empty "questions" list with unique
   integer question ids, `fields` of the given types and valid `multiple_choices`."""
-  data = load_json(path)
+  data = load_json(path, content)
   questions = records(path, data, "questions")
   where = _identified(path, "questions", question_ids(path, "questions", questions))
   for name, kind in fields.items():
@@ -144,11 +196,11 @@ def read_questions(path: str, fields: dict[str, type] = QUESTION_FIELDS) -> dict
 
 
 def read_annotations(path: str, fields: dict[str, type] = ANNOTATION_FIELDS,
-                     answer_fields: dict[str, type] = ANSWER_FIELDS) -> dict:
+                     answer_fields: dict[str, type] = ANSWER_FIELDS, content: bytes | None = None) -> dict:
   """An annotations file (the whole JSON object): a non-empty "annotations" list with
   unique integer question ids, `fields` of the given types and non-empty answers with
   `answer_fields`."""
-  data = load_json(path)
+  data = load_json(path, content)
   annotations = records(path, data, "annotations")
   where = _identified(path, "annotations", question_ids(path, "annotations", annotations))
   for name, kind in fields.items():

@@ -1,10 +1,10 @@
 """What `vqajax score` needs of the annotations and questions files, and its disk cache.
 
-Parsing an official annotations file costs seconds (155 MiB for the 200k questions of
-bench/bench_score.py), while its encoding (`EncodedAnnotations`: id arrays, question and
-answer types, the interned strings that predictions are matched against) is a tenth of
-that and loads in milliseconds. Scoring many results files against one val set
-therefore keeps the encoding on disk:
+Reading an official annotations file costs over a second (155 MiB for the 200k questions
+of bench/bench_score.py: decoding, checking and encoding 2M answers), while its encoding
+(`EncodedAnnotations`: id arrays, question and answer types, the interned strings that
+predictions are matched against) is a tenth of its size and loads in milliseconds.
+Scoring many results files against one val set therefore keeps the encoding on disk:
 
     $VQAJAX_CACHE/  (default $XDG_CACHE_HOME/vqajax/score, i.e. ~/.cache/vqajax/score)
         annotations-<hash of the absolute path>.npz
@@ -12,34 +12,35 @@ therefore keeps the encoding on disk:
 
 An entry is used only if its stored key equals the file's current key: format version,
 absolute path, size, mtime_ns and a fingerprint of the code that validates and encodes
-the file (so a fix to the normalisation never meets stale ids). A changed file, or a newer
-version of the code, rewrites the entry in place. Entries are written atomically and
-only from files that passed validation; one that cannot be read is logged, ignored and
-rebuilt. As in git's "racy clean" rule, a file modified less than `RACY_SECONDS` before
-it is read is not cached: a same-size rewrite within the file system's timestamp
-granularity could still leave its mtime unchanged. Cached or not, the numbers are
-bit-identical: the same arrays, and an interner rebuilt with the same ids.
+the file (`official_files` and this folder: a fix to the normalisation never meets stale
+ids). A changed file, or a newer version of the code, rewrites the entry in place.
+Entries are written atomically and only from files that passed validation; one that
+cannot be read is logged, ignored and rebuilt. As in git's "racy clean" rule, a file
+modified less than `RACY_SECONDS` before it is read is not cached: a same-size rewrite
+within the file system's timestamp granularity could still leave its mtime unchanged.
+Cached or not, the numbers are bit-identical: the same arrays, and an interner rebuilt
+with the same ids.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import glob
 import hashlib
+import itertools
 import json
 import logging
 import operator
 import os
 import time
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 import numpy as np
 
 from vqajax.core import files, official_files
 from vqajax.core.errors import InputError
-from vqajax.vqa.accuracy import kernel as vqa_accuracy
-from vqajax.vqa.accuracy import normalize
-from vqajax.vqa.accuracy.kernel import Interner, encode_targets, unique_codes
+from vqajax.vqa.accuracy.kernel import Interner, Labels, encode_answers, encode_targets, labels, unique_codes
 
 FORMAT_VERSION = 1
 RACY_SECONDS = 2.0  # coarsest common mtime granularity (FAT); ext4 and tmpfs are finer
@@ -57,43 +58,22 @@ def _unblob(array: np.ndarray) -> Any:
   return json.loads(array.tobytes())
 
 
-class _RecordingInterner(Interner):
-  """An Interner that also keeps its strings in id order (to rebuild it later)."""
-
-  def __init__(self) -> None:
-    super().__init__()
-    self.strings: list[str] = []
-
-  def __call__(self, s: str) -> int:
-    i = super().__call__(s)
-    if i == len(self.strings):
-      self.strings.append(s)
-    return i
-
-
 @dataclasses.dataclass
 class EncodedAnnotations:
   """Annotation records as the scorer uses them, in file order."""
 
   question_ids: list[int]
   targets: dict[str, np.ndarray]  # `encode_targets`: gt_ids, gt_dup, gt_valid, unanimous
-  question_types: list[str]
-  answer_types: list[str]
+  question_types: Labels
+  answer_types: Labels
   strings: list[str]  # the interner's strings, in id order
 
   def interner(self) -> Interner:
     """An Interner with exactly the ids the targets were encoded with."""
-    interner = Interner()
-    for s in self.strings:
-      interner(s)
-    if len(interner) != len(self.strings):
-      raise ValueError("repeated interned strings")
-    return interner
+    return Interner.of(self.strings)
 
   def to_arrays(self) -> dict[str, np.ndarray]:
     t = self.targets
-    question_types, question_type_codes = unique_codes(self.question_types, np.int32)
-    answer_types, answer_type_codes = unique_codes(self.answer_types, np.int32)
     dup_index = np.flatnonzero(t["gt_dup"] != 1)
     return {
       "question_ids": np.array(self.question_ids, np.int64),
@@ -103,9 +83,11 @@ class EncodedAnnotations:
       "dup_index": dup_index,
       "dup_value": t["gt_dup"].ravel()[dup_index],
       "unanimous": t["unanimous"],
-      "question_type_codes": question_type_codes,
-      "answer_type_codes": answer_type_codes,
-      "tables": _blob({"strings": self.strings, "question_types": question_types, "answer_types": answer_types}),
+      "question_type_codes": self.question_types.codes,
+      "answer_type_codes": self.answer_types.codes,
+      "tables": _blob(
+        {"strings": self.strings, "question_types": self.question_types.names, "answer_types": self.answer_types.names}
+      ),
     }
 
   @classmethod
@@ -117,32 +99,54 @@ class EncodedAnnotations:
     gt_ids[gt_valid] = a["gt_ids"]
     gt_dup = np.ones(gt_valid.shape, np.int32)
     gt_dup.ravel()[a["dup_index"]] = a["dup_value"]
-    shapes_ok = len(counts) == len(a["unanimous"]) == len(a["question_type_codes"]) == len(a["answer_type_codes"]) == n
-    if not shapes_ok or not (0 <= a["gt_ids"]).all() or not (a["gt_ids"] < len(tables["strings"])).all():
+    question_types = Labels(tables["question_types"], a["question_type_codes"])
+    answer_types = Labels(tables["answer_types"], a["answer_type_codes"])
+    shapes_ok = len(counts) == len(a["unanimous"]) == len(question_types.codes) == len(answer_types.codes) == n
+    codes_ok = all(_codes_ok(c, names) for names, c in (question_types, answer_types, (tables["strings"], a["gt_ids"])))
+    if not (shapes_ok and codes_ok):
       raise ValueError("inconsistent arrays")
     return cls(
       question_ids=a["question_ids"].tolist(),
       targets={"gt_ids": gt_ids, "gt_dup": gt_dup, "gt_valid": gt_valid, "unanimous": a["unanimous"].astype(bool)},
-      question_types=[tables["question_types"][c] for c in a["question_type_codes"].tolist()],
-      answer_types=[tables["answer_types"][c] for c in a["answer_type_codes"].tolist()],
+      question_types=question_types,
+      answer_types=answer_types,
       strings=tables["strings"],
     )
+
+
+def _codes_ok(codes: np.ndarray, names: Sequence[Any]) -> bool:
+  return bool((0 <= codes).all() and (codes < len(names)).all())
 
 
 def encode_annotations(annotations: Sequence[dict[str, Any]]) -> EncodedAnnotations:
   """Encodes annotation records (with `question_id`, `question_type`, `answer_type` and
   a non-empty `answers` list of {"answer": str, ...} each; not re-validated here)."""
-  interner = _RecordingInterner()
+  interner = Interner()
   targets = encode_targets(
     annotations, interner, max_answers=max(map(len, map(operator.itemgetter("answers"), annotations)))
   )
   return EncodedAnnotations(
     question_ids=list(map(operator.itemgetter("question_id"), annotations)),
     targets=targets,
-    question_types=list(map(operator.itemgetter("question_type"), annotations)),
-    answer_types=list(map(operator.itemgetter("answer_type"), annotations)),
-    strings=interner.strings,
+    question_types=labels(map(operator.itemgetter("question_type"), annotations), len(annotations)),
+    answer_types=labels(map(operator.itemgetter("answer_type"), annotations), len(annotations)),
+    strings=interner.strings(),
   )
+
+
+def encode_answer_columns(
+  question_ids: list[int],
+  question_types: Labels,
+  answer_types: Labels,
+  counts: np.ndarray,
+  answers: Iterable[str],
+  answer_ids: np.ndarray | None,
+  rest: Callable[[int], list],
+) -> EncodedAnnotations:
+  """`encode_annotations` of validated columns (`kernel.encode_answers` says which)."""
+  interner = Interner()
+  targets = encode_answers(counts, answers, answer_ids, rest, interner, int(counts.max()))
+  return EncodedAnnotations(question_ids, targets, question_types, answer_types, interner.strings())
 
 
 @dataclasses.dataclass
@@ -184,17 +188,16 @@ class QuestionInfo:
     )
 
 
-def question_info(questions: Sequence[dict[str, Any]]) -> QuestionInfo:
-  """QuestionInfo of question records as `official_files.read_questions` checked them (an
-  integer `question_id`; `multiple_choices`, if any, a list of strings)."""
-  lists = list(map(operator.methodcaller("get", "multiple_choices"), questions))
-  has = np.array([c is not None for c in lists], bool).reshape(-1)
-  kept = [c or [] for c in lists]
-  choices, codes = unique_codes([s for c in kept for s in c], np.int32)
+def question_info(question_ids: list[int], choice_lists: Sequence[list[str] | None]) -> QuestionInfo:
+  """QuestionInfo of validated questions: unique integer ids, and each question's
+  `multiple_choices` (a non-empty list of strings) or None."""
+  has = np.fromiter(map(operator.is_not, choice_lists, itertools.repeat(None)), bool, len(choice_lists))
+  kept = [c or [] for c in choice_lists] if has.any() else []
+  choices, codes = unique_codes(itertools.chain.from_iterable(kept), np.int32)
   return QuestionInfo(
-    question_ids=[q["question_id"] for q in questions],
+    question_ids=question_ids,
     has_choices=has,
-    choice_counts=np.fromiter(map(len, kept), np.int64, len(kept)),
+    choice_counts=np.fromiter(map(len, kept), np.int64, len(kept)) if kept else np.zeros(len(has), np.int64),
     choice_codes=codes,
     choices=choices,
   )
@@ -213,11 +216,10 @@ def cache_dir() -> str:
 @functools.lru_cache(maxsize=None)
 def _code_fingerprint() -> str:
   digest = hashlib.sha256()
-  for module in (normalize, vqa_accuracy, official_files):  # what passes validation
-    with open(module.__file__, "rb") as f:
+  here = os.path.dirname(os.path.abspath(__file__))  # what validates and encodes: this folder too
+  for path in [official_files.__file__] + sorted(glob.glob(os.path.join(here, "*.py"))):
+    with open(path, "rb") as f:
       digest.update(f.read())
-  with open(__file__, "rb") as f:
-    digest.update(f.read())
   return digest.hexdigest()[:16]
 
 

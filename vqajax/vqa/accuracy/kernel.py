@@ -23,7 +23,7 @@ import itertools
 import operator
 from decimal import ROUND_HALF_UP, Decimal
 from types import ModuleType
-from typing import Any, Hashable, Sequence
+from typing import Any, Callable, Hashable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -36,31 +36,59 @@ class Interner:
   def __init__(self) -> None:
     self._ids: dict[str, int] = {}
 
+  @classmethod
+  def of(cls, strings: Sequence[str]) -> Interner:
+    """The Interner whose ids are the positions of the distinct `strings`."""
+    interner = cls()
+    interner._ids = dict(zip(strings, range(len(strings))))
+    if len(interner) != len(strings):
+      raise ValueError("repeated interned strings")
+    return interner
+
   def __call__(self, s: str) -> int:
     return self._ids.setdefault(s, len(self._ids))
 
   def __len__(self) -> int:
     return len(self._ids)
 
+  def strings(self) -> list[str]:
+    """The strings in id order."""
+    return list(self._ids)
 
-def unique_codes(values: Sequence[Hashable], dtype=np.int64) -> tuple[list[Any], np.ndarray]:
-  """Distinct values (first-appearance order) and each input's index among them."""
-  index = {v: i for i, v in enumerate(dict.fromkeys(values))}
-  codes = np.fromiter(map(index.__getitem__, values), dtype, len(values))
-  return list(index), codes
+
+def unique_codes(values: Iterable[Hashable], dtype=np.int64, count: int = -1) -> tuple[list[Any], np.ndarray]:
+  """Distinct values (first-appearance order) and each input's index among them;
+  `values` is iterated once (`count`: how many there are, where known)."""
+  first: dict[Any, int] = {}  # value -> position of its first appearance
+  position = np.fromiter(map(first.setdefault, values, itertools.count()), np.int64, count)
+  code = np.empty(len(position), dtype)
+  code[np.fromiter(first.values(), np.int64, len(first))] = np.arange(len(first))
+  return list(first), code[position]
+
+
+class Labels(NamedTuple):
+  """Labels coded by first appearance: `names[codes[i]]` is item i's label."""
+
+  names: list[Any]
+  codes: np.ndarray
+
+
+def labels(values: Iterable[Hashable], count: int = -1) -> Labels:
+  return Labels(*unique_codes(values, np.int32, count))
 
 
 def encode_answer_table(answers: Sequence[str], interner: Interner) -> tuple[np.ndarray, np.ndarray]:
   """Ids of clean(a) and of normalize(clean(a)) for each answer of a table."""
   cleaned = [clean(a) for a in answers]
+  normalized = {c: normalize(c) for c in dict.fromkeys(cleaned)}  # once per distinct string
   raw_ids = np.array([interner(c) for c in cleaned], np.int32)
-  norm_ids = np.array([interner(normalize(c)) for c in cleaned], np.int32)
+  norm_ids = np.array([interner(normalized[c]) for c in cleaned], np.int32)
   return raw_ids, norm_ids
 
 
-def _processed_ids(strings: Sequence[str], interner: Interner) -> tuple[np.ndarray, np.ndarray]:
+def _processed_ids(strings: Iterable[str], interner: Interner, count: int = -1) -> tuple[np.ndarray, np.ndarray]:
   """`encode_answer_table` of many strings, processing each distinct string once."""
-  unique, codes = unique_codes(strings)
+  unique, codes = unique_codes(strings, count=count)
   raw_ids, norm_ids = encode_answer_table(unique, interner)
   return raw_ids[codes], norm_ids[codes]
 
@@ -80,22 +108,56 @@ def _answer_id_codes(flat: list[dict[str, Any]]) -> np.ndarray | None:
 
 
 def _dup_counts(
-  answer_lists: Sequence[list[dict[str, Any]]], flat: list[dict[str, Any]], gt_ids: np.ndarray, gt_valid: np.ndarray
+  gt_ids: np.ndarray, gt_valid: np.ndarray, answer_ids: np.ndarray | None, rest: Callable[[int], list]
 ) -> np.ndarray:
   """`gt_dup`: per answer dict, the number of the question's dicts equal to it."""
-  same = (gt_ids[:, :, None] == gt_ids[:, None, :]) & gt_valid[:, :, None] & gt_valid[:, None, :]
-  # Equal dicts need equal answer_ids too, which normally differ within a question:
-  # that rules out almost every row at array speed.
-  answer_ids = _answer_id_codes(flat)
-  if answer_ids is not None:
-    padded = np.zeros(gt_ids.shape, answer_ids.dtype)
-    padded[gt_valid] = answer_ids
-    same &= padded[:, :, None] == padded[:, None, :]
+  rows = np.arange(len(gt_ids))
+  answer_id = None
+  if answer_ids is not None:  # equal dicts have equal answer_ids
+    answer_id = np.zeros(gt_ids.shape, answer_ids.dtype)
+    answer_id[gt_valid] = answer_ids
+    # Increasing answer_ids (the official files': 1 to 10) have no equal pair.
+    increasing = (answer_id[:, 1:] > answer_id[:, :-1]) | ~gt_valid[:, 1:]
+    rows = np.flatnonzero(~increasing.all(axis=1))
+    answer_id = answer_id[rows]
+  i, j = np.triu_indices(gt_ids.shape[1], 1)  # each pair of answers once; i < j
+  ids = gt_ids[rows]
+  same = (ids[:, i] == ids[:, j]) & gt_valid[rows][:, j]  # padding comes last: j valid => i valid
+  if answer_id is not None:
+    same &= answer_id[:, i] == answer_id[:, j]
   dup = np.ones(gt_ids.shape, np.int32)
-  for row in np.flatnonzero((same.sum(axis=2) > 1).any(axis=1)):
-    keys = [(gt_ids[row, j], {k: v for k, v in a.items() if k != "answer"}) for j, a in enumerate(answer_lists[row])]
+  for row in rows[same.any(axis=1)]:
+    keys = list(zip(gt_ids[row].tolist(), rest(row)))
     dup[row, : len(keys)] = [keys.count(key) for key in keys]
   return dup
+
+
+def encode_answers(
+  counts: np.ndarray,
+  answers: Iterable[str],
+  answer_ids: np.ndarray | None,
+  rest: Callable[[int], list],
+  interner: Interner,
+  max_answers: int,
+) -> dict[str, np.ndarray]:
+  """`encode_targets` of answer columns: `counts` [N] answers per question (1 to
+  max_answers), `answers` every question's answer strings in turn (iterated once),
+  `answer_ids` values equal exactly where the answer dicts' answer_ids are (None:
+  unknown), `rest(row)` the answer dicts of question `row` without their "answer", as
+  comparable values (asked for the rare questions where two dicts may be equal)."""
+  raw, norm = _processed_ids(answers, interner, int(counts.sum()))
+  gt_valid = np.arange(max_answers) < counts[:, None]
+  raw_ids = np.full(gt_valid.shape, -1, np.int32)
+  raw_ids[gt_valid] = raw  # row-major order of the mask is the flattened answer order
+  unanimous = ((raw_ids == raw_ids[:, :1]) | ~gt_valid).all(axis=1)
+  gt_ids = np.full(gt_valid.shape, -1, np.int32)
+  gt_ids[gt_valid] = np.where(np.repeat(unanimous, counts), raw, norm)
+  return {
+    "gt_ids": gt_ids,
+    "gt_dup": _dup_counts(gt_ids, gt_valid, answer_ids, rest),
+    "gt_valid": gt_valid,
+    "unanimous": unanimous,
+  }
 
 
 def encode_targets(
@@ -110,24 +172,18 @@ def encode_targets(
       f"question_id {annotations[bad[0]]['question_id']}: has {counts[bad[0]]} answers, expected 1 to {max_answers}"
     )
   flat = list(itertools.chain.from_iterable(answer_lists))
-  raw, norm = _processed_ids(list(map(operator.itemgetter("answer"), flat)), interner)
-  gt_valid = np.arange(max_answers) < counts[:, None]
-  raw_ids = np.full(gt_valid.shape, -1, np.int32)
-  raw_ids[gt_valid] = raw  # row-major order of the mask is the flattened answer order
-  unanimous = ((raw_ids == raw_ids[:, :1]) | ~gt_valid).all(axis=1)
-  gt_ids = np.full(gt_valid.shape, -1, np.int32)
-  gt_ids[gt_valid] = np.where(np.repeat(unanimous, counts), raw, norm)
-  return {
-    "gt_ids": gt_ids,
-    "gt_dup": _dup_counts(answer_lists, flat, gt_ids, gt_valid),
-    "gt_valid": gt_valid,
-    "unanimous": unanimous,
-  }
+
+  def rest(row: int) -> list[dict[str, Any]]:
+    return [{k: v for k, v in a.items() if k != "answer"} for a in answer_lists[row]]
+
+  answers = list(map(operator.itemgetter("answer"), flat))
+  return encode_answers(counts, answers, _answer_id_codes(flat), rest, interner, max_answers)
 
 
-def encode_predictions(strings: Sequence[str], unanimous: np.ndarray, interner: Interner) -> np.ndarray:
-  """Prediction ids [N]: cleaned where the question is unanimous, else normalised."""
-  raw, norm = _processed_ids(strings, interner)
+def encode_predictions(strings: Iterable[str], unanimous: np.ndarray, interner: Interner) -> np.ndarray:
+  """Prediction ids [N]: cleaned where the question is unanimous, else normalised
+  (`strings`: one per question, iterated once)."""
+  raw, norm = _processed_ids(strings, interner, len(unanimous))
   return np.where(unanimous, raw, norm).astype(np.int32)
 
 
@@ -180,24 +236,28 @@ def mean_percent(values: np.ndarray) -> float:
   return round_official(100 * _sequential_sum(values) / len(values))
 
 
-def _per_group(acc: np.ndarray, labels: Sequence[Any]) -> dict[Any, float]:
+def _per_group(acc: np.ndarray, groups: Labels) -> dict[Any, float]:
   """Official mean percent per label, labels in first-appearance order."""
-  codes: dict[Any, int] = {}
-  group = np.fromiter((codes.setdefault(t, len(codes)) for t in labels), np.int64, len(labels))
+  names, group = groups
   order = np.argsort(group, kind="stable")  # stable: file order within each label
-  parts = np.split(acc[order], np.cumsum(np.bincount(group, minlength=len(codes)))[:-1])
-  return {label: mean_percent(part) for label, part in zip(codes, parts)}
+  parts = np.split(acc[order], np.cumsum(np.bincount(group, minlength=len(names)))[:-1])
+  return {label: mean_percent(part) for label, part in zip(names, parts)}
+
+
+def _as_labels(values: Sequence[Any] | Labels) -> Labels:
+  return values if isinstance(values, Labels) else labels(values, len(values))
 
 
 def aggregate_official(
-  per_question_acc: np.ndarray, question_types: Sequence[Any], answer_types: Sequence[Any]
+  per_question_acc: np.ndarray, question_types: Sequence[Any] | Labels, answer_types: Sequence[Any] | Labels
 ) -> dict[str, Any]:
-  """The official `accuracy` dict from float64 per-question accuracies in file order."""
+  """The official `accuracy` dict from float64 per-question accuracies in file order
+  and each question's question and answer type (a list, or `Labels`)."""
   acc = np.asarray(per_question_acc, np.float64)
   return {
     "overall": mean_percent(acc),
-    "perQuestionType": _per_group(acc, question_types),
-    "perAnswerType": _per_group(acc, answer_types),
+    "perQuestionType": _per_group(acc, _as_labels(question_types)),
+    "perAnswerType": _per_group(acc, _as_labels(answer_types)),
   }
 
 
@@ -205,4 +265,4 @@ def percent_per_question(per_question_acc: np.ndarray) -> list[float]:
   """round(100 * acc, 2) per question, as the official `evalQA` (one rounding per value)."""
   values, inverse = np.unique(np.asarray(per_question_acc, np.float64), return_inverse=True)
   rounded = [round_official(100 * v) for v in values.tolist()]
-  return [rounded[i] for i in inverse.tolist()]
+  return list(map(rounded.__getitem__, inverse.tolist()))

@@ -16,8 +16,9 @@ file, the record and what was expected, with exit status 2 and no output written
 Where the official silently keeps the last of several results for one question_id, we
 reject duplicate question ids; we also require the questions and annotations files to
 cover the same question ids, every annotation to have at least one answer, and any
-`multiple_choices` to be a non-empty list of strings. The questions and annotations files
-are validated by `vqajax.core.official_files`, as for training, on the fields scoring reads.
+`multiple_choices` to be a non-empty list of strings. The files are read by
+`vqajax.vqa.accuracy.inputs`: official files by a typed fast path, any other through
+`vqajax.core.official_files` as for training, on the fields scoring reads.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from typing import Any, Collection, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from vqajax.core import official_files
 from vqajax.core.errors import InputError
-from vqajax.vqa.accuracy.cache import EncodedAnnotations, QuestionInfo, cached, encode_annotations, question_info
+from vqajax.vqa.accuracy.cache import EncodedAnnotations, QuestionInfo, cached, encode_annotations
+from vqajax.vqa.accuracy.inputs import check_covered, read_annotations, read_questions, read_results, some
 from vqajax.vqa.accuracy.kernel import (
   aggregate_official,
   encode_predictions,
@@ -40,10 +41,6 @@ from vqajax.vqa.accuracy.kernel import (
 )
 
 __all__ = ["InputError", "accuracy_of", "evaluate_files", "score_encoded"]
-
-_SHOW_IDS = 5
-# Validated besides question ids and answers (scoring reads nothing else of the files).
-_SCORED_FIELDS = {"question_type": str, "answer_type": str}
 
 
 @contextlib.contextmanager
@@ -59,56 +56,19 @@ def _gc_paused() -> Iterator[None]:
       gc.enable()
 
 
-def _some(ids: Collection[int]) -> str:
-  shown = sorted(ids)[:_SHOW_IDS]
-  return ", ".join(map(str, shown)) + (", ..." if len(ids) > _SHOW_IDS else "")
-
-
-def read_questions(path: str) -> list[dict[str, Any]]:
-  """Question records of an official questions file, checked for what scoring reads."""
-  return official_files.read_questions(path, fields={})["questions"]
-
-
-def read_annotations(path: str) -> list[dict[str, Any]]:
-  """Annotation records of an official annotations file, checked for what scoring reads."""
-  return official_files.read_annotations(path, fields=_SCORED_FIELDS)["annotations"]
-
-
 def check_same_questions(
   questions_path: str, question_ids: Collection[int], annotations_path: str, annotation_ids: Collection[int]
 ) -> None:
-  question_ids, annotation_ids = set(question_ids), set(annotation_ids)
+  question_ids = set(question_ids)
+  if len(question_ids) == len(annotation_ids) and question_ids.issuperset(annotation_ids):
+    return  # both sides are unique ids: the same set
+  annotation_ids = set(annotation_ids)
   for path, extra, other in (
     (questions_path, question_ids - annotation_ids, annotations_path),
     (annotations_path, annotation_ids - question_ids, questions_path),
   ):
     if extra:
-      raise InputError(f"{path}: {len(extra)} question ids are missing from {other}: {_some(extra)}")
-
-
-def _check_covered(where: str, results: Mapping[int, str], question_ids: Collection[int]) -> set[int]:
-  expected = set(question_ids)
-  missing = expected - results.keys()
-  if missing:
-    raise InputError(f"{where}no result for {len(missing)} of {len(expected)} annotated question ids: {_some(missing)}")
-  return expected
-
-
-def read_results(path: str, annotated_ids: Collection[int]) -> dict[int, str]:
-  """{question_id: answer} of a results file covering exactly the annotated questions."""
-  records = official_files.load_json(path)
-  if not isinstance(records, list):
-    raise InputError(
-      f'{path}: expected a JSON list of {{"question_id", "answer"}} objects, got {type(records).__name__}'
-    )
-  ids = official_files.question_ids(path, "results", records)
-  answers = official_files.column(records, "answer", str, lambda i: f"{path}: results[{i}] (question_id={ids[i]})")
-  results = dict(zip(ids, answers))
-  expected = _check_covered(f"{path}: ", results, annotated_ids)
-  unknown = results.keys() - expected
-  if unknown:
-    raise InputError(f"{path}: {len(unknown)} question ids are not in the annotations: {_some(unknown)}")
-  return results
+      raise InputError(f"{path}: {len(extra)} question ids are missing from {other}: {some(extra)}")
 
 
 def check_multiple_choice(
@@ -141,7 +101,7 @@ def score_encoded(
 ) -> tuple[dict[str, Any], dict[int, float]]:
   """Official (`accuracy`, `evalQA`) of encoded annotations and a result per question."""
   ids = annotations.question_ids
-  pred_ids = encode_predictions([results[q] for q in ids], annotations.targets["unanimous"], annotations.interner())
+  pred_ids = encode_predictions(map(results.__getitem__, ids), annotations.targets["unanimous"], annotations.interner())
   t = annotations.targets
   acc = question_accuracy_exact(pred_ids, t["gt_ids"], t["gt_dup"], t["gt_valid"])
   accuracy = aggregate_official(acc, annotations.question_types, annotations.answer_types)
@@ -159,7 +119,7 @@ def accuracy_of(
   every annotated question needs one (else InputError), others are ignored. Same
   numbers, and same code path, as `evaluate_files` and the official `vqaEval.py`.
   """
-  _check_covered("", results, map(operator.itemgetter("question_id"), annotations))
+  check_covered("", results, list(map(operator.itemgetter("question_id"), annotations)))
   with _gc_paused():
     return score_encoded(encode_annotations(annotations), results)
 
@@ -173,10 +133,8 @@ def evaluate_files(
   of `vqajax.vqa.accuracy.cache`.
   """
   with _gc_paused():
-    questions = cached("questions", questions_path, lambda: question_info(read_questions(questions_path)), cache)
-    annotations = cached(
-      "annotations", annotations_path, lambda: encode_annotations(read_annotations(annotations_path)), cache
-    )
+    questions = cached("questions", questions_path, lambda: read_questions(questions_path), cache)
+    annotations = cached("annotations", annotations_path, lambda: read_annotations(annotations_path), cache)
     check_same_questions(questions_path, questions.question_ids, annotations_path, annotations.question_ids)
     results = read_results(results_path, annotations.question_ids)
     if multiple_choice:
