@@ -99,9 +99,10 @@ FILE_B = [
 
 @pytest.fixture
 def hand_files(tmp_path):
+  (tmp_path / "in").mkdir()  # inputs apart from the outputs: their folder is an input too
   paths = []
   for name, records in (("a.json", FILE_A), ("b.json", FILE_B)):
-    paths.append(str(tmp_path / name))
+    paths.append(str(tmp_path / "in" / name))
     with open(paths[-1], "w") as f:
       json.dump(records, f)
   return paths
@@ -184,7 +185,7 @@ def test_cli_writes_the_tables(hand_files, tmp_path, capsys):
 
 
 def test_cli_reports_bad_input_in_one_line(hand_files, tmp_path, capsys):
-  bad = tmp_path / "bad.json"
+  bad = tmp_path / "in" / "bad.json"
   bad.write_text(json.dumps(FILE_A[:1] + [dict(FILE_A[0], binary_label="both")]))
   assert therapy_cli.main(["analyze", hand_files[0], str(bad), "--out", str(tmp_path / "o")]) == 2
   err = capsys.readouterr().err
@@ -198,7 +199,7 @@ def test_cli_refuses_a_file_given_twice_and_records_repeated_across_files(hand_f
   again = os.path.join(os.path.dirname(hand_files[0]), ".", os.path.basename(hand_files[0]))
   assert therapy_cli.main(["analyze", hand_files[0], hand_files[1], again, "--out", out]) == 2
   assert capsys.readouterr().err == f"vqajax therapy: error: {again}: given twice (also as {hand_files[0]})\n"
-  copy = tmp_path / "copy.json"
+  copy = tmp_path / "in" / "copy.json"
   copy.write_text(json.dumps([FILE_B[2], FILE_A[1]]))
   assert therapy_cli.main(["analyze", hand_files[0], str(copy), "--out", out]) == 2
   assert capsys.readouterr().err == (f"vqajax therapy: error: {copy}: records[1]: repeats {hand_files[0]}: "
@@ -209,7 +210,8 @@ def test_cli_refuses_a_file_given_twice_and_records_repeated_across_files(hand_f
 def test_cli_refuses_hostile_image_sizes_in_one_line(tmp_path, capsys):
   # 200000 x 200000 crashed pycocotools (its pixel count overflows 32 bits); 65536 x 65536
   # gave a 90 x 90 square 6,480,064 pixels (tests/test_therapy_data.py refuses that one).
-  path = tmp_path / "huge.json"
+  (tmp_path / "in").mkdir()
+  path = tmp_path / "in" / "huge.json"
   path.write_text(json.dumps([FILE_A[0], dict(FILE_A[2], width=200000, height=200000)]))
   assert therapy_cli.main(["analyze", str(path), "--out", str(tmp_path / "o")]) == 2
   assert capsys.readouterr().err == (f'vqajax therapy: error: {path}: records[1]: expected "width" '
