@@ -20,11 +20,14 @@ import pytest  # pylint: disable=g-import-not-at-top
 
 
 @pytest.fixture(autouse=True)
-def _quiet_logging():
-  """Each test starts at absl's default verbosity (a `vqajax train` run in the same
-  process raises it to INFO)."""
+def _fresh_command_state():
+  """Each test starts at absl's default verbosity (a `vqajax train` run in the same process
+  raises it to INFO) and with no inputs protected (a command's own, `core/files.protect`)."""
   from absl import logging  # pylint: disable=g-import-not-at-top
+
+  from vqajax.core import files  # pylint: disable=g-import-not-at-top
   logging.set_verbosity(logging.WARNING)
+  files.unprotect_all()
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ class InputError(ValueError):
 def exit_status(prog: str, run: Callable[[], int | None]) -> int:
   """Runs a command's `run()`; bad input becomes one line `PROG: error: ...` on stderr
   and status 2."""
+  from vqajax.core import files  # pylint: disable=g-import-not-at-top  # (files imports this module)
   try:
     return run() or 0
   except (InputError, FileNotFoundError) as e:
@@ -21,3 +22,5 @@ def exit_status(prog: str, run: Callable[[], int | None]) -> int:
   except KeyboardInterrupt:
     print(f"{prog}: interrupted", file=sys.stderr)
     return 130
+  finally:
+    files.unprotect_all()  # the inputs were this command's only
