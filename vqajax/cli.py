@@ -265,8 +265,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout.write(_usage())
     return 0 if argv else 2
   verb, rest = argv[0], argv[1:]
-  from vqajax.core import files  # pylint: disable=g-import-not-at-top
-  files.unprotect_all()  # the inputs of this command only (tests run many in one process)
   if verb not in VERBS:
     sys.stderr.write(f"vqajax: error: unknown verb '{verb}' (one of {', '.join(VERBS)})\n")
     return 2
