@@ -106,7 +106,8 @@ def test_manifest_and_paths(data):
   manifest = synthetic.read_manifest(d)
   assert manifest["scale"] == "tiny" and manifest["seed"] == 0
   assert manifest["counts"] == {"train_images": 120, "train_questions": 360, "val_images": 60,
-                                "val_questions": 180, "feature_rows": 180}
+                                "val_questions": 180, "test_images": 40, "test_questions": 120,
+                                "test-dev_questions": 30, "feature_rows": 220}
   assert synthetic.read_manifest(str(data["root"] / "nowhere")) is None
 
 

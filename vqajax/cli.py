@@ -164,7 +164,9 @@ def prepare_data(config) -> None:
   from vqajax.core import files  # pylint: disable=g-import-not-at-top
   from vqajax.synthetic import embedded  # pylint: disable=g-import-not-at-top
   embedded.prepare(config)
-  given = [v for v in config.data.values() if isinstance(v, str) and os.path.isabs(v)]
+  from vqajax.core.config import file_names  # pylint: disable=g-import-not-at-top
+  given = [name for value in config.data.values() if isinstance(value, (str, tuple, list))
+           for name in file_names(value) if os.path.isabs(name)]
   files.protect(config.data.dir, *given)  # no output goes into the data or over its files
 
 

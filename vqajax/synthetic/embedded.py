@@ -20,7 +20,7 @@ from vqajax.synthetic.answertherapy import write as therapy_write
 from vqajax.synthetic.vqa import write as vqa_write
 
 CACHE = os.path.join("~", ".cache", "vqajax")
-_KINDS = {"vqa": (vqa_write, "synthetic")}
+_KINDS = {"vqa": (vqa_write, "synthetic-v2")}  # v2: with test splits (an older cache is left as it is)
 _THERAPY = (therapy_write, "synthetic_therapy")
 
 

@@ -13,6 +13,7 @@ import numpy as np
 from absl import logging
 
 from vqajax.core import official_files, text
+from vqajax.core.config import file_names
 from vqajax.core.errors import InputError
 from vqajax.core.files import SAFE_NAME
 from vqajax.core.official_files import DATA_SOURCES
@@ -45,52 +46,87 @@ OUT_OF_TABLE = -2  # an annotator's answer outside the answer table (answer_inde
 MC_AUTO = "auto"  # data.<split>_mc_questions: VQA v1's multiple-choice file if present
 
 
+def _paths(config_data, role: str) -> list[str]:
+  return [n if os.path.isabs(n) else os.path.join(config_data.dir, n)
+          for n in file_names(config_data.get(role) or "")]
+
+
+def _read_files(config_data, questions_path: str, annotations_path: str, mc_path: str):
+  """(questions, annotations, multiple-choice questions or None) of one file each."""
+  if config_data.format == "vizwiz":  # one file holds questions and answers
+    questions, annotations = vqa_files.read_vizwiz(questions_path)
+  else:
+    questions = official_files.read_questions(questions_path)
+    annotations = official_files.read_annotations(annotations_path)
+  mc_questions = official_files.read_questions(mc_path) if mc_path else None
+  return questions, annotations, mc_questions
+
+
 def read_split(config_data, split: str):
   """(records, source, info) of a split: its (question, annotation) pairs in
-  annotation-file order, questions with `multiple_choices` when the config names the
-  split's multiple-choice file; what they came from (for errors); the questions'
-  data_type / data_subtype. `config_data.source` "tfds" reads them from the prepared
-  TFDS dataset `tfds_dir` instead of the files (`tfds_records`)."""
+  annotation-file order (the files of the split's roles one after another: e.g. train
+  and val together before a test submission), questions with `multiple_choices` when
+  the config names the split's multiple-choice files; what they came from (for
+  errors); the (first) questions file's data_type / data_subtype. `config_data.source`
+  "tfds" reads them from the prepared TFDS dataset `tfds_dir` instead of the files
+  (`tfds_records`)."""
   if config_data.source not in DATA_SOURCES:
     raise InputError(f"config.data.source '{config_data.source}' is not one of {DATA_SOURCES}")
   mc_name = config_data.get(f"{split}_mc_questions") or ""
-  with_choices = bool(mc_name)
   if config_data.source == "tfds":
     from vqajax.vqa import tfds_records  # pylint: disable=g-import-not-at-top
     tfds_dir = resolve(config_data, "tfds_dir")
+    with_choices = bool(mc_name)
     if mc_name == MC_AUTO:
       with_choices = config_data.format == "vqa" and tfds_records.has_choices(tfds_dir, split)
-    questions, annotations, mc_questions, questions_path = tfds_records.read_vqa(
-        tfds_dir, split, config_data.format, with_choices)
-    annotations_path = mc_path = questions_path
+    questions, annotations, mc_questions, where = tfds_records.read_vqa(tfds_dir, split, config_data.format,
+                                                                         with_choices)
+    parts = [(questions, annotations, mc_questions, where, where, where)]
   else:
-    questions_path = resolve(config_data, f"{split}_questions")
-    annotations_path = resolve(config_data, f"{split}_annotations")
-    if config_data.format == "vizwiz":  # one file holds questions and answers
-      annotations_path = questions_path
-      questions, annotations = vqa_files.read_vizwiz(questions_path)
-    else:
-      questions = official_files.read_questions(questions_path)
-      annotations = official_files.read_annotations(annotations_path)
+    questions_paths = _paths(config_data, f"{split}_questions")
+    annotations_paths = (questions_paths if config_data.format == "vizwiz"
+                         else _paths(config_data, f"{split}_annotations"))
+    if not questions_paths or len(annotations_paths) != len(questions_paths):
+      raise InputError(f"config.data.{split}_annotations: expected one annotations file per questions file "
+                       f"({len(questions_paths)} in config.data.{split}_questions), got {len(annotations_paths)}")
     if mc_name == MC_AUTO:  # VQA v1's file where it is (v2 and VizWiz have none)
-      mc_name = f"MultipleChoice_mscoco_{split}2014_questions.json" if config_data.format == "vqa" else ""
-      with_choices = bool(mc_name) and os.path.exists(os.path.join(config_data.dir, mc_name))
-    mc_path = (mc_name if os.path.isabs(mc_name) else os.path.join(config_data.dir, mc_name)) if with_choices else ""
-    mc_questions = official_files.read_questions(mc_path) if with_choices else None
-  for i, a in enumerate(annotations["annotations"]):
-    if a["answer_type"] not in ANSWER_TYPES:
-      raise official_files.DataFileError(
-          f"{annotations_path}: annotations[{i}] answer_type '{a['answer_type']}' is not one of {ANSWER_TYPES}")
-  records = official_files.join(questions, annotations, questions_path, annotations_path)
-  if with_choices:
-    vqa_files.attach_choices([q for q, _ in records], mc_questions, mc_path)
+      auto = os.path.join(config_data.dir, f"MultipleChoice_mscoco_{split}2014_questions.json")
+      mc_paths = [auto] if config_data.format == "vqa" and os.path.exists(auto) else []
+    else:
+      mc_paths = _paths(config_data, f"{split}_mc_questions")
+    if mc_paths and len(mc_paths) != len(questions_paths):
+      raise InputError(f"config.data.{split}_mc_questions: expected one multiple-choice file per questions file "
+                       f"({len(questions_paths)}), got {len(mc_paths)}")
+    mc_paths = mc_paths or [""] * len(questions_paths)
+    parts = [(*_read_files(config_data, q, a, mc), q, a, mc)
+             for q, a, mc in zip(questions_paths, annotations_paths, mc_paths)]
+  records, first = [], {}
+  for questions, annotations, mc_questions, questions_path, annotations_path, mc_path in parts:
+    for i, a in enumerate(annotations["annotations"]):
+      if a["answer_type"] not in ANSWER_TYPES:
+        raise official_files.DataFileError(
+            f"{annotations_path}: annotations[{i}] answer_type '{a['answer_type']}' is not one of {ANSWER_TYPES}")
+    part = official_files.join(questions, annotations, questions_path, annotations_path)
+    if mc_questions is not None:
+      vqa_files.attach_choices([q for q, _ in part], mc_questions, mc_path)
+    for q, _ in part:
+      other = first.setdefault(q["question_id"], questions_path)
+      if other != questions_path:
+        raise official_files.DataFileError(f"{questions_path}: question_id {q['question_id']} is also in {other}")
+    records += part
+  questions, questions_path = parts[0][0], parts[0][3]
   info = {"data_type": questions.get("data_type", "mscoco"),
           "data_subtype": questions.get("data_subtype", f"{split}2014")}
-  for key, value in info.items():  # they name the official results files
+  check_info(info, questions_path)
+  return records, " + ".join(dict.fromkeys(p[3] for p in parts)), info
+
+
+def check_info(info: dict, questions_path: str) -> None:
+  """data_type / data_subtype name the results files: plain names only."""
+  for key, value in info.items():
     if not isinstance(value, str) or not SAFE_NAME.fullmatch(value) or value in (".", ".."):
       raise official_files.DataFileError(
           f'{questions_path}: "{key}" {value!r}: expected a plain name (it names the results files)')
-  return records, questions_path, info
 
 
 @dataclasses.dataclass
@@ -175,11 +211,15 @@ def read_train_records(config_data):
 
 
 def _read_captions(config_data, split: str):
-  """({image_id: [caption, ...]}, path) of the split's COCO captions file, or None."""
-  if not config_data.get(f"{split}_captions"):
+  """({image_id: [caption, ...]}, paths) of the split's COCO captions files, or None."""
+  paths = _paths(config_data, f"{split}_captions")
+  if not paths:
     return None
-  path = resolve(config_data, f"{split}_captions")
-  return vqa_files.read_captions(path), path
+  captions = {}
+  for path in paths:
+    for image_id, texts in vqa_files.read_captions(path).items():
+      captions.setdefault(image_id, []).extend(texts)
+  return captions, " + ".join(paths)
 
 
 def load(config_data) -> VQAData:
