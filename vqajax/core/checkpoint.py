@@ -88,6 +88,10 @@ class Checkpointer:
   def latest_step(self) -> Optional[int]:
     return self.manager.latest_step()
 
+  def best_step(self) -> Optional[int]:
+    """The kept step with the best `best_metric` (None if no kept step has metrics)."""
+    return self.manager.best_step()
+
   def restore(self, step: int, target: Any) -> tuple[Any, dict]:
     """Restores `step` straight onto the shardings of `target` (arrays or shape structs) and
     verifies its checksum (DamagedCheckpointError on a mismatch). Checkpoints saved before

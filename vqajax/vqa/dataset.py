@@ -35,6 +35,7 @@ class VQAData:
   val_info: dict[str, str]           # data_type / data_subtype, for official result names
   table_ids: dict[str, np.ndarray]   # raw_ids / norm_ids of the answer table
   bag_sizes: dict[str, int]          # bins of the bag-of-words inputs (question_bow, caption_bow)
+  encoders: "_Encoders"              # what turns records into arrays (`read_test`)
 
 
 def resolve(config_data, name: str) -> str:
@@ -165,26 +166,17 @@ def _answer_indices(annotations, answers: text.TopK) -> np.ndarray:
   return out
 
 
-def _arrays(records, source, enc: _Encoders, store, captions=None):
-  questions = [q for q, _ in records]
-  annotations = [a for _, a in records]
+def _question_arrays(questions, source, enc: _Encoders, store) -> dict[str, np.ndarray]:
+  """The arrays of the questions alone (the inputs, and the choices where they have them)."""
   token_lists = [text.tokenize(q["question"]) for q in questions]
   tokens, lengths = enc.vocab.encode(token_lists, enc.max_len)
-  image_ids = [q["image_id"] for q in questions]
   out = {
       "question_id": np.array([q["question_id"] for q in questions], np.int64),
-      "image_row": store.rows(image_ids, source).astype(np.int32),
+      "image_row": store.rows([q["image_id"] for q in questions], source).astype(np.int32),
       "tokens": tokens,
       "length": lengths,
       "question_bow": enc.question_bag.indices(token_lists, enc.max_len),
-      "label": enc.answers.index(a["multiple_choice_answer"] for a in annotations),
-      "answer_index": _answer_indices(annotations, enc.answers),
-      "answer_type": np.array([ANSWER_TYPES.index(a["answer_type"]) for a in annotations], np.int32),
-      "question_type": np.array([enc.question_types[a["question_type"]] for a in annotations], np.int32),
   }
-  if captions is not None:
-    out["caption_bow"] = _caption_bags(image_ids, *captions, enc.caption_words)
-  out.update(vqa_accuracy.encode_targets(annotations, enc.interner))
   if "multiple_choices" in questions[0]:
     width = max(len(q["multiple_choices"]) for q in questions)
     choice_index = np.full((len(questions), width), -1, np.int32)
@@ -196,6 +188,58 @@ def _arrays(records, source, enc: _Encoders, store, captions=None):
       choice_raw[i, :n], choice_norm[i, :n] = vqa_accuracy.encode_answer_table(q["multiple_choices"], enc.interner)
     out.update(choice_index=choice_index, choice_raw=choice_raw, choice_norm=choice_norm)
   return out
+
+
+def _arrays(records, source, enc: _Encoders, store, captions=None):
+  questions = [q for q, _ in records]
+  annotations = [a for _, a in records]
+  out = _question_arrays(questions, source, enc, store)
+  out.update({
+      "label": enc.answers.index(a["multiple_choice_answer"] for a in annotations),
+      "answer_index": _answer_indices(annotations, enc.answers),
+      "answer_type": np.array([ANSWER_TYPES.index(a["answer_type"]) for a in annotations], np.int32),
+      "question_type": np.array([enc.question_types[a["question_type"]] for a in annotations], np.int32),
+  })
+  if captions is not None:
+    out["caption_bow"] = _caption_bags([q["image_id"] for q in questions], *captions, enc.caption_words)
+  out.update(vqa_accuracy.encode_targets(annotations, enc.interner))
+  return out
+
+
+@dataclasses.dataclass
+class TestFile:
+  """A questions-only file (a server's test split) as arrays, for `vqajax submit`."""
+  path: str
+  name: str                          # its data_subtype, e.g. test-dev2015 (VizWiz: test)
+  version: str                       # "v2", "v1" or "vizwiz": which server's files
+  questions: list[dict]              # file order; VizWiz questions keep their `image`
+  arrays: dict[str, np.ndarray]
+  info: dict[str, str]               # data_type / data_subtype
+  keys: tuple[str, ...] = ()         # the arrays the predict step reads (set by the task)
+
+
+def read_test(config, data: VQAData, path: str) -> TestFile:
+  """The questions of the test file at `path` (VQA v1 / v2 questions, with or without
+  `multiple_choices`, or a VizWiz-VQA list), encoded as the run's training data was.
+  Answers in the file, if any, are not read."""
+  if "caption_bow" in data.bag_sizes:
+    raise InputError(f"{path}: a caption model needs the test images' captions; "
+                     "submissions are for the models without captions")
+  raw = official_files.read_bytes(path)
+  content = official_files.load_json(path, raw)
+  if config.data.format == "vizwiz" or isinstance(content, list):
+    questions = vqa_files.read_vizwiz_questions(path, content)
+    version, info = "vizwiz", {"data_type": "VizWiz", "data_subtype": questions["data_subtype"]}
+  else:
+    questions = official_files.read_questions(path, content=raw)
+    version = "v2" if os.path.basename(path).startswith("v2_") else "v1"
+    info = {"data_type": questions.get("data_type", "mscoco"), "data_subtype": questions.get("data_subtype", "")}
+  check_info(info, path)
+  if not questions["questions"]:
+    raise official_files.DataFileError(f"{path}: holds no questions")
+  arrays = _question_arrays(questions["questions"], path, data.encoders, data.store)
+  return TestFile(path=path, name=info["data_subtype"], version=version, questions=questions["questions"],
+                  arrays=arrays, info=info)
 
 
 def read_train_records(config_data):
@@ -262,4 +306,4 @@ def load(config_data) -> VQAData:
   return VQAData(train=train, val=_arrays(val_records, val_source, enc, store, captions["val"]),
                  vocab=vocab, answers=answers, store=store, question_types=question_types,
                  val_records=val_records, val_info=val_info,
-                 table_ids={"raw_ids": raw_ids, "norm_ids": norm_ids}, bag_sizes=bag_sizes)
+                 table_ids={"raw_ids": raw_ids, "norm_ids": norm_ids}, bag_sizes=bag_sizes, encoders=enc)

@@ -1,0 +1,60 @@
+"""A workdir's predictions for a questions-only test file, in the evaluation server's files.
+
+`write(task, config, workdir, path)` restores one checkpoint (the latest, `step`, or the
+best by the task's val metric), reads the test file through the task (`Predicts` in
+`core/task.py`), runs the task's predict step in padded batches exactly as evaluation
+does (`evaluate.predict`) and hands the predictions to the task's writer. The outputs go
+under `WORKDIR/submissions/<split>/` (or `out_dir`), never over an input.
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+
+from vqajax.core import checkpoint, evaluate, files, run_record
+from vqajax.core.errors import InputError
+from vqajax.core.experiment import Experiment
+from vqajax.core.task import Predicts, Task
+
+SUBMISSIONS = "submissions"
+
+
+def _chosen_step(ckpt: checkpoint.Checkpointer, workdir: str, step: int | None, best: bool) -> int:
+  saved = ckpt.steps()
+  if not saved:
+    raise InputError(f"{workdir}: no checkpoints to predict with (train the run first)")
+  if best:
+    chosen = ckpt.best_step()
+    if chosen is None:
+      raise InputError(f"{workdir}: no kept checkpoint has val metrics to pick the best by (saved: {saved})")
+    return chosen
+  if step is not None and step not in saved:
+    raise InputError(f"{workdir}: no checkpoint at step {step} (saved: {saved})")
+  return max(saved) if step is None else step
+
+
+def write(task: Task, config, workdir: str, path: str, out_dir: str | None = None, step: int | None = None,
+          best: bool = False) -> tuple[int, list[str]]:
+  """(the step used, the files written) of the predictions for the test file `path`."""
+  if not isinstance(task, Predicts):
+    raise InputError(f"config.task '{config.task}' does not predict test files")
+  files.protect(path)
+  with run_record.WorkdirLock(workdir, "vqajax submit"):
+    ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints,
+                                   task.BEST_METRIC)
+    chosen = _chosen_step(ckpt, workdir, step, best)
+    exp = Experiment.build(task, config)
+    run_record.check_same_run(workdir, config, task.sizes(exp.data),
+                              "submit predicts with the run's own config (run.json)")
+    test = task.read_test(config, exp.data, path)
+    out_dir = out_dir or os.path.join(workdir, SUBMISSIONS, test.name)
+    files.check_output(out_dir, folder=True)
+    state, _ = ckpt.restore(chosen, exp.initial_state(abstract=True))
+    ckpt.close()
+    predictions = evaluate.predict(task.make_predict_step(exp.model, exp.data, exp.mesh), state.params,
+                                   test.arrays, exp.data.store, config.eval_batch_size, test.keys, exp.mesh)
+    if jax.process_index() > 0:
+      return chosen, []
+    return chosen, task.write_submission(out_dir, config, exp.data, test, predictions)
