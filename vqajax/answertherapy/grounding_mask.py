@@ -27,7 +27,7 @@ import optax
 
 from vqajax.answertherapy import dataset as therapy_dataset
 from vqajax.answertherapy import groups as therapy_groups
-from vqajax.answertherapy import iou, masks
+from vqajax.answertherapy import iou, masks, submission
 from vqajax.answertherapy import models as grounding
 from vqajax.answertherapy.groups import BY_SOURCE, BY_SOURCE_AND_LABEL, LABELS, key
 from vqajax.core import tables
@@ -124,11 +124,15 @@ def result_records(samples, predicted: np.ndarray) -> list[dict]:
     ids = {"image_id": sample.image_id}
     if sample.question_id is not None:
       ids["question_id"] = sample.question_id
-    for answer, grid in zip(sample.answers, grids):
+    for answer, mask in zip(sample.answers, answer_masks(sample, grids)):
       records.append({**ids, "source": sample.source, "question": sample.question, "answer": answer,
-                      "label": sample.label,
-                      "mask": masks.encode(masks.upsample(grid, sample.height, sample.width))})
+                      "label": sample.label, "mask": mask})
   return records
+
+
+def answer_masks(sample, grids: np.ndarray) -> list[dict]:
+  """The COCO RLE at the image size of each answer's predicted [G, G] grid mask."""
+  return [masks.encode(masks.upsample(grid, sample.height, sample.width)) for _, grid in zip(sample.answers, grids)]
 
 
 def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) -> None:
@@ -137,3 +141,23 @@ def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) 
                      os.path.join(out_dir, "metrics.json"): metrics}, make_dirs=True)
   tables.write_table(out_dir, "table5", *table5(config.name, metrics))
   tables.write_table(out_dir, "table6", *table6(config.name, metrics))
+
+
+def read_test(config, data, path: str) -> therapy_dataset.TestFile:
+  test = therapy_dataset.read_test(config, data, path)
+  test.keys = TEXT_KEYS + ("question_id",)
+  return test
+
+
+def make_predict_step(model, data, mesh):
+  """(params, batch) -> {mask} (sigmoid >= 0.5 per cell), to be jitted."""
+  del data, mesh
+  return lambda params, batch: {"mask": model.apply({"params": params}, batch, train=False) >= 0.0}
+
+
+def write_submission(out_dir: str, config, data, test, predictions: dict) -> list[str]:
+  """Each test answer's mask as a COCO RLE at the image size (`answertherapy/submission.py`)."""
+  del data
+  return submission.write(out_dir, config.name, test, [
+      {"grounding_masks": answer_masks(s, grids)}
+      for s, grids in zip(test.samples, predictions["mask"])])
