@@ -62,6 +62,7 @@ class Checkpointer:
                        keep_checkpoints_without_metrics=False),
     ])
     options = ocp.CheckpointManagerOptions(preservation_policy=policy, create=True,
+                                           best_fn=lambda m: m[best_metric], best_mode="max",  # kept on disk
                                            enable_async_checkpointing=False,
                                            cleanup_tmp_directories=True)  # left by a kill / Ctrl-C
     if "://" not in directory:  # orbax wants absolute local paths; gs:// etc. pass through

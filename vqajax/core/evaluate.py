@@ -75,7 +75,7 @@ def evaluate_checkpoints(task: Task, config, workdir: str, step: int | None = No
 
 
 def _evaluate(task: Task, config, workdir: str, step: int | None, every: bool) -> dict:
-  ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints)
+  ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints, task.BEST_METRIC)
   saved = ckpt.steps()
   if not saved:
     raise FileNotFoundError(f"{workdir}: no checkpoints to evaluate")

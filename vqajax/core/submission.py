@@ -23,8 +23,6 @@ SUBMISSIONS = "submissions"
 
 def _chosen_step(ckpt: checkpoint.Checkpointer, workdir: str, step: int | None, best: bool) -> int:
   saved = ckpt.steps()
-  if not saved:
-    raise InputError(f"{workdir}: no checkpoints to predict with (train the run first)")
   if best:
     chosen = ckpt.best_step()
     if chosen is None:
@@ -42,8 +40,10 @@ def write(task: Task, config, workdir: str, path: str, out_dir: str | None = Non
     raise InputError(f"config.task '{config.task}' does not predict test files")
   files.protect(path)
   with run_record.WorkdirLock(workdir, "vqajax submit"):
-    ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints,
-                                   task.BEST_METRIC)
+    directory = os.path.join(workdir, "checkpoints")
+    if not os.path.isdir(directory) or not os.listdir(directory):  # (orbax would create the folder)
+      raise InputError(f"{workdir}: no checkpoints to predict with (train the run first)")
+    ckpt = checkpoint.Checkpointer(directory, config.keep_checkpoints, task.BEST_METRIC)
     chosen = _chosen_step(ckpt, workdir, step, best)
     exp = Experiment.build(task, config)
     run_record.check_same_run(workdir, config, task.sizes(exp.data),
