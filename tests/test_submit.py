@@ -145,6 +145,17 @@ def test_v1_multiple_choice_test_gives_both_tasks_zipped(run, tiny_data):
       assert archive.namelist() == [f"{n}.json"]
 
 
+def test_vizwiz_test_results_name_each_image(run, tiny_data, tiny_vizwiz):
+  """A VizWiz test.json (questions only) gives VizWiz's list of {image, answer}."""
+  out = os.path.join(run, "vizwiz")
+  assert _submit(tiny_vizwiz / "test.json", "--workdir", run, "--out", out) == 0
+  assert os.listdir(out) == [f"VizWiz_test_{ALG}_results.json"]  # the server takes the JSON itself
+  results, records = _json(os.path.join(out, f"VizWiz_test_{ALG}_results.json")), _json(tiny_vizwiz / "test.json")
+  assert [r["image"] for r in results] == [r["image"] for r in records]
+  assert all(set(r) == {"image", "answer"} for r in results)
+  assert {r["answer"] for r in results} <= set(_answer_table(tiny_data))
+
+
 def test_bad_input_is_one_line_and_writes_nothing(run, tiny_data, tmp_path, capsys):
   before, run_before = digests(tiny_data), digests(run)
   test_dev = os.path.join(tiny_data, TEST_DEV)
@@ -187,8 +198,8 @@ def test_answer_therapy_test_files_in_the_released_format(tiny_therapy, tmp_path
   unlabelled.write_text(json.dumps([{k: v for k, v in r.items() if k not in ("binary_label", "grounding_labels")}
                                     for r in released]))
   val = os.path.join(tiny_therapy, "VQA_val.json")
-  for path, out in ((os.path.join(tiny_therapy, "VQA_test.json"), None), (unlabelled, None),
-                    (val, tmp_path / "val")):
+  test = os.path.join(tiny_therapy, "VQA_test.json") if task == "grounding_class" else unlabelled
+  for path, out in ((test, None), (val, tmp_path / "val")):
     assert _submit(path, "--workdir", workdir, *(("--out", out) if out else ())) == 0
     stem = os.path.splitext(os.path.basename(path))[0]
     results = _json(os.path.join(out or os.path.join(workdir, "submissions", stem), f"{stem}_{task}_results.json"))

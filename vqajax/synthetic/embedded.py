@@ -1,7 +1,7 @@
 """The embedded synthetic datasets a config asks for (`config.data.synthetic`).
 
 The front door calls `prepare(config)` before a run: `data.dir` "" means the dataset's
-own cache folder (`~/.cache/vqajax/synthetic/<scale>-seed<seed>`, `synthetic_therapy/`
+own cache folder (`~/.cache/vqajax/synthetic-v2/<scale>-seed<seed>`, `synthetic_therapy/`
 for the AnswerTherapy tasks). A folder holding a complete embedded dataset of the right
 kind (its MANIFEST.json) is used as it is; a folder that does not exist yet (or is empty)
 gets the dataset written into it, as a visible step; any other folder is refused, so a
