@@ -223,7 +223,8 @@ def test_captions_format(data, world):
 
 def test_feature_stores(data):
   js = data["json"]
-  all_ids = {e["image_id"] for s in SPLITS for e in js[f"{s}_questions"]["questions"]}
+  all_ids = {e["image_id"] for role in [f"{s}_questions" for s in SPLITS] + ["test2015_v2_OpenEnded"]
+             for e in js[role]["questions"]}  # the test images too
   fc7 = FeatureStore(data["paths"]["features"])
   try:
     assert fc7.shape == (4096,) and fc7.dtype == np.float16

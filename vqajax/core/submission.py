@@ -9,6 +9,7 @@ under `WORKDIR/submissions/<split>/` (or `out_dir`), never over an input.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import jax
@@ -39,7 +40,8 @@ def write(task: Task, config, workdir: str, path: str, out_dir: str | None = Non
   if not isinstance(task, Predicts):
     raise InputError(f"config.task '{config.task}' does not predict test files")
   files.protect(path)
-  with run_record.WorkdirLock(workdir, "vqajax submit"):
+  lock = run_record.WorkdirLock(workdir, "vqajax submit") if jax.process_index() == 0 else contextlib.nullcontext()
+  with lock:
     directory = os.path.join(workdir, "checkpoints")
     if not os.path.isdir(directory) or not os.listdir(directory):  # (orbax would create the folder)
       raise InputError(f"{workdir}: no checkpoints to predict with (train the run first)")

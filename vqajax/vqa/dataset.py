@@ -229,6 +229,8 @@ def read_test(config, data: VQAData, path: str) -> TestFile:
   content = official_files.load_json(path, raw)
   if config.data.format == "vizwiz" or isinstance(content, list):
     questions = vqa_files.read_vizwiz_questions(path, content)
+    for q, record in zip(questions["questions"], content):  # the results name the image
+      q["image"] = record["image"]
     version, info = "vizwiz", {"data_type": "VizWiz", "data_subtype": questions["data_subtype"]}
   else:
     questions = official_files.read_questions(path, content=raw)

@@ -69,16 +69,14 @@ def read_vizwiz(path: str, data: list | None = None, answer_fields: dict[str, ty
 
 def read_vizwiz_questions(path: str, data: list | None = None, subtype: str = "") -> dict:
   """The questions of a VizWiz-VQA file (answers or not: the test split has none) as a
-  VQA-style questions object; each question keeps its record's `image` name."""
+  VQA-style questions object."""
   if data is None:
     data = load_json(path)
   if not isinstance(data, list):
     raise DataFileError(f"{path}: expected a JSON list of VizWiz records")
   where = lambda i: f"{path}: records[{i}]"
-  images = column(data, "image", str, where)
-  questions = [{"question_id": i, "image_id": image_id, "question": question, "image": image}
-               for i, (image, image_id, question) in enumerate(zip(
-                   images, vizwiz_image_ids(path, data), column(data, "question", str, where)))]
+  questions = [{"question_id": i, "image_id": image_id, "question": question} for i, (image_id, question) in
+               enumerate(zip(vizwiz_image_ids(path, data), column(data, "question", str, where)))]
   return {"data_subtype": subtype or os.path.splitext(os.path.basename(path))[0], "questions": questions}
 
 
