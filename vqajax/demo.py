@@ -1,0 +1,172 @@
+"""vqajax demo: a local web page (Gradio) asking a VQA run about an image.
+
+  vqajax demo --workdir VQA_WORKDIR [--therapy-workdir MASK_WORKDIR] [--host 127.0.0.1] [--port 7860]
+
+Choose one of the run's store images (shown with its caption where the store has no
+pixels, as on the embedded synthetic data) or upload an image (its features computed as the
+store's were: `Answerer.features_of`), type a question and see the top answers as bars.
+With a VQA-AnswerTherapy mask run beside it, each answer's mask is drawn over the image,
+with whether the answers share one grounding. Bad input in the page (no image, an empty
+question, a file that is not an image) is a message on the page. Needs the `demo` extra
+(`pip install 'vqajax[demo]'`); served on localhost only unless `--host` says otherwise,
+with Gradio's telemetry off and nothing fetched from the internet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Sequence
+
+import numpy as np
+
+from vqajax.core.errors import InputError, exit_status
+
+TOP_K = 5
+GROUNDED = 3  # the top answers grounded when the page names none
+MAX_CHOICES = 500  # store images offered in the dropdown
+CANVAS = 224  # the side of the blank image masks are drawn on when the store has no pixels
+
+
+class Page:
+  """What the page does, apart from Gradio: store images, asking, grounding."""
+
+  def __init__(self, answerer, grounder=None):
+    self.answerer, self.grounder = answerer, grounder
+
+  def image_choices(self) -> list[tuple[str, str]]:
+    """(label, value) of the first MAX_CHOICES store images: the id and its caption."""
+    choices = []
+    for image_id in list(self.answerer.image_ids)[:MAX_CHOICES]:
+      caption = self.answerer.caption(image_id)
+      choices.append((f"{image_id}: {caption}" if caption else str(image_id), str(image_id)))
+    return choices
+
+  def preview(self, choice: str | None, upload: str | None):
+    """(pixels or None, caption text) of the image the page will ask about."""
+    if upload:
+      try:
+        return _pixels(upload), os.path.basename(upload)
+      except InputError as e:
+        return None, str(e)
+    if not choice:
+      return None, ""
+    image_id = int(choice)
+    path = self.answerer.image_path(image_id)
+    caption = self.answerer.caption(image_id) or ""
+    return (_pixels(path) if path else None), caption
+
+  def ask(self, choice: str | None, upload: str | None, question: str | None, ground_text: str = ""):
+    """(answer -> probability, message, (image, [(mask, answer)]) or None)."""
+    question = (question or "").strip()
+    try:
+      if not question:
+        raise InputError("type a question")
+      if upload:
+        pixels, image_id = _pixels(upload), None
+        features = self.answerer.features_of([upload])
+        [asked] = self.answerer.answer([question], features=features, k=TOP_K)
+      elif choice:
+        image_id = int(choice)
+        path = self.answerer.image_path(image_id)
+        pixels = _pixels(path) if path else None
+        [asked] = self.answerer.answer([question], image_ids=[image_id], k=TOP_K)
+      else:
+        raise InputError("choose a store image or upload one")
+      answers = dict(asked["answers"])
+      if self.grounder is None:
+        return answers, "", None
+      named = [a.strip() for a in ground_text.split(",") if a.strip()]
+      message, overlay = self._ground(question, named or list(answers)[:GROUNDED], image_id, pixels)
+      return answers, message, overlay
+    except InputError as e:
+      return None, f"**{e}**", None
+
+  def _ground(self, question, answers, image_id, pixels):
+    if image_id is None or image_id not in set(self.grounder.image_ids):
+      return ("no grounding: the mask run has features only for its own store images", None)
+    grounded = self.grounder.ground(question, answers, image_id=image_id)
+    base = pixels if pixels is not None else np.full((CANVAS, CANVAS, 3), 200, np.uint8)
+    masks = [(_resized(mask, base.shape[:2]), answer) for mask, answer in zip(grounded["masks"], answers)]
+    single = grounded.get("single")
+    call = {True: "the answers share one grounding (single)",
+            False: "the answers have different groundings (multiple)",
+            None: "the mask run does not predict single / multiple"}[single]
+    return call, (base, masks)
+
+
+def _pixels(path: str) -> np.ndarray:
+  """[H, W, 3] uint8 of an image file; InputError naming the file when it is not one."""
+  from PIL import Image, UnidentifiedImageError  # pylint: disable=g-import-not-at-top
+  try:
+    with Image.open(path) as image:
+      return np.asarray(image.convert("RGB"))
+  except (UnidentifiedImageError, OSError, ValueError) as e:
+    raise InputError(f"{os.path.basename(path)}: not an image ({type(e).__name__})") from None
+
+
+def _resized(mask, shape) -> np.ndarray:
+  """A grid of probabilities stretched to an image's [H, W] (bilinear), in [0, 1]."""
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  grid = Image.fromarray(np.asarray(mask, np.float32), mode="F")
+  return np.clip(np.asarray(grid.resize((shape[1], shape[0]), Image.BILINEAR)), 0.0, 1.0)
+
+
+def build(page: Page):
+  """The Gradio Blocks of the page (not launched)."""
+  import gradio as gr  # pylint: disable=g-import-not-at-top
+  choices = page.image_choices()
+  shown = len(choices)
+  total = len(list(page.answerer.image_ids))
+  with gr.Blocks(title="vqajax demo", analytics_enabled=False) as blocks:
+    gr.Markdown("# vqajax: ask the model about an image")
+    with gr.Row():
+      with gr.Column():
+        choice = gr.Dropdown(choices=choices, value=None, label="Store image",
+                             info=f"{shown} of {total} images of the run's feature store", elem_id="image")
+        upload = gr.File(label="...or upload an image", type="filepath", elem_id="upload")
+        preview = gr.Image(label="Image", interactive=False, elem_id="preview")
+        caption = gr.Markdown(elem_id="caption")
+      with gr.Column():
+        question = gr.Textbox(label="Question", placeholder="What color is the ...?", elem_id="question")
+        ground_text = gr.Textbox(label="Answers to ground (comma-separated; default: the top 3)",
+                                 visible=page.grounder is not None, elem_id="ground")
+        ask = gr.Button("Ask", variant="primary", elem_id="ask")
+        message = gr.Markdown(elem_id="message")
+        answers = gr.Label(num_top_classes=TOP_K, label="Top answers", elem_id="answers")
+        masks = gr.AnnotatedImage(label="Each answer's grounding", visible=page.grounder is not None,
+                                  elem_id="masks")
+    for event in (choice.change, upload.change):
+      event(page.preview, [choice, upload], [preview, caption])
+    for event in (ask.click, question.submit):
+      event(page.ask, [choice, upload, question, ground_text], [answers, message, masks])
+  return blocks
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+  parser.add_argument("--workdir", required=True, help="a trained VQA run")
+  parser.add_argument("--therapy-workdir", help="a trained VQA-AnswerTherapy mask run (draws the groundings)")
+  parser.add_argument("--step", type=int, help="the VQA run's checkpoint step (default: latest)")
+  parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default: %(default)s, this machine only)")
+  parser.add_argument("--port", type=int, default=7860, help="port (default: %(default)s)")
+  return parser
+
+
+def main(argv: Sequence[str], prog: str = "vqajax demo") -> int:
+  args = _parser(prog).parse_args(argv)
+
+  def run() -> None:
+    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"  # before gradio is imported: no telemetry, no version check
+    try:
+      import gradio  # noqa: F401  # pylint: disable=g-import-not-at-top,unused-import
+    except ImportError:
+      raise InputError("the demo needs Gradio: pip install 'vqajax[demo]'") from None
+    from vqajax.answertherapy.ask import Grounder  # pylint: disable=g-import-not-at-top
+    from vqajax.vqa.ask import Answerer  # pylint: disable=g-import-not-at-top
+    answerer = Answerer.from_workdir(args.workdir, step=args.step)
+    grounder = Grounder.from_workdir(args.therapy_workdir) if args.therapy_workdir else None
+    print(f"{prog}: serving on http://{args.host}:{args.port} (Ctrl-C stops it)", flush=True)
+    build(Page(answerer, grounder)).launch(server_name=args.host, server_port=args.port, quiet=True)
+
+  return exit_status(prog, run)
