@@ -57,7 +57,8 @@ class Page:
     return (_pixels(path) if path else None), caption
 
   def ask(self, choice: str | None, upload: str | None, question: str | None, ground_text: str = ""):
-    """(answer -> probability, message, (image, [(mask, answer)]) or None)."""
+    """(answer -> probability or None, message, grounding call, (image, [(mask, answer)]) or None);
+    bad input is the message alone."""
     question = (question or "").strip()
     try:
       if not question:
@@ -75,12 +76,12 @@ class Page:
         raise InputError("choose a store image or upload one")
       answers = dict(asked["answers"])
       if self.grounder is None:
-        return answers, "", None
+        return answers, "", "", None
       named = [a.strip() for a in ground_text.split(",") if a.strip()]
-      message, overlay = self._ground(question, named or list(answers)[:GROUNDED], image_id, pixels)
-      return answers, message, overlay
+      call, overlay = self._ground(question, named or list(answers)[:GROUNDED], image_id, pixels)
+      return answers, "", call, overlay
     except InputError as e:
-      return None, f"**{e}**", None
+      return None, f"**{e}**", "", None
 
   def _ground(self, question, answers, image_id, pixels):
     if image_id is None or image_id not in set(self.grounder.image_ids):
@@ -116,30 +117,35 @@ def build(page: Page):
   """The Gradio Blocks of the page (not launched)."""
   import gradio as gr  # pylint: disable=g-import-not-at-top
   choices = page.image_choices()
-  shown = len(choices)
   total = len(list(page.answerer.image_ids))
+  grounding = page.grounder is not None
+
+  def preview(choice, upload):
+    pixels, caption = page.preview(choice, upload)
+    return gr.update(value=pixels, visible=pixels is not None), caption
+
   with gr.Blocks(title="vqajax demo", analytics_enabled=False) as blocks:
     gr.Markdown("# vqajax: ask the model about an image")
     with gr.Row():
       with gr.Column():
-        choice = gr.Dropdown(choices=choices, value=None, label="Store image",
-                             info=f"{shown} of {total} images of the run's feature store", elem_id="image")
-        upload = gr.File(label="...or upload an image", type="filepath", elem_id="upload")
-        preview = gr.Image(label="Image", interactive=False, elem_id="preview")
+        choice = gr.Dropdown(choices=choices, value=None, label="Store image", elem_id="image",
+                             info=f"{len(choices)} of {total} images of the run's feature store")
+        upload = gr.File(label="...or upload an image (used while it is there)", type="filepath", elem_id="upload")
+        image = gr.Image(label="Image", interactive=False, visible=False, elem_id="preview")
         caption = gr.Markdown(elem_id="caption")
       with gr.Column():
         question = gr.Textbox(label="Question", placeholder="What color is the ...?", elem_id="question")
-        ground_text = gr.Textbox(label="Answers to ground (comma-separated; default: the top 3)",
-                                 visible=page.grounder is not None, elem_id="ground")
+        ground_text = gr.Textbox(label=f"Answers to ground (comma-separated; default: the top {GROUNDED})",
+                                 visible=grounding, elem_id="ground")
         ask = gr.Button("Ask", variant="primary", elem_id="ask")
         message = gr.Markdown(elem_id="message")
         answers = gr.Label(num_top_classes=TOP_K, label="Top answers", elem_id="answers")
-        masks = gr.AnnotatedImage(label="Each answer's grounding", visible=page.grounder is not None,
-                                  elem_id="masks")
+        call = gr.Markdown(visible=grounding, elem_id="call")
+        masks = gr.AnnotatedImage(label="Each answer's grounding", visible=grounding, elem_id="masks")
     for event in (choice.change, upload.change):
-      event(page.preview, [choice, upload], [preview, caption])
+      event(preview, [choice, upload], [image, caption])
     for event in (ask.click, question.submit):
-      event(page.ask, [choice, upload, question, ground_text], [answers, message, masks])
+      event(page.ask, [choice, upload, question, ground_text], [answers, message, call, masks])
   return blocks
 
 
