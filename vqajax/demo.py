@@ -29,18 +29,20 @@ CANVAS = 224  # the side of the blank image masks are drawn on when the store ha
 
 
 class Page:
-  """What the page does, apart from Gradio: store images, asking, grounding."""
+  """What the page does, apart from Gradio: the images offered, asking, grounding. Images are
+  keyed by their id as text (VQA ids are integers, AnswerTherapy's strings)."""
 
   def __init__(self, answerer, grounder=None):
     self.answerer, self.grounder = answerer, grounder
+    self._asked = {str(i): i for i in answerer.image_ids}
+    self._grounded = {str(i): i for i in grounder.image_ids} if grounder else {}
 
   def image_choices(self) -> list[tuple[str, str]]:
-    """(label, value) of the first MAX_CHOICES store images: the id and its caption."""
-    choices = []
-    for image_id in list(self.answerer.image_ids)[:MAX_CHOICES]:
-      caption = self.answerer.caption(image_id)
-      choices.append((f"{image_id}: {caption}" if caption else str(image_id), str(image_id)))
-    return choices
+    """(label, key): the VQA run's first MAX_CHOICES images with their captions, then as many of
+    the mask run's images that the VQA run does not have."""
+    asked = [(_label(key, self.answerer.caption(i)), key) for key, i in list(self._asked.items())[:MAX_CHOICES]]
+    only_grounded = [key for key in self._grounded if key not in self._asked][:MAX_CHOICES]
+    return asked + [(f"{key} (mask run only: ground typed answers)", key) for key in only_grounded]
 
   def preview(self, choice: str | None, upload: str | None):
     """(pixels or None, caption text) of the image the page will ask about."""
@@ -48,52 +50,58 @@ class Page:
       try:
         return _pixels(upload), os.path.basename(upload)
       except InputError as e:
-        return None, str(e)
-    if not choice:
-      return None, ""
-    image_id = int(choice)
-    path = self.answerer.image_path(image_id)
-    caption = self.answerer.caption(image_id) or ""
-    return (_pixels(path) if path else None), caption
+        return None, f"**{e}**"
+    if choice in self._asked:
+      return self._store_pixels(choice), self.answerer.caption(self._asked[choice]) or ""
+    return None, ""
 
   def ask(self, choice: str | None, upload: str | None, question: str | None, ground_text: str = ""):
     """(answer -> probability or None, message, grounding call, (image, [(mask, answer)]) or None);
     bad input is the message alone."""
     question = (question or "").strip()
+    named = [a.strip() for a in (ground_text or "").split(",") if a.strip()]
     try:
       if not question:
         raise InputError("type a question")
       if upload:
-        pixels, image_id = _pixels(upload), None
-        features = self.answerer.features_of([upload])
-        [asked] = self.answerer.answer([question], features=features, k=TOP_K)
-      elif choice:
-        image_id = int(choice)
-        path = self.answerer.image_path(image_id)
-        pixels = _pixels(path) if path else None
-        [asked] = self.answerer.answer([question], image_ids=[image_id], k=TOP_K)
+        key, pixels = None, _pixels(upload)
+        answers = self._answers(question, features=self.answerer.features_of([upload]))
+      elif choice in self._asked or choice in self._grounded:
+        key, pixels = choice, self._store_pixels(choice)
+        answers = self._answers(question, image_ids=[self._asked[key]]) if key in self._asked else None
       else:
         raise InputError("choose a store image or upload one")
-      answers = dict(asked["answers"])
       if self.grounder is None:
         return answers, "", "", None
-      named = [a.strip() for a in ground_text.split(",") if a.strip()]
-      call, overlay = self._ground(question, named or list(answers)[:GROUNDED], image_id, pixels)
+      if answers is None and not named:
+        raise InputError(f"image {key} is in the mask run only: type the answers to ground")
+      call, overlay = self._ground(question, named or list(answers)[:GROUNDED], key, pixels)
       return answers, "", call, overlay
     except InputError as e:
       return None, f"**{e}**", "", None
 
-  def _ground(self, question, answers, image_id, pixels):
-    if image_id is None or image_id not in set(self.grounder.image_ids):
-      return ("no grounding: the mask run has features only for its own store images", None)
-    grounded = self.grounder.ground(question, answers, image_id=image_id)
+  def _answers(self, question, **image) -> dict[str, float]:
+    [asked] = self.answerer.answer([question], k=TOP_K, **image)
+    return dict(asked["answers"])
+
+  def _store_pixels(self, key):
+    path = self.answerer.image_path(self._asked[key]) if key in self._asked else None
+    return _pixels(path) if path else None
+
+  def _ground(self, question, answers, key, pixels):
+    if key not in self._grounded:
+      return "no grounding: the mask run has features only for its own store's images", None
+    grounded = self.grounder.ground(question, answers, image_id=self._grounded[key])
     base = pixels if pixels is not None else np.full((CANVAS, CANVAS, 3), 200, np.uint8)
     masks = [(_resized(mask, base.shape[:2]), answer) for mask, answer in zip(grounded["masks"], answers)]
-    single = grounded.get("single")
     call = {True: "the answers share one grounding (single)",
             False: "the answers have different groundings (multiple)",
-            None: "the mask run does not predict single / multiple"}[single]
+            None: "the mask run does not predict single / multiple"}[grounded.get("single")]
     return call, (base, masks)
+
+
+def _label(key: str, caption: str | None) -> str:
+  return f"{key}: {caption}" if caption else key
 
 
 def _pixels(path: str) -> np.ndarray:

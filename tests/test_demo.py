@@ -1,0 +1,128 @@
+"""`vqajax demo`: the page's logic on small fakes of the ask API, then the real page in headless
+Chromium on a tiny synthetic run (skipped only when chromium / chromedriver cannot be found)."""
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from vqajax import demo
+from vqajax.core.errors import InputError
+
+PREDICTED = [("red", 0.5), ("blue", 0.25), ("green", 0.125), ("2", 0.0625), ("yes", 0.0625)]
+
+
+class FakeAnswerer:
+  """The Answerer's surface: two captioned store images without pixels, one with pixels."""
+
+  image_ids = [11, 12, 13]
+
+  def __init__(self, photo=None, extractor=False):
+    self.photo, self.extractor, self.calls = photo, extractor, []
+
+  def caption(self, image_id):
+    return {11: "a red cube on grass", 12: "two blue balls"}.get(image_id)
+
+  def image_path(self, image_id):
+    return self.photo if image_id == 13 else None
+
+  def features_of(self, paths):
+    if not self.extractor:
+      raise InputError("store.npy: no extractor settings (uploads need a store made by `vqajax features`)")
+    return np.ones((len(paths), 4), np.float32)
+
+  def answer(self, questions, *, image_ids=None, features=None, k=5, choices=None):
+    self.calls.append({"image_ids": image_ids, "features": None if features is None else features.shape, "k": k})
+    return [{"question": q, "answers": PREDICTED[:k]} for q in questions]
+
+
+class FakeGrounder:
+  """The Grounder's surface: string ids, one shared with the VQA store (as text), one its own."""
+
+  image_ids = ["11", "therapy_7"]
+
+  def __init__(self):
+    self.calls = []
+
+  def ground(self, question, answers, *, image_id=None, features=None):
+    self.calls.append((question, list(answers), image_id))
+    masks = np.zeros((len(answers), 2, 2), np.float32)
+    masks[:, 0, 0] = 1.0
+    return {"masks": masks, "single": True, "rle": []}
+
+
+@pytest.fixture
+def photo(tmp_path):
+  path = tmp_path / "photo.png"
+  Image.fromarray(np.full((6, 8, 3), 90, np.uint8)).save(path)
+  return str(path)
+
+
+def test_store_images_are_offered_with_their_captions_then_the_mask_runs_own():
+  page = demo.Page(FakeAnswerer(), FakeGrounder())
+  assert page.image_choices() == [("11: a red cube on grass", "11"), ("12: two blue balls", "12"), ("13", "13"),
+                                  ("therapy_7 (mask run only: ground typed answers)", "therapy_7")]
+  assert page.preview("12", None) == (None, "two blue balls")
+
+
+def test_asking_about_a_store_image_gives_the_top_answers(photo):
+  answerer = FakeAnswerer(photo)
+  answers, message, call, overlay = demo.Page(answerer).ask("13", None, "  what color?  ")
+  assert answers == dict(PREDICTED) and message == call == "" and overlay is None
+  assert answerer.calls == [{"image_ids": [13], "features": None, "k": demo.TOP_K}]
+  pixels, caption = demo.Page(answerer).preview("13", None)
+  assert pixels.shape == (6, 8, 3) and caption == ""
+
+
+@pytest.mark.parametrize("choice, upload, question, expected", [
+    ("11", None, "   ", "**type a question**"),
+    (None, None, "what?", "**choose a store image or upload one**"),
+    ("99", None, "what?", "**choose a store image or upload one**"),
+    (None, "notes.txt", "what?", "**notes.txt: not an image (UnidentifiedImageError)**"),
+    (None, "photo.png", "what?", "**store.npy: no extractor settings (uploads need a store made by `vqajax features`)**"),
+])
+def test_bad_input_is_a_message_on_the_page(tmp_path, photo, choice, upload, question, expected):
+  (tmp_path / "notes.txt").write_text("not pixels")
+  upload = upload and str(tmp_path / upload)
+  answerer = FakeAnswerer()
+  assert demo.Page(answerer).ask(choice, upload, question) == (None, expected, "", None)
+  assert answerer.calls == []
+
+
+def test_an_upload_is_asked_through_its_extracted_features(photo):
+  answerer = FakeAnswerer(extractor=True)
+  page = demo.Page(answerer, FakeGrounder())
+  answers, message, call, overlay = page.ask("11", photo, "what color?")  # the upload wins over the choice
+  assert answers == dict(PREDICTED) and message == "" and overlay is None
+  assert call == "no grounding: the mask run has features only for its own store's images"
+  assert answerer.calls == [{"image_ids": None, "features": (1, 4), "k": demo.TOP_K}]
+  assert page.preview("11", photo)[0].shape == (6, 8, 3)
+
+
+def test_grounding_draws_each_answers_mask_stretched_over_the_image():
+  grounder = FakeGrounder()
+  page = demo.Page(FakeAnswerer(), grounder)
+  answers, message, call, (base, masks) = page.ask("11", None, "what color?")
+  assert grounder.calls == [("what color?", ["red", "blue", "green"], "11")]  # the top GROUNDED answers
+  assert call == "the answers share one grounding (single)" and answers == dict(PREDICTED)
+  assert base.shape == (demo.CANVAS, demo.CANVAS, 3) and [a for _, a in masks] == ["red", "blue", "green"]
+  for mask, _ in masks:
+    assert mask.shape == (demo.CANVAS, demo.CANVAS) and mask[0, 0] == 1.0 and mask[-1, -1] == 0.0
+
+
+def test_a_grid_mask_is_stretched_bilinearly_over_the_pixel_centres():
+  # 2 -> 4 cells: output centres at input 0.25, 0.75, 1.25, 1.75 (edges clamped): 1, 0.75, 0.25, 0.
+  edge = np.array([1.0, 0.75, 0.25, 0.0])
+  np.testing.assert_allclose(demo._resized(np.array([[1.0, 0.0], [0.0, 0.0]]), (4, 4)), np.outer(edge, edge),
+                             atol=1e-6)
+  np.testing.assert_allclose(demo._resized(np.array([[1.0, 0.0], [0.0, 0.0]]), (2, 4)), np.outer([1, 0], edge),
+                             atol=1e-6)
+
+
+def test_the_mask_runs_own_images_ground_typed_answers():
+  grounder = FakeGrounder()
+  page = demo.Page(FakeAnswerer(), grounder)
+  assert page.ask("therapy_7", None, "where?")[1] == (
+      "**image therapy_7 is in the mask run only: type the answers to ground**")
+  answers, message, call, (_, masks) = page.ask("therapy_7", None, "where?", " cat, dog ,")
+  assert answers is None and message == "" and [a for _, a in masks] == ["cat", "dog"]
+  assert grounder.calls == [("where?", ["cat", "dog"], "therapy_7")]
