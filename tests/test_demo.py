@@ -1,12 +1,24 @@
 """`vqajax demo`: the page's logic on small fakes of the ask API, then the real page in headless
 Chromium on a tiny synthetic run (skipped only when chromium / chromedriver cannot be found)."""
 
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
 import numpy as np
 import pytest
 from PIL import Image
 
-from vqajax import demo
+from vqajax import cli, demo
 from vqajax.core.errors import InputError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
+CHROMEDRIVER = shutil.which("chromedriver")
 
 PREDICTED = [("red", 0.5), ("blue", 0.25), ("green", 0.125), ("2", 0.0625), ("yes", 0.0625)]
 
@@ -126,3 +138,132 @@ def test_the_mask_runs_own_images_ground_typed_answers():
   answers, message, call, (_, masks) = page.ask("therapy_7", None, "where?", " cat, dog ,")
   assert answers is None and message == "" and [a for _, a in masks] == ["cat", "dog"]
   assert grounder.calls == [("where?", ["cat", "dog"], "therapy_7")]
+
+
+def test_without_gradio_the_verb_says_how_to_install_it(monkeypatch, tmp_path, capsys):
+  monkeypatch.setitem(sys.modules, "gradio", None)  # `import gradio` raises ImportError
+  monkeypatch.setenv("GRADIO_ANALYTICS_ENABLED", "True")
+  assert cli.main(["demo", f"--workdir={tmp_path}"]) == 2
+  assert capsys.readouterr().err == "vqajax demo: error: the demo needs Gradio: pip install 'vqajax[demo]'\n"
+
+
+# ------------------------------------------------------------------ the real page, in Chromium
+
+def _free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served(tiny_data, tmp_path_factory):
+  """A tiny trained run and `vqajax demo` serving it: (url, workdir)."""
+  if not (CHROMIUM and CHROMEDRIVER):
+    pytest.skip("chromium / chromedriver not found (apt-get install -y chromium chromium-driver)")
+  workdir = str(tmp_path_factory.mktemp("demo") / "run")
+  assert cli.main(["train", f"--config={ROOT}/experiments/vqa/deeper_lstm_norm_i.py:runlocal", f"--workdir={workdir}",
+                   f"--config.data.dir={tiny_data}", "--config.num_train_steps=2", "--verbosity=warning"]) == 0
+  port = _free_port()
+  log = open(os.path.join(os.path.dirname(workdir), "demo.log"), "w+")
+  server = subprocess.Popen([sys.executable, "-m", "vqajax", "demo", f"--workdir={workdir}", f"--port={port}"],
+                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+  try:
+    deadline = time.monotonic() + 180
+    while f"serving on http://127.0.0.1:{port}" not in open(log.name).read():
+      assert server.poll() is None and time.monotonic() < deadline, open(log.name).read()
+      time.sleep(0.5)
+    yield f"http://127.0.0.1:{port}/", workdir
+  finally:
+    server.terminate()
+    server.wait(30)
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def answerer(served):
+  from vqajax.vqa.ask import Answerer  # pylint: disable=g-import-not-at-top
+  return Answerer.from_workdir(served[1])
+
+
+@pytest.fixture(scope="module")
+def browser(served):
+  from selenium import webdriver  # pylint: disable=g-import-not-at-top
+  from selenium.webdriver.chrome.service import Service  # pylint: disable=g-import-not-at-top
+  options = webdriver.ChromeOptions()
+  options.binary_location = CHROMIUM
+  for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000"):
+    options.add_argument(flag)
+  options.set_capability("goog:loggingPrefs", {"performance": "ALL"})  # every request the page makes
+  driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+  yield driver
+  driver.quit()
+
+
+def _open(driver, url):
+  from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
+  from selenium.webdriver.support.ui import WebDriverWait  # pylint: disable=g-import-not-at-top
+  driver.get(url)
+  WebDriverWait(driver, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#image input"))
+
+
+def _ask(driver, question, message):
+  """Types the question, presses Ask and waits for the answers (message "") or that message."""
+  from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
+  from selenium.webdriver.support.ui import WebDriverWait  # pylint: disable=g-import-not-at-top
+  box = driver.find_element(By.CSS_SELECTOR, "#question textarea")
+  box.clear()
+  box.send_keys(question)
+  driver.find_element(By.CSS_SELECTOR, "#ask").click()
+  if message:
+    WebDriverWait(driver, 60).until(lambda d: d.find_element(By.CSS_SELECTOR, "#message").text == message)
+    assert not driver.find_elements(By.CSS_SELECTOR, "#answers meter")
+    return None
+  bars = WebDriverWait(driver, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#answers meter"))
+  assert driver.find_element(By.CSS_SELECTOR, "#message").text == ""
+  return {bar.get_attribute("aria-label"): float(bar.get_attribute("value")) for bar in bars}
+
+
+def test_the_page_answers_a_store_image_and_says_what_is_wrong(served, answerer, browser, tmp_path):
+  from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
+  from selenium.webdriver.support.ui import WebDriverWait  # pylint: disable=g-import-not-at-top
+  url = served[0]
+  _open(browser, url)
+  _ask(browser, "   ", "type a question")
+  question = "What color is the umbrella?"
+  _ask(browser, question, "choose a store image or upload one")
+
+  image_id = answerer.image_ids[1]
+  label = f"{image_id}: {answerer.caption(image_id)}"
+  browser.find_element(By.CSS_SELECTOR, "#image input").click()
+  option = WebDriverWait(browser, 30).until(
+      lambda d: [o for o in d.find_elements(By.CSS_SELECTOR, "ul[role=listbox] li") if o.text == label])
+  option[0].click()
+  WebDriverWait(browser, 30).until(lambda d: d.find_element(By.CSS_SELECTOR, "#caption").text
+                                   == answerer.caption(image_id))  # no pixels: the synthetic caption
+  shown = _ask(browser, question, "")
+  [expected] = answerer.answer([question], image_ids=[image_id], k=demo.TOP_K)
+  assert list(shown) == [a for a, _ in expected["answers"]]  # highest first, as the bars
+  np.testing.assert_allclose(list(shown.values()), [p for _, p in expected["answers"]], rtol=1e-6)
+  screenshot = tmp_path / "demo.png"
+  assert browser.save_screenshot(str(screenshot)) and Image.open(screenshot).size[0] == 1280
+
+  requested = {json.loads(e["message"])["message"]["params"]["request"]["url"]
+               for e in browser.get_log("performance")
+               if json.loads(e["message"])["message"]["method"] == "Network.requestWillBeSent"}
+  assert requested and all(u.startswith((url, "data:", "blob:")) for u in requested), requested  # no CDN
+
+
+def test_uploads_that_cannot_be_answered_are_messages_on_the_page(served, answerer, browser, tmp_path):
+  from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
+  from selenium.webdriver.support.ui import WebDriverWait  # pylint: disable=g-import-not-at-top
+  (tmp_path / "notes.txt").write_text("not pixels")
+  Image.fromarray(np.full((32, 48, 3), 120, np.uint8)).save(tmp_path / "photo.png")
+  with pytest.raises(InputError) as refused:  # synthetic features: no extractor to compute an upload's with
+    answerer.features_of([str(tmp_path / "photo.png")])
+  for name, message in [("notes.txt", "notes.txt: not an image (UnidentifiedImageError)"),
+                        ("photo.png", str(refused.value))]:
+    _open(browser, served[0])
+    browser.find_element(By.CSS_SELECTOR, "#upload input[type=file]").send_keys(str(tmp_path / name))
+    WebDriverWait(browser, 30).until(  # uploaded: its name, or why it is no image, under the preview
+        lambda d: d.find_element(By.CSS_SELECTOR, "#caption").text == (message if name == "notes.txt" else name))
+    _ask(browser, "What is this?", message)

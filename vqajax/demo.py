@@ -176,10 +176,12 @@ def main(argv: Sequence[str], prog: str = "vqajax demo") -> int:
       import gradio  # noqa: F401  # pylint: disable=g-import-not-at-top,unused-import
     except ImportError:
       raise InputError("the demo needs Gradio: pip install 'vqajax[demo]'") from None
-    from vqajax.answertherapy.ask import Grounder  # pylint: disable=g-import-not-at-top
     from vqajax.vqa.ask import Answerer  # pylint: disable=g-import-not-at-top
     answerer = Answerer.from_workdir(args.workdir, step=args.step)
-    grounder = Grounder.from_workdir(args.therapy_workdir) if args.therapy_workdir else None
+    grounder = None
+    if args.therapy_workdir:
+      from vqajax.answertherapy.ask import Grounder  # pylint: disable=g-import-not-at-top
+      grounder = Grounder.from_workdir(args.therapy_workdir)
     print(f"{prog}: serving on http://{args.host}:{args.port} (Ctrl-C stops it)", flush=True)
     build(Page(answerer, grounder)).launch(server_name=args.host, server_port=args.port, quiet=True)
 
