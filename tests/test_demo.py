@@ -156,10 +156,15 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def served(tiny_data, tmp_path_factory):
-  """A tiny trained run and `vqajax demo` serving it: (url, workdir)."""
+def page(tiny_data, tmp_path_factory):
+  """`vqajax demo` serving a tiny trained run, the run's Answerer and a headless Chromium:
+  (url, answerer, driver); the Answerer and the browser start while the server does."""
   if not (CHROMIUM and CHROMEDRIVER):
     pytest.skip("chromium / chromedriver not found (apt-get install -y chromium chromium-driver)")
+  from selenium import webdriver  # pylint: disable=g-import-not-at-top
+  from selenium.webdriver.chrome.service import Service  # pylint: disable=g-import-not-at-top
+
+  from vqajax.vqa.ask import Answerer  # pylint: disable=g-import-not-at-top
   workdir = str(tmp_path_factory.mktemp("demo") / "run")
   assert cli.main(["train", f"--config={ROOT}/experiments/vqa/deeper_lstm_norm_i.py:runlocal", f"--workdir={workdir}",
                    f"--config.data.dir={tiny_data}", "--config.num_train_steps=2", "--verbosity=warning"]) == 0
@@ -167,36 +172,26 @@ def served(tiny_data, tmp_path_factory):
   log = open(os.path.join(os.path.dirname(workdir), "demo.log"), "w+")
   server = subprocess.Popen([sys.executable, "-m", "vqajax", "demo", f"--workdir={workdir}", f"--port={port}"],
                             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+  driver = None
   try:
+    answerer = Answerer.from_workdir(workdir)
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000"):
+      options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})  # every request the page makes
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     deadline = time.monotonic() + 180
     while f"serving on http://127.0.0.1:{port}" not in open(log.name).read():
       assert server.poll() is None and time.monotonic() < deadline, open(log.name).read()
-      time.sleep(0.5)
-    yield f"http://127.0.0.1:{port}/", workdir
+      time.sleep(0.2)
+    yield f"http://127.0.0.1:{port}/", answerer, driver
   finally:
+    if driver:
+      driver.quit()
     server.terminate()
     server.wait(30)
     log.close()
-
-
-@pytest.fixture(scope="module")
-def answerer(served):
-  from vqajax.vqa.ask import Answerer  # pylint: disable=g-import-not-at-top
-  return Answerer.from_workdir(served[1])
-
-
-@pytest.fixture(scope="module")
-def browser(served):
-  from selenium import webdriver  # pylint: disable=g-import-not-at-top
-  from selenium.webdriver.chrome.service import Service  # pylint: disable=g-import-not-at-top
-  options = webdriver.ChromeOptions()
-  options.binary_location = CHROMIUM
-  for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000"):
-    options.add_argument(flag)
-  options.set_capability("goog:loggingPrefs", {"performance": "ALL"})  # every request the page makes
-  driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-  yield driver
-  driver.quit()
 
 
 def _open(driver, url):
@@ -223,10 +218,10 @@ def _ask(driver, question, message):
   return {bar.get_attribute("aria-label"): float(bar.get_attribute("value")) for bar in bars}
 
 
-def test_the_page_answers_a_store_image_and_says_what_is_wrong(served, answerer, browser, tmp_path):
+def test_the_page_answers_a_store_image_and_says_what_is_wrong(page, tmp_path):
   from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
   from selenium.webdriver.support.ui import WebDriverWait  # pylint: disable=g-import-not-at-top
-  url = served[0]
+  url, answerer, browser = page
   _open(browser, url)
   _ask(browser, "   ", "type a question")
   question = "What color is the umbrella?"
@@ -253,16 +248,17 @@ def test_the_page_answers_a_store_image_and_says_what_is_wrong(served, answerer,
   assert requested and all(u.startswith((url, "data:", "blob:")) for u in requested), requested  # no CDN
 
 
-def test_uploads_that_cannot_be_answered_are_messages_on_the_page(served, answerer, browser, tmp_path):
+def test_uploads_that_cannot_be_answered_are_messages_on_the_page(page, tmp_path):
   from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
   from selenium.webdriver.support.ui import WebDriverWait  # pylint: disable=g-import-not-at-top
+  url, answerer, browser = page
   (tmp_path / "notes.txt").write_text("not pixels")
   Image.fromarray(np.full((32, 48, 3), 120, np.uint8)).save(tmp_path / "photo.png")
   with pytest.raises(InputError) as refused:  # synthetic features: no extractor to compute an upload's with
     answerer.features_of([str(tmp_path / "photo.png")])
   for name, message in [("notes.txt", "notes.txt: not an image (UnidentifiedImageError)"),
                         ("photo.png", str(refused.value))]:
-    _open(browser, served[0])
+    _open(browser, url)
     browser.find_element(By.CSS_SELECTOR, "#upload input[type=file]").send_keys(str(tmp_path / name))
     WebDriverWait(browser, 30).until(  # uploaded: its name, or why it is no image, under the preview
         lambda d: d.find_element(By.CSS_SELECTOR, "#caption").text == (message if name == "notes.txt" else name))

@@ -182,7 +182,12 @@ def main(argv: Sequence[str], prog: str = "vqajax demo") -> int:
     if args.therapy_workdir:
       from vqajax.answertherapy.ask import Grounder  # pylint: disable=g-import-not-at-top
       grounder = Grounder.from_workdir(args.therapy_workdir)
+    blocks = build(Page(answerer, grounder))
+    try:
+      blocks.launch(server_name=args.host, server_port=args.port, quiet=True, prevent_thread_lock=True)
+    except OSError as e:  # the port is taken, the host is not this machine's
+      raise InputError(f"--host {args.host} --port {args.port}: cannot serve there ({e})") from None
     print(f"{prog}: serving on http://{args.host}:{args.port} (Ctrl-C stops it)", flush=True)
-    build(Page(answerer, grounder)).launch(server_name=args.host, server_port=args.port, quiet=True)
+    blocks.block_thread()
 
   return exit_status(prog, run)
