@@ -49,8 +49,8 @@ def _weights(path, seed=0):
   return str(path)
 
 
-def _train(config, workdir):
-  train.train_and_evaluate(cli.task_of(config), config, str(workdir), devices=jax.devices()[:1])
+def _train(config, workdir, devices=jax.devices()[:1]):
+  train.train_and_evaluate(cli.task_of(config), config, str(workdir), devices=devices)
   return str(workdir)
 
 
@@ -231,10 +231,12 @@ def test_stores_record_the_extractor_settings(tmp_path):
 
 @pytest.fixture(scope="module")
 def therapy_runs(tiny_therapy, tmp_path_factory):
-  """(grounding_mask run, grounding_class run) on the tiny therapy set."""
+  """(grounding_mask run, grounding_class run) on the tiny therapy set, on 8 devices with
+  test_therapy_train's settings (so the session's compilation cache serves both)."""
   root = tmp_path_factory.mktemp("therapy_runs")
-  return tuple(_train(config_lib.override(module.get_config("runlocal"), {**STEPS, "data.dir": tiny_therapy}),
-                      root / name) for name, module in (("mask", mask_config), ("class", class_config)))
+  changes = {**STEPS, "data.dir": tiny_therapy, "model.inputs": "i+q+a"}
+  return tuple(_train(config_lib.override(module.get_config("runlocal"), changes), root / name, devices=None)
+               for name, module in (("mask", mask_config), ("class", class_config)))
 
 
 def _upsampled(grid, height, width):
