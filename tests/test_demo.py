@@ -55,11 +55,16 @@ class FakeGrounder:
   def __init__(self):
     self.calls = []
 
+  def features_of(self, paths):
+    raise InputError("grid.npy: no extractor settings")
+
   def ground(self, question, answers, *, image_id=None, features=None):
+    if len(answers) > 3:
+      raise InputError(f"answers {answers!r}: expected 1 to 3 non-empty answers")
     self.calls.append((question, list(answers), image_id))
     masks = np.zeros((len(answers), 2, 2), np.float32)
     masks[:, 0, 0] = 1.0
-    return {"masks": masks, "single": True, "rle": []}
+    return {"masks": masks, "single": True if len(answers) > 1 else None, "single_from": "masks", "rle": []}
 
 
 @pytest.fixture
@@ -105,7 +110,7 @@ def test_an_upload_is_asked_through_its_extracted_features(photo):
   page = demo.Page(answerer, FakeGrounder())
   answers, message, call, overlay = page.ask("11", photo, "what color?")  # the upload wins over the choice
   assert answers == dict(PREDICTED) and message == "" and overlay is None
-  assert call == "no grounding: the mask run has features only for its own store's images"
+  assert call == "no grounding: grid.npy: no extractor settings"
   assert answerer.calls == [{"image_ids": None, "features": (1, 4), "k": demo.TOP_K}]
   assert page.preview("11", photo)[0].shape == (6, 8, 3)
 
@@ -115,7 +120,8 @@ def test_grounding_draws_each_answers_mask_stretched_over_the_image():
   page = demo.Page(FakeAnswerer(), grounder)
   answers, message, call, (base, masks) = page.ask("11", None, "what color?")
   assert grounder.calls == [("what color?", ["red", "blue", "green"], "11")]  # the top GROUNDED answers
-  assert call == "the answers share one grounding (single)" and answers == dict(PREDICTED)
+  assert call == "the answers share one grounding (single), decided by the masks: every pair IoU > 0.9 is single"
+  assert answers == dict(PREDICTED)
   assert base.shape == (demo.CANVAS, demo.CANVAS, 3) and [a for _, a in masks] == ["red", "blue", "green"]
   for mask, _ in masks:
     assert mask.shape == (demo.CANVAS, demo.CANVAS) and mask[0, 0] == 1.0 and mask[-1, -1] == 0.0
@@ -138,6 +144,10 @@ def test_the_mask_runs_own_images_ground_typed_answers():
   answers, message, call, (_, masks) = page.ask("therapy_7", None, "where?", " cat, dog ,")
   assert answers is None and message == "" and [a for _, a in masks] == ["cat", "dog"]
   assert grounder.calls == [("where?", ["cat", "dog"], "therapy_7")]
+  assert page.ask("therapy_7", None, "where?", "cat")[2] == "one answer: nothing to compare its grounding with"
+  assert page.ask("therapy_7", None, "where?", "a, b, c, d")[1:3] == (
+      "", "no grounding: answers ['a', 'b', 'c', 'd']: expected 1 to 3 non-empty answers")
+  assert page.ask("12", None, "where?")[2] == "no grounding: image 12 is not in the mask run's store"
 
 
 def test_without_gradio_the_verb_says_how_to_install_it(monkeypatch, tmp_path, capsys):

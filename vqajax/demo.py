@@ -1,12 +1,14 @@
 """vqajax demo: a local web page (Gradio) asking a VQA run about an image.
 
-  vqajax demo --workdir VQA_WORKDIR [--therapy-workdir MASK_WORKDIR] [--host 127.0.0.1] [--port 7860]
+  vqajax demo --workdir VQA_WORKDIR [--therapy-workdir MASK_WORKDIR [--therapy-class-workdir CLASS_WORKDIR]]
+              [--host 127.0.0.1] [--port 7860]
 
 Choose one of the run's store images (shown with its caption where the store has no
 pixels, as on the embedded synthetic data) or upload an image (its features computed as the
 store's were: `Answerer.features_of`), type a question and see the top answers as bars.
 With a VQA-AnswerTherapy mask run beside it, each answer's mask is drawn over the image,
-with whether the answers share one grounding. Bad input in the page (no image, an empty
+with whether the answers share one grounding (from a grounding_class run when given, else
+from the masks). Bad input in the page (no image, an empty
 question, a file that is not an image) is a message on the page. Needs the `demo` extra
 (`pip install 'vqajax[demo]'`); served on localhost only unless `--host` says otherwise,
 with Gradio's telemetry off and nothing fetched from the internet.
@@ -75,7 +77,7 @@ class Page:
         return answers, "", "", None
       if answers is None and not named:
         raise InputError(f"image {key} is in the mask run only: type the answers to ground")
-      call, overlay = self._ground(question, named or list(answers)[:GROUNDED], key, pixels)
+      call, overlay = self._ground(question, named or list(answers)[:GROUNDED], key, upload, pixels)
       return answers, "", call, overlay
     except InputError as e:
       return None, f"**{e}**", "", None
@@ -88,16 +90,25 @@ class Page:
     path = self.answerer.image_path(self._asked[key]) if key in self._asked else None
     return _pixels(path) if path else None
 
-  def _ground(self, question, answers, key, pixels):
-    if key not in self._grounded:
-      return "no grounding: the mask run has features only for its own store's images", None
-    grounded = self.grounder.ground(question, answers, image_id=self._grounded[key])
+  def _ground(self, question, answers, key, upload, pixels):
+    """(the single / multiple call, the overlay); what cannot be grounded is the call alone."""
+    try:
+      if upload:
+        image = {"features": self.grounder.features_of([upload])[0]}
+      elif key in self._grounded:
+        image = {"image_id": self._grounded[key]}
+      else:
+        return f"no grounding: image {key} is not in the mask run's store", None
+      grounded = self.grounder.ground(question, answers, **image)
+    except InputError as e:
+      return f"no grounding: {e}", None
     base = pixels if pixels is not None else np.full((CANVAS, CANVAS, 3), 200, np.uint8)
     masks = [(_resized(mask, base.shape[:2]), answer) for mask, answer in zip(grounded["masks"], answers)]
-    call = {True: "the answers share one grounding (single)",
-            False: "the answers have different groundings (multiple)",
-            None: "the mask run does not predict single / multiple"}[grounded.get("single")]
-    return call, (base, masks)
+    if grounded["single"] is None:
+      return "one answer: nothing to compare its grounding with", (base, masks)
+    call = "share one grounding (single)" if grounded["single"] else "have different groundings (multiple)"
+    by = {"classifier": "the grounding_class run", "masks": "the masks: every pair IoU > 0.9 is single"}
+    return f"the answers {call}, decided by {by[grounded['single_from']]}", (base, masks)
 
 
 def _label(key: str, caption: str | None) -> str:
@@ -161,6 +172,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   parser.add_argument("--workdir", required=True, help="a trained VQA run")
   parser.add_argument("--therapy-workdir", help="a trained VQA-AnswerTherapy mask run (draws the groundings)")
+  parser.add_argument("--therapy-class-workdir", help="a grounding_class run deciding single / multiple "
+                      "(default: decided from the masks)")
   parser.add_argument("--step", type=int, help="the VQA run's checkpoint step (default: latest)")
   parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default: %(default)s, this machine only)")
   parser.add_argument("--port", type=int, default=7860, help="port (default: %(default)s)")
@@ -181,7 +194,9 @@ def main(argv: Sequence[str], prog: str = "vqajax demo") -> int:
     grounder = None
     if args.therapy_workdir:
       from vqajax.answertherapy.ask import Grounder  # pylint: disable=g-import-not-at-top
-      grounder = Grounder.from_workdir(args.therapy_workdir)
+      grounder = Grounder.from_workdir(args.therapy_workdir, class_workdir=args.therapy_class_workdir)
+    elif args.therapy_class_workdir:
+      raise InputError("--therapy-class-workdir decides single / multiple beside --therapy-workdir: give both")
     blocks = build(Page(answerer, grounder))
     try:
       blocks.launch(server_name=args.host, server_port=args.port, quiet=True, prevent_thread_lock=True)
