@@ -79,6 +79,8 @@ def test_store_images_are_offered_with_their_captions_then_the_mask_runs_own():
   assert page.image_choices() == [("11: a red cube on grass", "11"), ("12: two blue balls", "12"), ("13", "13"),
                                   ("therapy_7 (mask run only: ground typed answers)", "therapy_7")]
   assert page.preview("12", None) == (None, "two blue balls")
+  assert page.offered() == "3 of the VQA run's 3 store images, 1 of the mask run's 1 others"
+  assert demo.Page(FakeAnswerer()).offered() == "3 of the VQA run's 3 store images"
 
 
 def test_asking_about_a_store_image_gives_the_top_answers(photo):

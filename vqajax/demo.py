@@ -46,6 +46,12 @@ class Page:
     only_grounded = [key for key in self._grounded if key not in self._asked][:MAX_CHOICES]
     return asked + [(f"{key} (mask run only: ground typed answers)", key) for key in only_grounded]
 
+  def offered(self) -> str:
+    """How many of each store's images the dropdown offers."""
+    own = sum(key not in self._asked for key in self._grounded)
+    text = f"{min(len(self._asked), MAX_CHOICES)} of the VQA run's {len(self._asked)} store images"
+    return text + (f", {min(own, MAX_CHOICES)} of the mask run's {own} others" if self.grounder else "")
+
   def preview(self, choice: str | None, upload: str | None):
     """(pixels or None, caption text) of the image the page will ask about."""
     if upload:
@@ -135,8 +141,6 @@ def _resized(mask, shape) -> np.ndarray:
 def build(page: Page):
   """The Gradio Blocks of the page (not launched)."""
   import gradio as gr  # pylint: disable=g-import-not-at-top
-  choices = page.image_choices()
-  total = len(list(page.answerer.image_ids))
   grounding = page.grounder is not None
 
   def preview(choice, upload):
@@ -147,8 +151,8 @@ def build(page: Page):
     gr.Markdown("# vqajax: ask the model about an image")
     with gr.Row():
       with gr.Column():
-        choice = gr.Dropdown(choices=choices, value=None, label="Store image", elem_id="image",
-                             info=f"{len(choices)} of {total} images of the run's feature store")
+        choice = gr.Dropdown(choices=page.image_choices(), value=None, label="Store image", elem_id="image",
+                             info=page.offered())
         upload = gr.File(label="...or upload an image (used while it is there)", type="filepath", elem_id="upload")
         image = gr.Image(label="Image", interactive=False, visible=False, elem_id="preview")
         caption = gr.Markdown(elem_id="caption")
