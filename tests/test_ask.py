@@ -20,10 +20,12 @@ from experiments.therapy import grounding_class as class_config
 from experiments.therapy import grounding_mask as mask_config
 from experiments.vqa import bow_q_i
 from vqajax import cli
+from vqajax.answertherapy import grounding_class, grounding_mask
 from vqajax.answertherapy.ask import Grounder
 from vqajax.core import config as config_lib
-from vqajax.core import train
+from vqajax.core import evaluate, train, trained
 from vqajax.core.errors import InputError
+from vqajax.core.experiment import Experiment
 from vqajax.features import extract, models, recorded, weights
 from vqajax.features.keys import feature_key
 from vqajax.features.partial_store import ChunkedStore
@@ -49,8 +51,8 @@ def _weights(path, seed=0):
   return str(path)
 
 
-def _train(config, workdir, devices=jax.devices()[:1]):
-  train.train_and_evaluate(cli.task_of(config), config, str(workdir), devices=devices)
+def _train(config, workdir):
+  train.train_and_evaluate(cli.task_of(config), config, str(workdir), devices=jax.devices()[:1])
   return str(workdir)
 
 
@@ -186,7 +188,7 @@ def test_the_embedded_run_answers_about_its_own_image_ids(embedded_run, tiny_dat
                                                              f"  multiple choice: {expected['choice']}"]
 
 
-def test_bad_input_is_one_line(embedded_run, therapy_runs, tmp_path, capsys):
+def test_bad_input_is_one_line(embedded_run, mask_run, tmp_path, capsys):
   ask = ["--workdir", embedded_run, "--question", "what?"]
   _one_line_error(ask + ["--image-id", "999999999"], capsys, "image id 999999999: not in the run's feature store")
   _one_line_error(ask + ["--image", PHOTOS[0]], capsys, "no extractor settings recorded")  # synthetic: ids only
@@ -200,7 +202,12 @@ def test_bad_input_is_one_line(embedded_run, therapy_runs, tmp_path, capsys):
                   f'{bad}: records[1]: "image_id" expected an integer')
   _one_line_error(["--workdir", str(tmp_path / "nothing"), "--image-id", "1", "--question", "a?"], capsys,
                   "nothing: no such run")
-  _one_line_error(["--workdir", therapy_runs[1], "--image-id", "1", "--question", "a?"], capsys,
+  other = tmp_path / "class_run"  # a run of another task: its record is all that is read
+  other.mkdir()
+  record = _read(os.path.join(mask_run, "run.json"))
+  record["config"]["task"] = "grounding_class"
+  (other / "run.json").write_text(json.dumps(record))
+  _one_line_error(["--workdir", str(other), "--image-id", "1", "--question", "a?"], capsys,
                   "a grounding_class run; expected a vqa or grounding_mask run")
 
 
@@ -230,13 +237,10 @@ def test_stores_record_the_extractor_settings(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def therapy_runs(tiny_therapy, tmp_path_factory):
-  """(grounding_mask run, grounding_class run) on the tiny therapy set, on 8 devices with
-  test_therapy_train's settings (so the session's compilation cache serves both)."""
-  root = tmp_path_factory.mktemp("therapy_runs")
-  changes = {**STEPS, "data.dir": tiny_therapy, "model.inputs": "i+q+a"}
-  return tuple(_train(config_lib.override(module.get_config("runlocal"), changes), root / name, devices=None)
-               for name, module in (("mask", mask_config), ("class", class_config)))
+def mask_run(tiny_therapy, tmp_path_factory):
+  """A grounding_mask run on the tiny therapy set."""
+  config = config_lib.override(mask_config.get_config("runlocal"), {**STEPS, "data.dir": tiny_therapy})
+  return _train(config, tmp_path_factory.mktemp("mask_run"))
 
 
 def _upsampled(grid, height, width):
@@ -246,8 +250,7 @@ def _upsampled(grid, height, width):
   return np.array([[grid[r, c] for c in cols] for r in rows])
 
 
-def test_groundings_of_a_mask_run(therapy_runs, tmp_path, capsys):
-  mask_run, class_run = therapy_runs
+def test_groundings_of_a_mask_run(mask_run, tiny_therapy, tmp_path, capsys):
   grounder = Grounder.from_workdir(mask_run)
   key = grounder.image_ids[0]
   result = grounder.ground("what is on the table?", ["a cup", "two cups", "a mug"], image_id=key, image_size=(20, 30))
@@ -258,9 +261,14 @@ def test_groundings_of_a_mask_run(therapy_runs, tmp_path, capsys):
   ious = [(a & b).sum() / max((a | b).sum(), 1) if (a | b).any() else 1.0
           for i, a in enumerate(decoded) for b in decoded[i + 1:]]
   assert result["single"] == all(v > 0.9 for v in ious)
-  # With the classifier: its call for the val questions is the one its eval wrote.
-  both = Grounder.from_workdir(mask_run, class_workdir=class_run)
-  predictions = _read(glob.glob(os.path.join(class_run, "results", "step_2", "predictions.json"))[0])
+  # With a classifier (freshly initialised: no training needed), its call for the val
+  # questions is the one its evaluation writes.
+  config = config_lib.override(class_config.get_config("runlocal"), {"data.dir": tiny_therapy})
+  exp = Experiment.build(grounding_class, config)
+  params = exp.initial_state().params
+  evaluate.Evaluator(grounding_class, config, exp.data, exp.model, exp.mesh).run(params, 0, str(tmp_path / "class"))
+  predictions = _read(tmp_path / "class" / "results" / "step_0" / "predictions.json")
+  both = Grounder(trained.load(mask_run, {"grounding_mask": grounding_mask}), (exp, params, {}))
   for p in predictions[:6]:
     call = both.ground(p["question"], p["answers"], image_id=feature_key(p["image_id"]))
     assert call["single"] == (p["predicted"] == "single") and call["single_from"] == "classifier"
