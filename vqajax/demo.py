@@ -8,8 +8,8 @@ pixels, as on the embedded synthetic data) or upload an image (its features comp
 store's were: `Answerer.features_of`), type a question and see the top answers as bars.
 With a VQA-AnswerTherapy mask run beside it, each answer's mask is drawn over the image,
 with whether the answers share one grounding (from a grounding_class run when given, else
-from the masks). Bad input in the page (no image, an empty
-question, a file that is not an image) is a message on the page. Needs the `demo` extra
+from the masks). Bad input in the page (no image, an empty question, a file that is not an
+image) is a message on the page. Needs the `demo` extra
 (`pip install 'vqajax[demo]'`); served on localhost only unless `--host` says otherwise,
 with Gradio's telemetry off and nothing fetched from the internet.
 """
