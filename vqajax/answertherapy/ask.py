@@ -72,6 +72,10 @@ class Grounder:
     """The side of the predicted masks (the store's grid)."""
     return self._data.store.shape[0]
 
+  def image_path(self, image_id: int) -> str | None:
+    """The image file of a store image, if the store recorded one (extracted stores do)."""
+    return self._data.store.image_path(image_id)
+
   def features_of(self, image_paths: list[str]) -> np.ndarray:
     """Grid features of image files, made as the run's store's were."""
     if self._extractor is None:
