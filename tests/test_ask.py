@@ -133,6 +133,7 @@ def test_real_photos_give_the_eval_path_answers(photo_run, tiny_data, tmp_path, 
   keys = [q["image_id"] for q in val]
   features = answerer.features_of([os.path.join(photo_run["photos"], names[k]) for k in keys])
   np.testing.assert_allclose(features, store.read(store.rows(keys)), rtol=2e-3, atol=1e-3)
+  assert answerer.image_path(keys[0]) == os.path.join(photo_run["photos"], names[keys[0]])  # recorded
   by_id = answerer.answer([q["question"] for q in val], image_ids=keys, k=3)
   np.testing.assert_allclose([[p for _, p in a["answers"]] for a in by_id], probs, rtol=1e-3)
 
@@ -220,12 +221,16 @@ def test_a_non_image_file_is_one_line(photo_run, tmp_path, capsys):
 
 def test_stores_record_the_extractor_settings(tmp_path):
   settings = {"model": TINY, "layer": "fc7"}
+  image = str(tmp_path / "7.png")
+  Image.new("RGB", (4, 4)).save(image)
   for name in ("s.h5", "s.npy"):
-    write_store(str(tmp_path / name), [3, 1], np.ones((2, 4), np.float16), settings)
-    assert FeatureStore(str(tmp_path / name)).settings == settings
+    write_store(str(tmp_path / name), [3, 1], np.ones((2, 4), np.float16), settings, [image, "gone.png"])
+    store = FeatureStore(str(tmp_path / name))
+    assert store.settings == settings and (store.image_path(3), store.image_path(1)) == (image, None)
   with h5py.File(tmp_path / "s.h5") as f:
-    assert json.loads(f.attrs["settings"]) == settings
+    assert json.loads(f.attrs["settings"]) == settings and f["image_paths"].asstr()[0] == image
   assert _read(settings_path(str(tmp_path / "s.npy"))) == settings
+  assert _read(str(tmp_path / "s.image_paths.json")) == [image, "gone.png"]
   write_store(str(tmp_path / "s.npy"), [3], np.ones((1, 4), np.float16))  # a store without: no stale file
   assert FeatureStore(str(tmp_path / "s.npy")).settings is None and not os.path.exists(settings_path(str(tmp_path / "s.npy")))
   store = ChunkedStore(str(tmp_path / "x.npy"), {"model": "a"}, (4,), "float16")

@@ -47,12 +47,7 @@ class Grounded:
 
   @property
   def grounding(self) -> str:
-    return grounding_of(self.ious)
-
-
-def grounding_of(ious) -> str:
-  """SINGLE when every pair of a question's groundings has IoU > EQUAL_IOU, else MULTIPLE."""
-  return SINGLE if all(v > EQUAL_IOU for v in ious) else MULTIPLE
+    return SINGLE if all(v > EQUAL_IOU for v in self.ious) else MULTIPLE
 
 
 def relation(intersection: int, area_a: int, area_b: int) -> str:

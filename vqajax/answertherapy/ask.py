@@ -4,7 +4,7 @@
 `Grounder.from_workdir(workdir)` restores a grounding_mask run (its recorded config, its
 data's vocabulary, a checkpoint) and, with `class_workdir`, a grounding_class run that
 decides single / multiple. Without one the decision comes from the predicted masks by
-the dataset's rule (`analysis.grounding_of`: every pair of groundings with IoU > 0.9 is
+the dataset's rule (`analysis`: every pair of groundings with IoU > 0.9 is
 single). Images are the run's grid-store ids or image files whose features are made with
 the extractor settings the run recorded (`features/recorded.py`).
 """
@@ -72,6 +72,10 @@ class Grounder:
     """The side of the predicted masks (the store's grid)."""
     return self._data.store.shape[0]
 
+  def image_path(self, image_id: int) -> str | None:
+    """The image file of a store image, if the store recorded one (extracted stores do)."""
+    return self._data.store.image_path(image_id)
+
   def features_of(self, image_paths: list[str]) -> np.ndarray:
     """Grid features of image files, made as the run's store's were."""
     if self._extractor is None:
@@ -117,5 +121,5 @@ class Grounder:
       single, source = bool(self._classes(inputs) < 0.5), "classifier"
     else:
       ious = [float(iou(a, b, np)) for a, b in itertools.combinations(binary, 2)]
-      single, source = analysis.grounding_of(ious) == analysis.SINGLE, "masks"
+      single, source = all(v > analysis.EQUAL_IOU for v in ious), "masks"  # the dataset's rule
     return {"masks": probs, "single": single, "single_from": source, "rle": [masks.encode(b) for b in binary]}

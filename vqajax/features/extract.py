@@ -151,6 +151,7 @@ def extract(paths: list[str], model: nn.Module, params, out: str, settings: dict
   batch = forward.batch
   progress = _Progress(len(todo), log_every)
   rows: list[tuple[list[int], np.ndarray]] = []  # fetched, not yet in a chunk
+  path_of = {key: path for path, key in todo}
 
   def fetch(keys: list[int], outputs: jax.Array) -> None:
     rows.append((keys, np.asarray(jax.device_get(outputs))[:len(keys)].astype(dtype)))
@@ -159,7 +160,8 @@ def extract(paths: list[str], model: nn.Module, params, out: str, settings: dict
 
   def flush() -> None:
     if rows:
-      store.append(np.concatenate([k for k, _ in rows]), np.concatenate([f for _, f in rows]))
+      keys = np.concatenate([k for k, _ in rows])
+      store.append(keys, np.concatenate([f for _, f in rows]), [path_of[k] for k in keys.tolist()])
       rows.clear()
 
   in_flight = None

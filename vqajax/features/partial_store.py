@@ -23,7 +23,7 @@ import numpy as np
 
 from vqajax.core.errors import InputError
 from vqajax.core.files import write_atomic, write_json_atomic
-from vqajax.features.store import FeatureStore, ids_path, settings_path, write_store_blocks
+from vqajax.features.store import FeatureStore, ids_path, sidecars, write_store_blocks
 
 _BLOCK_ROWS = 1024  # rows copied at a time from an existing store
 
@@ -63,11 +63,12 @@ class ChunkedStore:
       with np.load(chunk) as arrays:
         self.done.update(arrays["image_ids"].tolist())
 
-  def append(self, image_ids: np.ndarray, features: np.ndarray) -> None:
-    """Adds rows as one durable chunk."""
+  def append(self, image_ids: np.ndarray, features: np.ndarray, paths: list[str] | None = None) -> None:
+    """Adds rows (and their image files) as one durable chunk."""
     path = os.path.join(self.partial, f"chunk_{len(self._chunks):06d}.npz")
+    paths = np.array([""] * len(image_ids) if paths is None else [os.path.abspath(p) for p in paths], str)
     write_atomic(path, lambda f: np.savez(f, image_ids=np.asarray(image_ids, np.int64),
-                                          features=np.asarray(features, self.dtype)))
+                                          features=np.asarray(features, self.dtype), paths=paths))
     self._chunks.append(path)
     self.done.update(np.asarray(image_ids).tolist())
 
@@ -78,12 +79,14 @@ class ChunkedStore:
       return len(self.done)
     existing = FeatureStore(self.out) if os.path.exists(self.out) else None
     ids = [existing.image_ids] if existing else []
+    paths = (existing.image_paths or [""] * len(existing.image_ids)) if existing else []
     for chunk in self._chunks:
       with np.load(chunk) as arrays:
         ids.append(arrays["image_ids"])
+        paths.extend(arrays["paths"].tolist() if "paths" in arrays.files else [""] * len(arrays["image_ids"]))
     try:
       write_store_blocks(self._staged, np.concatenate(ids), self.row_shape, self.dtype,
-                         self._blocks(existing), self.settings)
+                         self._blocks(existing), self.settings, paths)
     finally:
       if existing:
         existing.close()
@@ -104,8 +107,9 @@ class ChunkedStore:
     if not os.path.exists(self._staged):
       return  # no merge finished: chunks are merged (again) by finish()
     if self.out.endswith(".npy") and os.path.exists(ids_path(self._staged)):
-      if os.path.exists(settings_path(self._staged)):
-        os.replace(settings_path(self._staged), settings_path(self.out))
+      for staged, out in zip(sidecars(self._staged), sidecars(self.out)):
+        if os.path.exists(staged):
+          os.replace(staged, out)
       os.replace(ids_path(self._staged), ids_path(self.out))
     os.replace(self._staged, self.out)
     shutil.rmtree(self.partial)

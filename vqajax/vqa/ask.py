@@ -72,9 +72,9 @@ class Answerer:
     return captions[0] if captions else None
 
   def image_path(self, image_id: int) -> str | None:
-    """The image file of a store image, if the store recorded one (it records none)."""
-    del image_id
-    return None
+    """The image file of a store image, if the store recorded one (extracted stores do)."""
+    self._check_ids([image_id])
+    return self._data.store.image_path(image_id)
 
   def features_of(self, image_paths: list[str]) -> np.ndarray:
     """Features of image files, made as the run's store's were (module docstring)."""
