@@ -168,7 +168,7 @@ def test_bad_input_is_one_line_and_writes_nothing(run, tiny_data, tmp_path, caps
   shutil.copy(os.path.join(run, "run.json"), empty_run)
   cases = [
       ((no_features, "--workdir", run), "image_id 999999999"),
-      ((test_dev, "--workdir", empty_run), "no checkpoints to predict with"),
+      ((test_dev, "--workdir", empty_run), "no checkpoint (train the run first)"),
       ((test_dev, "--workdir", tmp_path / "nowhere"), "no such run"),
       ((test_dev, "--workdir", run, "--step", 3), "no checkpoint at step 3"),
       ((test_dev, "--workdir", run, "--out", tiny_data), "an input of this command"),

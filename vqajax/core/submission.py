@@ -14,24 +14,12 @@ import os
 
 import jax
 
-from vqajax.core import checkpoint, evaluate, files, run_record
+from vqajax.core import checkpoint, evaluate, files, run_record, trained
 from vqajax.core.errors import InputError
 from vqajax.core.experiment import Experiment
 from vqajax.core.task import Predicts, Task
 
 SUBMISSIONS = "submissions"
-
-
-def _chosen_step(ckpt: checkpoint.Checkpointer, workdir: str, step: int | None, best: bool) -> int:
-  saved = ckpt.steps()
-  if best:
-    chosen = ckpt.best_step()
-    if chosen is None:
-      raise InputError(f"{workdir}: no kept checkpoint has val metrics to pick the best by (saved: {saved})")
-    return chosen
-  if step is not None and step not in saved:
-    raise InputError(f"{workdir}: no checkpoint at step {step} (saved: {saved})")
-  return max(saved) if step is None else step
 
 
 def write(task: Task, config, workdir: str, path: str, out_dir: str | None = None, step: int | None = None,
@@ -44,9 +32,9 @@ def write(task: Task, config, workdir: str, path: str, out_dir: str | None = Non
   with lock:
     directory = os.path.join(workdir, "checkpoints")
     if not os.path.isdir(directory) or not os.listdir(directory):  # (orbax would create the folder)
-      raise InputError(f"{workdir}: no checkpoints to predict with (train the run first)")
+      raise InputError(f"{workdir}: no checkpoint (train the run first)")
     ckpt = checkpoint.Checkpointer(directory, config.keep_checkpoints, task.BEST_METRIC)
-    chosen = _chosen_step(ckpt, workdir, step, best)
+    chosen = trained.chosen_step(ckpt, workdir, step, best)
     exp = Experiment.build(task, config)
     run_record.check_same_run(workdir, config, task.sizes(exp.data),
                               "submit predicts with the run's own config (run.json)")

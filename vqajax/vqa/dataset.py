@@ -35,7 +35,8 @@ class VQAData:
   val_info: dict[str, str]           # data_type / data_subtype, for official result names
   table_ids: dict[str, np.ndarray]   # raw_ids / norm_ids of the answer table
   bag_sizes: dict[str, int]          # bins of the bag-of-words inputs (question_bow, caption_bow)
-  encoders: "_Encoders"              # what turns records into arrays (`read_test`)
+  encoders: Encoders | None = None   # what turned the records into arrays (new questions: `ask`,
+                                     # test files: `read_test`)
 
 
 def resolve(config_data, name: str) -> str:
@@ -47,7 +48,8 @@ OUT_OF_TABLE = -2  # an annotator's answer outside the answer table (answer_inde
 MC_AUTO = "auto"  # data.<split>_mc_questions: VQA v1's multiple-choice file if present
 
 
-def _paths(config_data, role: str) -> list[str]:
+def resolve_all(config_data, role: str) -> list[str]:
+  """The paths of a file field's names (`core.config.file_names`), relative to `dir`."""
   return [n if os.path.isabs(n) else os.path.join(config_data.dir, n)
           for n in file_names(config_data.get(role) or "")]
 
@@ -84,9 +86,9 @@ def read_split(config_data, split: str):
                                                                          with_choices)
     parts = [(questions, annotations, mc_questions, where, where, where)]
   else:
-    questions_paths = _paths(config_data, f"{split}_questions")
+    questions_paths = resolve_all(config_data, f"{split}_questions")
     annotations_paths = (questions_paths if config_data.format == "vizwiz"
-                         else _paths(config_data, f"{split}_annotations"))
+                         else resolve_all(config_data, f"{split}_annotations"))
     if not questions_paths or len(annotations_paths) != len(questions_paths):
       raise InputError(f"config.data.{split}_annotations: expected one annotations file per questions file "
                        f"({len(questions_paths)} in config.data.{split}_questions), got {len(annotations_paths)}")
@@ -94,7 +96,7 @@ def read_split(config_data, split: str):
       auto = os.path.join(config_data.dir, f"MultipleChoice_mscoco_{split}2014_questions.json")
       mc_paths = [auto] if config_data.format == "vqa" and os.path.exists(auto) else []
     else:
-      mc_paths = _paths(config_data, f"{split}_mc_questions")
+      mc_paths = resolve_all(config_data, f"{split}_mc_questions")
     if mc_paths and len(mc_paths) != len(questions_paths):
       raise InputError(f"config.data.{split}_mc_questions: expected one multiple-choice file per questions file "
                        f"({len(questions_paths)}), got {len(mc_paths)}")
@@ -131,7 +133,7 @@ def check_info(info: dict, questions_path: str) -> None:
 
 
 @dataclasses.dataclass
-class _Encoders:
+class Encoders:
   """What turns records into arrays; built from the training split."""
   vocab: text.Vocab
   answers: text.TopK
@@ -141,8 +143,14 @@ class _Encoders:
   interner: vqa_accuracy.Interner
   max_len: int
 
+  def questions(self, questions: list[str]) -> dict[str, np.ndarray]:
+    """The model's text inputs of question strings: tokens, length, question_bow."""
+    token_lists = [text.tokenize(q) for q in questions]
+    tokens, lengths = self.vocab.encode(token_lists, self.max_len)
+    return {"tokens": tokens, "length": lengths, "question_bow": self.question_bag.indices(token_lists, self.max_len)}
 
-def _caption_bags(image_ids, captions: dict[int, list[str]], path: str, table: text.TopK) -> np.ndarray:
+
+def caption_bags(image_ids, captions: dict[int, list[str]], path: str, table: text.TopK) -> np.ndarray:
   """[N, width] caption-word indices of each image's captions together (-1 padded)."""
   by_image = {}
   for image_id in dict.fromkeys(image_ids):
@@ -166,16 +174,12 @@ def _answer_indices(annotations, answers: text.TopK) -> np.ndarray:
   return out
 
 
-def _question_arrays(questions, source, enc: _Encoders, store) -> dict[str, np.ndarray]:
+def _question_arrays(questions, source, enc: Encoders, store) -> dict[str, np.ndarray]:
   """The arrays of the questions alone (the inputs, and the choices where they have them)."""
-  token_lists = [text.tokenize(q["question"]) for q in questions]
-  tokens, lengths = enc.vocab.encode(token_lists, enc.max_len)
   out = {
       "question_id": np.array([q["question_id"] for q in questions], np.int64),
       "image_row": store.rows([q["image_id"] for q in questions], source).astype(np.int32),
-      "tokens": tokens,
-      "length": lengths,
-      "question_bow": enc.question_bag.indices(token_lists, enc.max_len),
+      **enc.questions([q["question"] for q in questions]),
   }
   if "multiple_choices" in questions[0]:
     width = max(len(q["multiple_choices"]) for q in questions)
@@ -190,7 +194,7 @@ def _question_arrays(questions, source, enc: _Encoders, store) -> dict[str, np.n
   return out
 
 
-def _arrays(records, source, enc: _Encoders, store, captions=None):
+def _arrays(records, source, enc: Encoders, store, captions=None):
   questions = [q for q, _ in records]
   annotations = [a for _, a in records]
   out = _question_arrays(questions, source, enc, store)
@@ -201,7 +205,7 @@ def _arrays(records, source, enc: _Encoders, store, captions=None):
       "question_type": np.array([enc.question_types[a["question_type"]] for a in annotations], np.int32),
   })
   if captions is not None:
-    out["caption_bow"] = _caption_bags([q["image_id"] for q in questions], *captions, enc.caption_words)
+    out["caption_bow"] = caption_bags([q["image_id"] for q in questions], *captions, enc.caption_words)
   out.update(vqa_accuracy.encode_targets(annotations, enc.interner))
   return out
 
@@ -258,7 +262,7 @@ def read_train_records(config_data):
 
 def _read_captions(config_data, split: str):
   """({image_id: [caption, ...]}, paths) of the split's COCO captions files, or None."""
-  paths = _paths(config_data, f"{split}_captions")
+  paths = resolve_all(config_data, f"{split}_captions")
   if not paths:
     return None
   captions = {}
@@ -292,7 +296,7 @@ def load(config_data) -> VQAData:
       (w for c in captions["train"][0].values() for s in c for w in text.tokenize(s)),
       config_data.caption_words)
   question_types = sorted({a["question_type"] for _, a in train_records + val_records})
-  enc = _Encoders(vocab=vocab, answers=answers,
+  enc = Encoders(vocab=vocab, answers=answers,
                   question_bag=text.QuestionBag.build(train_tokens, config_data.bow_words,
                                                       config_data.bow_lead_words),
                   caption_words=caption_words,
