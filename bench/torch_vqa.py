@@ -74,7 +74,7 @@ def load_flax_params(model: DeeperLSTMNormI, params: dict) -> None:
   with torch.no_grad():
     for tensor, value in pairs:
       assert tensor.shape == value.shape, (tensor.shape, value.shape)
-      tensor.copy_(torch.from_numpy(np.ascontiguousarray(value, np.float32)))
+      tensor.copy_(torch.from_numpy(np.array(value, np.float32)))  # a writable copy
 
 
 class Trainer:
