@@ -96,14 +96,12 @@ def _check_url_output(url: str, folder: bool) -> str:
   if inside is not None:
     raise InputError(f"{url}: lies in {inside}, an input of this command; write the output elsewhere")
   try:
-    is_folder = fs.isdir(url)
-    if not folder and not is_folder:
-      return url
-    if folder and not is_folder and fs.exists(url):
-      raise InputError(f"{url}: exists and is not a folder")
+    exists, is_folder = fs.exists(url), fs.isdir(url)
   except OSError as e:
     raise InputError(f"{url}: cannot write: {e.strerror}") from None
-  if not folder:
+  if exists and folder and not is_folder:
+    raise InputError(f"{url}: exists and is not a folder")
+  if exists and not folder and is_folder:
     raise InputError(f"{url}: exists and is not a regular file; refusing to replace it")
   return url
 

@@ -103,13 +103,6 @@ def size(path: str) -> int:
   return os.path.getsize(path)
 
 
-def listdir(path: str) -> list[str]:
-  if is_url(path):
-    with _as_oserror():
-      return [name.rstrip("/") for name in _gfile().listdir(path)]
-  return os.listdir(path)
-
-
 def makedirs(path: str) -> None:
   """Creates `path` and its parents if missing (a bucket's prefixes need nothing)."""
   if is_url(path):

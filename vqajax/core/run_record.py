@@ -10,10 +10,9 @@ One process holds a workdir at a time (`WorkdirLock`: a `lock` file with the hol
 host and pid, created exclusively); a lock left by a dead process on this host is
 taken over. In a bucket (a URL workdir, see `core/fs.py`) nothing creates exclusively:
 the lock is written only if absent, then read back, and held if it still names this
-process. That stops a second command started later, not two started within the same
-second or so (both can see no lock, and each reads back its own write where the store
-is not strongly consistent; GCS is, so the later writer wins and the earlier fails only
-if it reads back after the later one wrote).
+process (a random token). That refuses a command started after the lock was written;
+two started within the same moment can both see no lock and, if each reads back before
+the other's write lands, both hold it.
 """
 
 from __future__ import annotations
