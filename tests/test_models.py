@@ -8,7 +8,9 @@ import ml_collections
 import numpy as np
 import pytest
 
+from experiments.therapy import grounding_class
 from experiments.vqa import deeper_lstm_norm_i
+from vqajax.answertherapy import models as therapy_models
 from vqajax.core.errors import InputError
 from vqajax.nn.lstm import IMPLS, masked_lstm, scan_lstm
 from vqajax.nn.question import LSTMEncoder
@@ -97,6 +99,10 @@ def test_an_unknown_lstm_impl_is_a_clear_error():
   cfg.lstm_impl = "cudnn"
   with pytest.raises(InputError, match="config.model.lstm_impl 'cudnn' is not one of"):
     vqa_models.build(cfg, _data())
+  therapy = grounding_class.get_config("runlocal").model
+  therapy.lstm_impl = "cudnn"
+  with pytest.raises(InputError, match="config.model.lstm_impl 'cudnn' is not one of"):
+    therapy_models.build(therapy, _data(), "grounding_class")
 
 
 def _data(vocab=10, answers=7, question_bow=1030, caption_bow=1000):
