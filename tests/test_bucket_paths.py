@@ -17,6 +17,7 @@ from vqajax.core import checkpoint, files, run_record, train
 from vqajax.core import config as config_lib
 from vqajax.core.errors import InputError
 from vqajax.features.store import FeatureStore, FeatureStoreError, write_store
+from vqajax.vqa import reports
 
 
 @pytest.fixture
@@ -126,6 +127,8 @@ def test_a_whole_run_lives_in_a_bucket(tiny_data, ram, tmp_path, monkeypatch):
   assert json.loads(_read(f"{out}/v2_OpenEnded_mscoco_val2014_bow_q_i_accuracy.json")) == official
   assert metrics["accuracy"] == pytest.approx(official["overall"], abs=0.01)
   assert os.listdir(tmp_path / "run" / "checkpoints") == ["2"]
+  assert reports.find_results(workdir) == {"run": out}  # what `vqajax report` reads, from the bucket
+  assert reports.read_scores(out)["accuracy"] == official["overall"]
 
 
 def test_orbax_refuses_a_scheme_it_cannot_write_clearly(ram):

@@ -103,6 +103,14 @@ def size(path: str) -> int:
   return os.path.getsize(path)
 
 
+def listdir(path: str) -> list[str]:
+  """The names in folder `path`, sorted."""
+  if is_url(path):
+    with _as_oserror():
+      return sorted(name.rstrip("/") for name in _gfile().listdir(path))
+  return sorted(os.listdir(path))
+
+
 def makedirs(path: str) -> None:
   """Creates `path` and its parents if missing (a bucket's prefixes need nothing)."""
   if is_url(path):
