@@ -14,7 +14,7 @@ import os
 
 import jax
 
-from vqajax.core import checkpoint, evaluate, files, run_record, trained
+from vqajax.core import checkpoint, evaluate, files, fs, run_record, trained
 from vqajax.core.errors import InputError
 from vqajax.core.experiment import Experiment
 from vqajax.core.task import Predicts, Task
@@ -31,7 +31,7 @@ def write(task: Task, config, workdir: str, path: str, out_dir: str | None = Non
   lock = run_record.WorkdirLock(workdir, "vqajax submit") if jax.process_index() == 0 else contextlib.nullcontext()
   with lock:
     directory = os.path.join(workdir, "checkpoints")
-    if not os.path.isdir(directory) or not os.listdir(directory):  # (orbax would create the folder)
+    if not fs.isdir(directory) or not fs.listdir(directory):  # (orbax would create the folder)
       raise InputError(f"{workdir}: no checkpoint (train the run first)")
     ckpt = checkpoint.Checkpointer(directory, config.keep_checkpoints, task.BEST_METRIC)
     chosen = trained.chosen_step(ckpt, workdir, step, best)

@@ -12,7 +12,7 @@ import os
 import numpy as np
 from absl import logging
 
-from vqajax.core import official_files, text
+from vqajax.core import fs, official_files, text
 from vqajax.core.config import file_names
 from vqajax.core.errors import InputError
 from vqajax.core.files import SAFE_NAME
@@ -41,7 +41,7 @@ class VQAData:
 
 def resolve(config_data, name: str) -> str:
   path = config_data[name]
-  return path if os.path.isabs(path) else os.path.join(config_data.dir, path)
+  return path if fs.isabs(path) else os.path.join(config_data.dir, path)
 
 
 OUT_OF_TABLE = -2  # an annotator's answer outside the answer table (answer_index)
@@ -50,7 +50,7 @@ MC_AUTO = "auto"  # data.<split>_mc_questions: VQA v1's multiple-choice file if 
 
 def resolve_all(config_data, role: str) -> list[str]:
   """The paths of a file field's names (`core.config.file_names`), relative to `dir`."""
-  return [n if os.path.isabs(n) else os.path.join(config_data.dir, n)
+  return [n if fs.isabs(n) else os.path.join(config_data.dir, n)
           for n in file_names(config_data.get(role) or "")]
 
 
@@ -94,7 +94,7 @@ def read_split(config_data, split: str):
                        f"({len(questions_paths)} in config.data.{split}_questions), got {len(annotations_paths)}")
     if mc_name == MC_AUTO:  # VQA v1's file where it is (v2 and VizWiz have none)
       auto = os.path.join(config_data.dir, f"MultipleChoice_mscoco_{split}2014_questions.json")
-      mc_paths = [auto] if config_data.format == "vqa" and os.path.exists(auto) else []
+      mc_paths = [auto] if config_data.format == "vqa" and fs.exists(auto) else []
     else:
       mc_paths = resolve_all(config_data, f"{split}_mc_questions")
     if mc_paths and len(mc_paths) != len(questions_paths):
