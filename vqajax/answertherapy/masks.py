@@ -116,7 +116,20 @@ def upsample(grid: np.ndarray, height: int, width: int) -> np.ndarray:
   return grid[rows[:, None], cols[None, :]]
 
 
-def encode(mask: np.ndarray) -> dict:
-  """The compressed COCO RLE of a boolean [H, W] mask, JSON-ready (`counts` a str)."""
-  rle = coco_mask.encode(np.asfortranarray(mask, np.uint8))
+def upsample_rle(grid: np.ndarray, height: int, width: int) -> dict:
+  """The COCO RLE (pycocotools' form) of `upsample(grid, height, width)`, built from the
+  grid's runs without the [height, width] mask: memory O(width x grid rows)."""
+  rows_per_cell = np.bincount(np.arange(height) * grid.shape[0] // height, minlength=grid.shape[0])
+  columns = grid[:, np.arange(width) * grid.shape[1] // width].T  # [width, rows]: column-major order
+  values, lengths = columns.ravel(), np.tile(rows_per_cell, width)
+  values, lengths = values[lengths > 0], lengths[lengths > 0]
+  counts = np.add.reduceat(lengths, np.flatnonzero(np.r_[True, values[1:] != values[:-1]]))
+  if values[0]:  # COCO runs start with the zeros
+    counts = np.r_[0, counts]
+  return coco_mask.frPyObjects({"size": [height, width], "counts": counts.tolist()}, height, width)
+
+
+def to_json(rle: dict) -> dict:
+  """A pycocotools RLE, JSON-ready (`counts` a str)."""
   return {"size": [int(s) for s in rle["size"]], "counts": rle["counts"].decode("ascii")}
+
