@@ -46,7 +46,8 @@ from vqajax.core.files import write_atomic_many
 BEST_METRIC = "iou_pq"
 TEXT_KEYS = therapy_dataset.TEXT_KEYS
 TRAIN_KEYS = TEXT_KEYS + ("grid_mask",)
-METHODS = (("whole image", "whole_image/"), ("model", ""))  # the model's metrics have no prefix
+# (row name, sums, metric prefix) of Tables 5 and 6; the model's metrics have no prefix.
+METHODS = (("whole image", "whole_image", "whole_image/"), ("model", "model", ""))
 LEVELS = (("grid", ""), ("pixel", "pixel/"))  # grid-level metrics keep the unprefixed names
 PIXEL = "pixel/"
 FROM_MASKS = "from_masks/"
@@ -112,8 +113,8 @@ def summarise(totals) -> dict[str, float]:
   """Grid-level IoU-PQ and IoU of the model and the whole-image baseline, and Table 4 of
   the decision from the masks with the naive baselines (module docstring)."""
   metrics = {}
-  for method, prefix in METHODS:
-    metrics.update(_named(totals[method], prefix))
+  for _, sums, prefix in METHODS:
+    metrics.update(_named(totals[sums], prefix))
   metrics.update(table4.with_baselines(totals["from_masks"], FROM_MASKS))
   return metrics
 
@@ -121,7 +122,7 @@ def summarise(totals) -> dict[str, float]:
 def _levels(name: str) -> list[tuple[str, str, str]]:
   """(method, level, metric prefix) of the rows of Tables 5 and 6."""
   return [(method if method != "model" else name, level, prefix + level_prefix)
-          for method, prefix in METHODS for level, level_prefix in LEVELS]
+          for method, _, prefix in METHODS for level, level_prefix in LEVELS]
 
 
 def table5(name: str, metrics: dict[str, float]) -> tuple[list[str], list[dict]]:
@@ -178,7 +179,7 @@ def pixel_metrics(data, rles: list[list[dict]], max_answers: int) -> dict[str, f
   groups = therapy_groups.weights({"mask": np.ones(len(val["label"]), bool), "source": val["source"],
                                    "label": val["label"]}, by_label=True)
   sums = pixel_iou.group_sums(data.val_samples, rles, np.asarray(groups), max_answers)
-  return {k: v for method, prefix in METHODS for k, v in _named(sums[method], prefix + PIXEL).items()}
+  return {k: v for _, method, prefix in METHODS for k, v in _named(sums[method], prefix + PIXEL).items()}
 
 
 def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) -> dict[str, float]:
