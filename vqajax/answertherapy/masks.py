@@ -1,5 +1,6 @@
 """Answer groundings as masks: polygon -> COCO RLE or boolean mask at the image size, the
-areas and pairwise intersections of a question's groundings, and model-grid fractions.
+areas and pairwise intersections of a question's groundings, model-grid fractions, and a
+grid mask back at the image size (`upsample`; `upsample_rle` as an RLE, without the mask).
 
 Rasterisation is pycocotools' (`frPyObjects` of the flattened [x1, y1, x2, y2, ...]):
 pixel (row i, column j) is in the mask when its centre (x=j+0.5, y=i+0.5) is inside the
