@@ -48,8 +48,8 @@ TEXT_KEYS = therapy_dataset.TEXT_KEYS
 TRAIN_KEYS = TEXT_KEYS + ("grid_mask",)
 # (row name, sums, metric prefix) of Tables 5 and 6; the model's metrics have no prefix.
 METHODS = (("whole image", "whole_image", "whole_image/"), ("model", "model", ""))
-LEVELS = (("grid", ""), ("pixel", "pixel/"))  # grid-level metrics keep the unprefixed names
 PIXEL = "pixel/"
+LEVELS = (("grid", ""), ("pixel", PIXEL))  # grid-level metrics keep the unprefixed names
 FROM_MASKS = "from_masks/"
 
 
