@@ -134,3 +134,7 @@ def to_json(rle: dict) -> dict:
   """A pycocotools RLE, JSON-ready (`counts` a str)."""
   return {"size": [int(s) for s in rle["size"]], "counts": rle["counts"].decode("ascii")}
 
+
+def encode(mask: np.ndarray) -> dict:
+  """The compressed COCO RLE of a boolean [H, W] mask, JSON-ready (`counts` a str)."""
+  return to_json(coco_mask.encode(np.asfortranarray(mask, np.uint8)))
