@@ -36,18 +36,19 @@ class Evaluator:
         kept.append((predictions, batch["mask"]))
     metrics = self.task.summarise(jax.device_get(totals))
     if workdir is not None:
-      self._write_results(kept, step, workdir, metrics)
+      metrics.update(self._write_results(kept, step, workdir, metrics))
     return metrics
 
-  def _write_results(self, kept, step, workdir, metrics) -> None:
+  def _write_results(self, kept, step, workdir, metrics) -> dict[str, float]:
+    """Process 0 writes the results; returns the metrics the task computed from them."""
     gathered = [jax.tree.map(lambda x: multihost_utils.process_allgather(x, tiled=True), item)
                 for item in kept]
     if jax.process_index() > 0:
-      return
+      return {}
     mask = np.concatenate([m for _, m in gathered]).astype(bool)
     predictions = {k: np.concatenate([p[k] for p, _ in gathered])[mask] for k in gathered[0][0]}
-    self.task.write_results(os.path.join(workdir, "results", f"step_{step}"), self.config, self.data,
-                            predictions, {"step": step, **metrics})
+    return self.task.write_results(os.path.join(workdir, "results", f"step_{step}"), self.config, self.data,
+                                   predictions, {"step": step, **metrics}) or {}
 
 
 def evaluate_checkpoints(task: Task, config, workdir: str, step: int | None = None, every: bool = False) -> dict:
