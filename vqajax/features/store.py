@@ -154,15 +154,15 @@ class FeatureStore:
       raise FeatureStoreError(
           f"{self.path}: features have shape {self.shape} per image, the config expects {tuple(expected)}")
 
-  def read(self, rows: np.ndarray) -> np.ndarray:
-    """Features of `rows` (any order, repeats allowed), as float32; NaN or inf is an error."""
+  def read(self, rows: np.ndarray, dtype=np.float32) -> np.ndarray:
+    """Features of `rows` (any order, repeats allowed), as `dtype`; NaN or inf is an error."""
     unique, inverse = np.unique(rows, return_inverse=True)
-    features = np.asarray(self._features[unique], np.float32)
+    features = self._features[unique]
     finite = np.isfinite(features.reshape(len(unique), -1)).all(axis=1)
     if not finite.all():
       raise FeatureStoreError(f"{self.path}: the features of image_id "
                               f"{self.image_ids[unique[np.argmin(finite)]]} are not finite (NaN or inf)")
-    return features[inverse]
+    return features[inverse].astype(dtype, copy=False)
 
   def close(self) -> None:
     if self._file is not None:
