@@ -51,7 +51,7 @@ def layout(choice: str, table_bytes: int, mesh) -> str | None:
   if choice == "true":
     raise InputError(f"config.data.features_on_device: the features take {table_bytes / 2**30:.2f} GiB, more "
                      f"than {DEVICE_SHARE:.0%} of the memory of {mesh.devices.size} devices; set it to "
-                     "\"false\" (streamed) or \"auto\"")
+                     '"false" (streamed) or "auto"')
   return None
 
 
@@ -77,11 +77,16 @@ class DeviceFeatures:
     mesh = jax.sharding.get_abstract_mesh()
     return jax.shard_map(local, mesh=mesh, in_specs=(P("data"), P("data")), out_specs=P("data"))(table, rows)
 
-  def attach(self, batch: dict, table: jax.Array) -> dict:
-    """`batch` with `image` (the rows' features) in place of `image_row`."""
-    batch = dict(batch)
-    batch["image"] = self.gather(table, batch.pop(IMAGE_ROW))
-    return batch
+
+def step_batch(batch: dict, features: DeviceFeatures | None = None, table: jax.Array | None = None) -> dict:
+  """The batch the model sees, in the step: `image` float32, from the host's batch (the
+  store's dtype: float16 crosses to the devices as such) or gathered from the table."""
+  batch = dict(batch)
+  if features is not None:
+    batch["image"] = features.gather(table, batch.pop(IMAGE_ROW))
+  elif "image" in batch:
+    batch["image"] = batch["image"].astype(jnp.float32)
+  return batch
 
 
 def place(choice: str, data, mesh) -> DeviceFeatures | None:

@@ -24,11 +24,10 @@ class Evaluator:
     self.task, self.config, self.data, self.mesh, self.features = task, config, data, mesh, features
     self.keys = self.task.eval_keys(data)
     eval_step = self.task.make_eval_step(model, data, mesh)
-    if features is None:
-      self._eval_step = jax.jit(sharding.in_mesh(mesh, eval_step))
-    else:  # the table is an argument (keeping its sharding), not a constant copied into the program
-      self._eval_step = functools.partial(jax.jit(sharding.in_mesh(mesh, lambda params, batch, table: eval_step(
-          params, features.attach(batch, table)))), table=features.table)
+    step = jax.jit(sharding.in_mesh(mesh, lambda params, batch, table=None: eval_step(
+        params, device_features.step_batch(batch, features, table))))
+    # the table is an argument (keeping its sharding), not a constant copied into the program
+    self._eval_step = step if features is None else functools.partial(step, table=features.table)
 
   def run(self, params, step: int, workdir: str | None = None) -> dict[str, float]:
     """The task's metrics; with `workdir`, also its results files of this step."""

@@ -50,7 +50,7 @@ class _Loader:
       longest = int(self.arrays["length"][global_rows].max())
       batch["tokens"] = batch["tokens"][:, :bucket_length(longest, batch["tokens"].shape[1])]
     if self.store is not None:
-      batch["image"] = self.store.read(self.arrays[IMAGE_ROW][rows])
+      batch["image"] = self.store.read(self.arrays[IMAGE_ROW][rows], self.store.dtype)  # float32 in the step
     return batch
 
   def tf_map(self, make_rows, host: slice):
@@ -117,13 +117,13 @@ def train_rows(num_examples: int, global_batch: int, seed: int, step: int) -> np
 
 
 def train_dataset(arrays, store, global_batch: int, seed: int, start_step: int,
-                  keys: Sequence[str] = TRAIN_KEYS) -> tf.data.Dataset:
-  """This host's train batches from `start_step` on (endless)."""
+                  keys: Sequence[str] = TRAIN_KEYS, readers: int = tf.data.AUTOTUNE) -> tf.data.Dataset:
+  """This host's train batches from `start_step` on (endless), `readers` batches loaded at once."""
   n, host = len(arrays[LABEL]), _host_slice(global_batch)
   loader = _Loader(arrays, store, keys)
   make_rows = lambda step: train_rows(n, global_batch, seed, int(step))
   return (tf.data.Dataset.range(start_step, np.iinfo(np.int64).max)
-          .map(loader.tf_map(make_rows, host), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+          .map(loader.tf_map(make_rows, host), num_parallel_calls=readers, deterministic=True)
           .prefetch(tf.data.AUTOTUNE))
 
 

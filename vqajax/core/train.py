@@ -55,8 +55,7 @@ def make_train_step(model, tx, mesh, task_loss, features=None):
                      donate_argnums=0)
   @functools.partial(sharding.in_mesh, mesh)
   def train_step(state: TrainState, batch, table=None):
-    if features is not None:
-      batch = features.attach(batch, table)
+    batch = device_features.step_batch(batch, features, table)
     dropout_rng = jax.random.fold_in(state.rng, state.step)
 
     def loss_fn(params):
