@@ -44,6 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 BATCH, VOCAB, ANSWERS, DIM, MAX_LEN = 500, 15000, 1000, 4096, 26
 GRID_BATCH, GRID_CHANNELS, ANSWERS_PER_QUESTION, ANSWER_LEN = 64, 512, 4, 6
 SPARE_BYTES = 2 * 2**30
+MIN_BATCHES = 40
 
 
 def write_store(path: str, rows: int, dtype: str) -> None:
@@ -72,7 +73,7 @@ def rss(field: str = "VmHWM") -> int:
     return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field + ":"))
 
 
-def worker(store_path: str, train_steps: int) -> dict:
+def worker(store_path: str, train_steps: int, config_arg: str) -> dict:
   """Pipeline alone for an epoch, then training on it; runs in its own process."""
   import jax
   from jax_vqa import JaxTrainer
@@ -97,7 +98,7 @@ def worker(store_path: str, train_steps: int) -> dict:
 
   mesh = sharding.data_mesh()
   example = next(batches)
-  trainer = JaxTrainer(deeper_lstm_norm_i.get_config(), VOCAB, ANSWERS, mesh, example)
+  trainer = JaxTrainer(deeper_lstm_norm_i.get_config(config_arg), VOCAB, ANSWERS, mesh, example)
   for width in (*pipeline.LENGTH_BUCKETS, MAX_LEN):  # compile every bucket
     jax.block_until_ready(trainer.step(sharding.to_global(
         dict(example, tokens=tokens[:BATCH, :width], length=np.minimum(example["length"], width)), mesh)))
@@ -129,13 +130,14 @@ def measured(rate: float) -> float:
 
 
 def host_rate(arrays, store, keys, batch: int, readers: int, check) -> float:
-  """examples/s that `pipeline.train_dataset` hands over (one pass, after its first batch);
+  """examples/s that `pipeline.train_dataset` hands over over an epoch and at least
+  `MIN_BATCHES` batches (many more than tf.data prefetches), after its first batch;
   `check(rows, batch)` is called on that first batch."""
   from vqajax.core import pipeline
   batches = pipeline.train_dataset(arrays, store, batch, seed=0, start_step=0, keys=keys,
                                    readers=readers).as_numpy_iterator()
   check(pipeline.train_rows(len(arrays["label"]), batch, 0, 0), next(batches))
-  count = max(len(arrays["label"]) // batch - 1, 2)
+  count = max(len(arrays["label"]) // batch, MIN_BATCHES)
   start = time.perf_counter()
   for _ in range(count):
     next(batches)
@@ -156,7 +158,7 @@ def model_rate(trainer, batches, steps: int) -> float:
   return measured(steps * len(batches[0]["label"]) / (time.perf_counter() - start))
 
 
-def device_resident(rows: int, batch: int, steps: int, readers: list[int]) -> list[str]:
+def device_resident(rows: int, batch: int, steps: int, readers: list[int], config_arg: str) -> list[str]:
   """Part 1: host rates with the table on the devices, beside the model's."""
   import jax
   from jax_vqa import JaxTrainer
@@ -178,14 +180,15 @@ def device_resident(rows: int, batch: int, steps: int, readers: list[int]) -> li
   lines = [f"{'device-resident fc7':22} host {host_rate(arrays, None, keys, batch, k, check):9.0f} examples/s "
            f"with {k} reader{'s' * (k > 1)} (target >= 200k)" for k in readers]
   example = pipeline.example_batch(arrays, None, batch, keys)
-  trainer = JaxTrainer(deeper_lstm_norm_i.get_config(), VOCAB, ANSWERS, mesh,
+  trainer = JaxTrainer(deeper_lstm_norm_i.get_config(config_arg), VOCAB, ANSWERS, mesh,
                        dict(example, image=np.zeros((batch, DIM), np.float32)), features)
   rate = model_rate(trainer, [trainer.to_device(example)], steps)
   return lines + [f"{'':22} deeper LSTM Q + norm I consumes {rate:9.0f} examples/s here (table gathered "
                   "in the step)"]
 
 
-def streamed_grid(tmp: str, grid: int, rows: int, batch: int, steps: int, readers: list[int]) -> list[str]:
+def streamed_grid(tmp: str, grid: int, rows: int, batch: int, steps: int, readers: list[int],
+                  config_arg: str) -> list[str]:
   """Part 2: host rates streaming a grid store, beside the grounding classifier's."""
   from jax_vqa import JaxTrainer
 
@@ -208,7 +211,7 @@ def streamed_grid(tmp: str, grid: int, rows: int, batch: int, steps: int, reader
   name = f"streamed grid {grid}x{grid}x{GRID_CHANNELS}"
   lines = [f"{name:22} host {host_rate(arrays, store, pipeline.TRAIN_KEYS, batch, k, check):9.0f} examples/s "
            f"with {k} reader{'s' * (k > 1)} (target >= 20k)" for k in readers]
-  config = grounding_config.get_config()
+  config = grounding_config.get_config(config_arg)
   model = grounding.build(config.model, types.SimpleNamespace(vocab=range(VOCAB), store=store), "grounding_class")
   lengths = arrays["length"][:GRID_BATCH]
   example = {"tokens": arrays["tokens"][:GRID_BATCH, :16], "length": np.minimum(lengths, 16),
@@ -229,6 +232,8 @@ def main():
   parser.add_argument("--grid-rows", type=int, default=4000)
   parser.add_argument("--batch", type=int, default=BATCH)
   parser.add_argument("--grid-steps", type=int, default=2)
+  parser.add_argument("--config-arg", choices=("", "runlocal"), default="",
+                      help="the models' config argument: the paper's sizes, or runlocal's (small runs)")
   parser.add_argument("--store-gb", type=float, default=8.0)
   parser.add_argument("--format", choices=("h5", "npy"), default="h5")
   parser.add_argument("--dtype", choices=("float16", "float32"), default="float32")
@@ -237,16 +242,17 @@ def main():
   parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: the measured process
   args = parser.parse_args()
   if args.worker:
-    print(json.dumps(worker(args.worker, args.train_steps)))
+    print(json.dumps(worker(args.worker, args.train_steps, args.config_arg)))
     return
 
   readers = sorted({1, 2, os.cpu_count()})
-  print(f"readers: 1, 2 and all ({os.cpu_count()} cores here); host batch {args.batch}", flush=True)
-  for line in device_resident(args.rows, args.batch, args.train_steps, readers):
+  print(f"readers: 1, 2 and all ({os.cpu_count()} cores here); host batch {args.batch}; models at "
+        f"{'the paper' if not args.config_arg else args.config_arg}'s sizes", flush=True)
+  for line in device_resident(args.rows, args.batch, args.train_steps, readers, args.config_arg):
     print(line, flush=True)
   with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
     for grid in (7, 14):
-      for line in streamed_grid(tmp, grid, args.grid_rows, args.batch, args.grid_steps, readers):
+      for line in streamed_grid(tmp, grid, args.grid_rows, args.batch, args.grid_steps, readers, args.config_arg):
         print(line, flush=True)
 
   row_bytes = DIM * np.dtype(args.dtype).itemsize
@@ -264,7 +270,8 @@ def main():
     env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=os.path.join(tmp, "xla"),
                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
     result, warm = (json.loads(subprocess.run(
-        [sys.executable, os.path.abspath(__file__), "--worker", path, "--train-steps", str(args.train_steps)],
+        [sys.executable, os.path.abspath(__file__), "--worker", path, "--train-steps", str(args.train_steps),
+         "--config-arg", args.config_arg],
         check=True, capture_output=True, text=True, env=env).stdout.strip().splitlines()[-1]) for _ in range(2))
   for figure in (result["pipeline"], result["train"], result["peak_rss"], warm["peak_rss"]):
     measured(figure)
