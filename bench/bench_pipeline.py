@@ -73,7 +73,7 @@ def rss(field: str = "VmHWM") -> int:
     return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field + ":"))
 
 
-def worker(store_path: str, train_steps: int, config_arg: str) -> dict:
+def worker(store_path: str, train_steps: int, config_arg: str, batch: int) -> dict:
   """Pipeline alone for an epoch, then training on it; runs in its own process."""
   import jax
   from jax_vqa import JaxTrainer
@@ -88,12 +88,12 @@ def worker(store_path: str, train_steps: int, config_arg: str) -> dict:
   tokens = arrays["tokens"]
 
   phases = {"imports and question arrays": rss("VmRSS")}
-  batches = pipeline.train_dataset(arrays, store, BATCH, seed=0, start_step=0).as_numpy_iterator()
-  epoch = n // BATCH
+  batches = pipeline.train_dataset(arrays, store, batch, seed=0, start_step=0).as_numpy_iterator()
+  epoch = max(n // batch, 1)
   start = time.perf_counter()
   for _ in range(epoch):
     next(batches)
-  pipeline_rate = epoch * BATCH / (time.perf_counter() - start)
+  pipeline_rate = epoch * batch / (time.perf_counter() - start)
   phases["the pipeline's epoch"] = rss()
 
   mesh = sharding.data_mesh()
@@ -101,13 +101,13 @@ def worker(store_path: str, train_steps: int, config_arg: str) -> dict:
   trainer = JaxTrainer(deeper_lstm_norm_i.get_config(config_arg), VOCAB, ANSWERS, mesh, example)
   for width in (*pipeline.LENGTH_BUCKETS, MAX_LEN):  # compile every bucket
     jax.block_until_ready(trainer.step(sharding.to_global(
-        dict(example, tokens=tokens[:BATCH, :width], length=np.minimum(example["length"], width)), mesh)))
+        dict(example, tokens=tokens[:batch, :width], length=np.minimum(example["length"], width)), mesh)))
   phases["model state and compiling"] = rss()
   start = time.perf_counter()
   for _ in range(train_steps):
     metrics = trainer.step(sharding.to_global(next(batches), mesh))
   jax.block_until_ready(metrics)
-  train_rate = train_steps * BATCH / (time.perf_counter() - start)
+  train_rate = train_steps * batch / (time.perf_counter() - start)
   return {"rows": n, "pipeline": pipeline_rate, "train": train_rate, "peak_rss": rss(), "phases": phases}
 
 
@@ -242,7 +242,7 @@ def main():
   parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: the measured process
   args = parser.parse_args()
   if args.worker:
-    print(json.dumps(worker(args.worker, args.train_steps, args.config_arg)))
+    print(json.dumps(worker(args.worker, args.train_steps, args.config_arg, args.batch)))
     return
 
   readers = sorted({1, 2, os.cpu_count()})
@@ -271,11 +271,11 @@ def main():
                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
     result, warm = (json.loads(subprocess.run(
         [sys.executable, os.path.abspath(__file__), "--worker", path, "--train-steps", str(args.train_steps),
-         "--config-arg", args.config_arg],
+         "--config-arg", args.config_arg, "--batch", str(args.batch)],
         check=True, capture_output=True, text=True, env=env).stdout.strip().splitlines()[-1]) for _ in range(2))
   for figure in (result["pipeline"], result["train"], result["peak_rss"], warm["peak_rss"]):
     measured(figure)
-  print(f"store {store_bytes / 2**30:.2f} GiB, {result['rows']} images, one question each; batch {BATCH}")
+  print(f"store {store_bytes / 2**30:.2f} GiB, {result['rows']} images, one question each; batch {args.batch}")
   print(f"pipeline alone     {result['pipeline']:8.0f} examples/s (one epoch)")
   print(f"training on it     {result['train']:8.0f} examples/s ({args.train_steps} steps)")
   print(f"pipeline / model consumption {result['pipeline'] / result['train']:6.1f}x (target >= 10x)")
