@@ -1,5 +1,6 @@
 """Features kept on the devices give the host path's losses, replicated or sharded (BoW Q + I:
-the gather is the same for every model, and this one compiles fast)."""
+the gather is the same for every model, and this one compiles fast), and the finite check of the
+rows either path reads."""
 
 import json
 import os
@@ -15,6 +16,7 @@ from vqajax.core import config as config_lib
 from vqajax.core import device_features, pipeline, sharding, train
 from vqajax.core.errors import InputError
 from vqajax.core.experiment import Experiment
+from vqajax.features.store import FeatureStore, write_store
 
 
 def _config(data_dir, **changes):
@@ -104,3 +106,19 @@ def test_eight_devices_train_and_evaluate_with_a_sharded_table_as_the_host_path(
   assert runs["sharded"].keys() == runs["false"].keys()
   for name, value in runs["false"].items():
     assert runs["sharded"][name] == pytest.approx(value, rel=1e-6), name
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_stores_refuse_inf_and_nan_rows_and_keep_the_largest_and_tiniest(tmp_path, dtype):
+  info = np.finfo(dtype)
+  rows = np.array([[info.max, -info.max], [info.smallest_subnormal, -0.0], [np.inf, 0], [0, -np.inf],
+                   [np.nan, 1]], dtype)
+  path = str(tmp_path / "f.npy")
+  write_store(path, np.arange(10, 15), rows)
+  store = FeatureStore(path)
+  np.testing.assert_array_equal(store.read(np.array([1, 0, 1]), dtype), rows[[1, 0, 1]])
+  for bad in (2, 3, 4):
+    assert not np.isfinite(rows[bad]).all()
+    with pytest.raises(InputError, match=f"the features of image_id {10 + bad} are not finite"):
+      store.read(np.array([0, bad]))
+  store.close()
