@@ -7,6 +7,7 @@ just its step. Each host reads its own slice of every global batch.
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Iterator, Sequence
 
@@ -105,14 +106,21 @@ def _host_slice(global_batch: int) -> slice:
   return slice(jax.process_index() * local, (jax.process_index() + 1) * local)
 
 
+@functools.lru_cache(maxsize=4)
+def _epoch_order(num_examples: int, seed: int, epoch: int) -> np.ndarray:
+  """The visiting order of one epoch, made once (not per batch: 443k questions take ~10 ms)."""
+  order = np.random.default_rng([seed, epoch]).permutation(num_examples)
+  order.flags.writeable = False
+  return order
+
+
 def train_rows(num_examples: int, global_batch: int, seed: int, step: int) -> np.ndarray:
   """Rows of global batch `step` of the endless shuffled stream (repeat, then batch)."""
   positions = step * global_batch + np.arange(global_batch, dtype=np.int64)
   epochs, offsets = np.divmod(positions, num_examples)
   rows = np.empty(global_batch, np.int64)
   for epoch in np.unique(epochs):
-    order = np.random.default_rng([seed, int(epoch)]).permutation(num_examples)
-    rows[epochs == epoch] = order[offsets[epochs == epoch]]
+    rows[epochs == epoch] = _epoch_order(num_examples, seed, int(epoch))[offsets[epochs == epoch]]
   return rows
 
 
