@@ -44,7 +44,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 BATCH, VOCAB, ANSWERS, DIM, MAX_LEN = 500, 15000, 1000, 4096, 26
 GRID_BATCH, GRID_CHANNELS, ANSWERS_PER_QUESTION, ANSWER_LEN = 64, 512, 4, 6
 SPARE_BYTES = 2 * 2**30
-MIN_BATCHES = 40
 
 
 def write_store(path: str, rows: int, dtype: str) -> None:
@@ -129,15 +128,15 @@ def measured(rate: float) -> float:
   return rate
 
 
-def host_rate(arrays, store, keys, batch: int, readers: int, check) -> float:
+def host_rate(arrays, store, keys, batch: int, readers: int, check, min_batches: int) -> float:
   """examples/s that `pipeline.train_dataset` hands over over an epoch and at least
-  `MIN_BATCHES` batches (many more than tf.data prefetches), after its first batch;
+  `min_batches` batches (by default many more than tf.data prefetches), after its first batch;
   `check(rows, batch)` is called on that first batch."""
   from vqajax.core import pipeline
   batches = pipeline.train_dataset(arrays, store, batch, seed=0, start_step=0, keys=keys,
                                    readers=readers).as_numpy_iterator()
   check(pipeline.train_rows(len(arrays["label"]), batch, 0, 0), next(batches))
-  count = max(len(arrays["label"]) // batch, MIN_BATCHES)
+  count = max(len(arrays["label"]) // batch, min_batches)
   start = time.perf_counter()
   for _ in range(count):
     next(batches)
@@ -158,7 +157,8 @@ def model_rate(trainer, batches, steps: int) -> float:
   return measured(steps * len(batches[0]["label"]) / (time.perf_counter() - start))
 
 
-def device_resident(rows: int, batch: int, steps: int, readers: list[int], config_arg: str) -> list[str]:
+def device_resident(rows: int, batch: int, steps: int, readers: list[int], config_arg: str,
+                    min_batches: int) -> list[str]:
   """Part 1: host rates with the table on the devices, beside the model's."""
   import jax
   from jax_vqa import JaxTrainer
@@ -177,7 +177,7 @@ def device_resident(rows: int, batch: int, steps: int, readers: list[int], confi
     if "image" in got or not np.array_equal(got[IMAGE_ROW], arrays[IMAGE_ROW][rows_]):
       raise RuntimeError("the device-resident batch is not row ids of its examples")
 
-  lines = [f"{'device-resident fc7':22} host {host_rate(arrays, None, keys, batch, k, check):9.0f} examples/s "
+  lines = [f"{'device-resident fc7':22} host {host_rate(arrays, None, keys, batch, k, check, min_batches):9.0f} examples/s "
            f"with {k} reader{'s' * (k > 1)} (target >= 200k)" for k in readers]
   example = pipeline.example_batch(arrays, None, batch, keys)
   trainer = JaxTrainer(deeper_lstm_norm_i.get_config(config_arg), VOCAB, ANSWERS, mesh,
@@ -188,7 +188,7 @@ def device_resident(rows: int, batch: int, steps: int, readers: list[int], confi
 
 
 def streamed_grid(tmp: str, grid: int, rows: int, batch: int, steps: int, readers: list[int],
-                  config_arg: str) -> list[str]:
+                  config_arg: str, min_batches: int) -> list[str]:
   """Part 2: host rates streaming a grid store, beside the grounding classifier's."""
   from jax_vqa import JaxTrainer
 
@@ -209,8 +209,9 @@ def streamed_grid(tmp: str, grid: int, rows: int, batch: int, steps: int, reader
       raise RuntimeError("the streamed batch is not its rows of the store")
 
   name = f"streamed grid {grid}x{grid}x{GRID_CHANNELS}"
-  lines = [f"{name:22} host {host_rate(arrays, store, pipeline.TRAIN_KEYS, batch, k, check):9.0f} examples/s "
-           f"with {k} reader{'s' * (k > 1)} (target >= 20k)" for k in readers]
+  rates = {k: host_rate(arrays, store, pipeline.TRAIN_KEYS, batch, k, check, min_batches) for k in readers}
+  lines = [f"{name:22} host {rate:9.0f} examples/s with {k} reader{'s' * (k > 1)} (target >= 20k)"
+           for k, rate in rates.items()]
   config = grounding_config.get_config(config_arg)
   model = grounding.build(config.model, types.SimpleNamespace(vocab=range(VOCAB), store=store), "grounding_class")
   lengths = arrays["length"][:GRID_BATCH]
@@ -232,6 +233,7 @@ def main():
   parser.add_argument("--grid-rows", type=int, default=4000)
   parser.add_argument("--batch", type=int, default=BATCH)
   parser.add_argument("--grid-steps", type=int, default=2)
+  parser.add_argument("--min-batches", type=int, default=40, help="host batches per rate, at least")
   parser.add_argument("--config-arg", choices=("", "runlocal"), default="",
                       help="the models' config argument: the paper's sizes, or runlocal's (small runs)")
   parser.add_argument("--store-gb", type=float, default=8.0)
@@ -248,11 +250,13 @@ def main():
   readers = sorted({1, 2, os.cpu_count()})
   print(f"readers: 1, 2 and all ({os.cpu_count()} cores here); host batch {args.batch}; models at "
         f"{'the paper' if not args.config_arg else args.config_arg}'s sizes", flush=True)
-  for line in device_resident(args.rows, args.batch, args.train_steps, readers, args.config_arg):
+  for line in device_resident(args.rows, args.batch, args.train_steps, readers, args.config_arg,
+                              args.min_batches):
     print(line, flush=True)
   with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
     for grid in (7, 14):
-      for line in streamed_grid(tmp, grid, args.grid_rows, args.batch, args.grid_steps, readers, args.config_arg):
+      for line in streamed_grid(tmp, grid, args.grid_rows, args.batch, args.grid_steps, readers,
+                                args.config_arg, args.min_batches):
         print(line, flush=True)
 
   row_bytes = DIM * np.dtype(args.dtype).itemsize

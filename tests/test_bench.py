@@ -44,7 +44,7 @@ def test_bench_train_runs_against_torch():
 
 
 def test_bench_pipeline_measures_both_feature_modes_and_peak_rss():
-  out = _run("bench_pipeline.py", "--rows", "3000", "--grid-rows", "600", "--batch", "256", "--store-gb", "0.03",
+  out = _run("bench_pipeline.py", "--rows", "3000", "--grid-rows", "300", "--min-batches", "4", "--batch", "256", "--store-gb", "0.03",
              "--train-steps", "1", "--grid-steps", "1", "--config-arg", "runlocal")
   host = re.findall(r"^(device-resident fc7|streamed grid \d+x\d+x512) +host +(\S+) examples/s with (\d+) "
                     r"readers?", out, re.M)
