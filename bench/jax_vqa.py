@@ -47,6 +47,12 @@ class JaxTrainer:
     self.state = jax.device_put(TrainState(step=np.int32(0), params=params, opt_state=tx.init(params),
                                            rng=jax.random.PRNGKey(1)), sharding.replicated(mesh))
     self.train_step, self.mesh, self.tx = make_train_step(model, tx, mesh, loss, features), mesh, tx
+    self.model = model
+
+  def loss(self, batch) -> float:
+    """The loss of the current parameters on a host batch, dropout off (no step taken)."""
+    params = jax.device_get(self.state.params)
+    return float(vqa_task.loss(self.model.apply({"params": params}, batch, train=False), batch))
 
   def to_device(self, batch):
     width = bucket_length(int(batch["length"].max()), MAX_LEN)

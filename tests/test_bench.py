@@ -41,6 +41,8 @@ def test_bench_train_runs_against_torch():
   for target in ("(target >= 60%)", "(target >= 2.0x)", "(target >= 1.2x)"):
     assert target in out
   assert "question LSTM fwd + bwd" in out
+  assert "loss vqajax" in out and "(close)" in out and "intra_op_parallelism_threads=" in out
+  assert "vs torch padded, compiled" in out and "torch padded, compiled " in out
 
 
 def test_bench_pipeline_measures_both_feature_modes_and_peak_rss():

@@ -144,10 +144,11 @@ def _resolved_config(verb: str, args, overrides):
   from vqajax.core import config as config_lib  # pylint: disable=g-import-not-at-top
   from vqajax.core import (
     files,  # pylint: disable=g-import-not-at-top
+    fs,  # pylint: disable=g-import-not-at-top
     run_record,  # pylint: disable=g-import-not-at-top
   )
   from vqajax.core.errors import InputError  # pylint: disable=g-import-not-at-top
-  if verb == "eval" and not os.path.isdir(args.workdir):
+  if verb == "eval" and not fs.isdir(args.workdir):
     raise InputError(f"--workdir {args.workdir}: no such run")
   if args.config:
     config = config_lib.load_config(args.config)
@@ -163,10 +164,10 @@ def _resolved_config(verb: str, args, overrides):
 def prepare_data(config) -> None:
   """The embedded dataset the config asks for, written first if absent (a visible step)."""
 
-  from vqajax.core import files  # pylint: disable=g-import-not-at-top
+  from vqajax.core import files, fs  # pylint: disable=g-import-not-at-top
   from vqajax.synthetic import embedded  # pylint: disable=g-import-not-at-top
   embedded.prepare(config)
-  given = [v for v in config.data.values() if isinstance(v, str) and os.path.isabs(v)]
+  given = [v for v in config.data.values() if isinstance(v, str) and fs.isabs(v)]
   files.protect(config.data.dir, *given)  # no output goes into the data or over its files
 
 

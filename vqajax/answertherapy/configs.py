@@ -52,6 +52,7 @@ def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.Co
   m.embed_dim = 300
   m.lstm_dim = 512
   m.lstm_layers = 1
+  m.lstm_impl = "chunked"               # the recurrence: "chunked" (CPU) | "scan" (TPU / GPU; nn/lstm.py)
   m.dropout = 0.5 if task == "grounding_class" else 0.1
   if task == "grounding_class":
     m.fused_dim = 512

@@ -65,6 +65,7 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   m.mlp_dims = (1000, 1000)
   m.dropout = 0.5                       # before each layer of the MLP
   m.dtype = "float32"                   # matmul inputs; "bfloat16": parameters stay float32
+  m.lstm_impl = "chunked"               # the recurrence: "chunked" (CPU) | "scan" (TPU / GPU; nn/lstm.py)
   m.targets = "answer"                  # the loss: "answer" (the paper's: the most common
                                         # answer) or "soft" (the annotators' answers' distribution)
   unknown = set(model) - set(m.keys())

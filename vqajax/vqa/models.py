@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 
 from vqajax.core.errors import InputError
+from vqajax.nn import lstm
 from vqajax.nn.question import LSTMEncoder
 
 QUESTION_ENCODERS = ("none", "bow", "lstm")
@@ -66,12 +67,13 @@ class LateFusionVQA(nn.Module):
   mlp_dims: tuple[int, ...] = (1000, 1000)
   dropout: float = 0.5
   dtype: str = "float32"                # matmul inputs (bfloat16: parameters stay float32)
+  lstm_impl: str = "chunked"            # nn/lstm.IMPLS
 
   def _inputs(self, batch) -> dict:
     inputs = {}
     if self.question == "lstm":
       inputs["question"] = LSTMEncoder(self.vocab_size, self.embed_dim, self.lstm_dim, self.lstm_layers,
-                                       jnp.dtype(self.dtype), name="question")(batch["tokens"], batch["length"])
+                                       jnp.dtype(self.dtype), self.lstm_impl, name="question")(batch["tokens"], batch["length"])
     elif self.question == "bow":
       inputs["question"] = bag_of_words(batch["question_bow"], self.question_bow_size)
     if self.use_image:
@@ -112,6 +114,9 @@ def build(cfg, data) -> LateFusionVQA:
   """The model described by `config.model`, sized by the loaded data (`VQAData`)."""
   if cfg.question not in QUESTION_ENCODERS:
     raise InputError(f"config.model.question '{cfg.question}' is not one of {QUESTION_ENCODERS}")
+  lstm_impl = cfg.get("lstm_impl", "chunked")  # runs recorded before the switch: chunked
+  if lstm_impl not in lstm.IMPLS:
+    raise InputError(f"config.model.lstm_impl '{lstm_impl}' is not one of {lstm.IMPLS}")
   if cfg.fusion not in FUSIONS:
     raise InputError(f"config.model.fusion '{cfg.fusion}' is not one of {FUSIONS}")
   unknown = set(cfg.project) - {"question", "image", "caption"}
@@ -127,4 +132,4 @@ def build(cfg, data) -> LateFusionVQA:
       question_bow_size=data.bag_sizes["question_bow"], use_image=cfg.use_image,
       image_norm=cfg.image_norm, image_scale=cfg.image_scale, caption_bow_size=data.bag_sizes["caption_bow"] if cfg.caption else 0,
       project=tuple(cfg.project), fusion=cfg.fusion, fused_dim=cfg.fused_dim,
-      mlp_dims=tuple(cfg.mlp_dims), dropout=cfg.dropout, dtype=cfg.dtype)
+      mlp_dims=tuple(cfg.mlp_dims), dropout=cfg.dropout, dtype=cfg.dtype, lstm_impl=lstm_impl)
