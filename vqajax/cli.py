@@ -23,7 +23,7 @@ VERBS = {
     "score": "the official VQA accuracy of a results file",
     "report": "the VQA paper's tables and figures from finished runs",
     "data": "write the embedded synthetic datasets",
-    "therapy": "VQA-AnswerTherapy: dataset analysis (3.2) and construction (3.1)",
+    "therapy": "VQA-AnswerTherapy: dataset analysis (3.2), construction (3.1), Table 4 across runs",
     "features": "image features with torchvision weights, into a feature store",
     "tfds": "prepare TFDS datasets from the official files",
     "ask": "a trained run's answers (or answer groundings) about images and questions of your own",

@@ -33,9 +33,10 @@ from vqajax.core.official_files import load_json
 
 RUN_FILE = "run.json"
 LOCK_FILE = "lock"
-# Fields a rerun may change: how long it trains, how often it logs / evaluates / keeps.
+# Fields a rerun may change: how long it trains, how often it logs / evaluates / keeps, and
+# where its features live (the same values either way).
 BUDGET_FIELDS = ("num_train_steps", "num_epochs", "log_every_steps", "eval_every_steps", "keep_checkpoints",
-                 "eval_batch_size")
+                 "eval_batch_size", "data.features_on_device")
 
 
 def read_record(workdir: str) -> dict | None:

@@ -39,6 +39,7 @@ from vqajax.core.files import temp_path, write_json_atomic
 from vqajax.core.official_files import load_json
 
 _FLOAT_DTYPES = (np.float16, np.float32)
+_EXPONENT_BITS = {np.dtype(np.float16): (np.uint16, 0x7C00), np.dtype(np.float32): (np.uint32, 0x7F800000)}
 
 
 class FeatureStoreError(InputError):
@@ -47,6 +48,12 @@ class FeatureStoreError(InputError):
 
 def ids_path(npy_path: str) -> str:
   return npy_path[: -len(".npy")] + ".image_ids.npy"
+
+
+def _finite_rows(features: np.ndarray) -> np.ndarray:
+  """[N] whether each row is finite: no all-ones exponent (inf or NaN); ~4x np.isfinite."""
+  bits, exponent = _EXPONENT_BITS[features.dtype]
+  return (features.reshape(len(features), -1).view(bits) & bits(exponent)).max(axis=1) != exponent
 
 
 def settings_path(npy_path: str) -> str:
@@ -218,15 +225,15 @@ class FeatureStore:
       raise FeatureStoreError(
           f"{self.path}: features have shape {self.shape} per image, the config expects {tuple(expected)}")
 
-  def read(self, rows: np.ndarray) -> np.ndarray:
-    """Features of `rows` (any order, repeats allowed), as float32; NaN or inf is an error."""
+  def read(self, rows: np.ndarray, dtype=np.float32) -> np.ndarray:
+    """Features of `rows` (any order, repeats allowed), as `dtype`; NaN or inf is an error."""
     unique, inverse = np.unique(rows, return_inverse=True)
-    features = np.asarray(self._features[unique], np.float32)
-    finite = np.isfinite(features.reshape(len(unique), -1)).all(axis=1)
+    features = self._features[unique]
+    finite = _finite_rows(features)
     if not finite.all():
       raise FeatureStoreError(f"{self.path}: the features of image_id "
                               f"{self.image_ids[unique[np.argmin(finite)]]} are not finite (NaN or inf)")
-    return features[inverse]
+    return features[inverse].astype(dtype, copy=False)
 
   def close(self) -> None:
     if self._file is not None:

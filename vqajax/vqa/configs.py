@@ -41,6 +41,7 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   data.val_captions = ""
   data.features = "features/fc7.h5"
   data.feature_shape = ()               # per image, checked against the store; () -> the store's
+  data.features_on_device = "auto"      # the feature table on the devices: auto | true | false | sharded
   data.num_answers = 1000               # K
   data.vocab_min_count = 1              # 5 / 11: the vocabulary ablations
   data.max_question_len = 26
