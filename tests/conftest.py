@@ -51,7 +51,8 @@ def tiny_therapy(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_vizwiz(tiny_data, tmp_path_factory):
   """The tiny synthetic v2 train / val as VizWiz-VQA files (images named by their COCO
-  id, so the tiny set's fc7 store serves them), and val's questions as the test file."""
+  id, so the tiny set's fc7 store serves them), and the test2015 questions as the test
+  file (questions only, as VizWiz's test.json)."""
   import json  # pylint: disable=g-import-not-at-top
   out = tmp_path_factory.mktemp("vizwiz_tiny")
   files = {"train": ("v2_OpenEnded_mscoco_train2014_questions.json", "v2_mscoco_train2014_annotations.json"),
@@ -66,7 +67,7 @@ def tiny_vizwiz(tiny_data, tmp_path_factory):
                 "answer_type": a["answer_type"], "answerable": int(a["answer_type"] != "unanswerable")}
                for a in annotations]
     (out / f"{split}.json").write_text(json.dumps(records))
-  with open(out / "val.json") as f:
-    test = [{"image": r["image"].replace("_val_", "_test_"), "question": r["question"]} for r in json.load(f)]
+  with open(os.path.join(tiny_data, "v2_OpenEnded_mscoco_test2015_questions.json")) as f:
+    test = [{"image": f"VizWiz_test_{q['image_id']:08d}.jpg", "question": q["question"]} for q in json.load(f)["questions"]]
   (out / "test.json").write_text(json.dumps(test))
   return out

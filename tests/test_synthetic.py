@@ -106,7 +106,8 @@ def test_manifest_and_paths(data):
   manifest = synthetic.read_manifest(d)
   assert manifest["scale"] == "tiny" and manifest["seed"] == 0
   assert manifest["counts"] == {"train_images": 120, "train_questions": 360, "val_images": 60,
-                                "val_questions": 180, "feature_rows": 180}
+                                "val_questions": 180, "test_images": 40, "test_questions": 120,
+                                "test-dev_questions": 30, "feature_rows": 220}
   assert synthetic.read_manifest(str(data["root"] / "nowhere")) is None
 
 
@@ -222,7 +223,8 @@ def test_captions_format(data, world):
 
 def test_feature_stores(data):
   js = data["json"]
-  all_ids = {e["image_id"] for s in SPLITS for e in js[f"{s}_questions"]["questions"]}
+  all_ids = {e["image_id"] for role in [f"{s}_questions" for s in SPLITS] + ["test2015_v2_OpenEnded"]
+             for e in js[role]["questions"]}  # the test images too
   fc7 = FeatureStore(data["paths"]["features"])
   try:
     assert fc7.shape == (4096,) and fc7.dtype == np.float16

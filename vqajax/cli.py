@@ -17,6 +17,7 @@ from vqajax.core.errors import exit_status
 VERBS = {
     "train": "train a config with periodic evaluation and checkpoints (a rerun resumes)",
     "eval": "evaluate a workdir's checkpoints (with the run's recorded config by default)",
+    "submit": "a workdir's predictions for a test split, in the evaluation server's files",
     "baselines": "the VQA paper's non-neural baselines on a config's data",
     "sweep": "run the points of a sweep file and collect Tables II / IV",
     "score": "the official VQA accuracy of a results file",
@@ -167,7 +168,9 @@ def prepare_data(config) -> None:
   from vqajax.core import files, fs  # pylint: disable=g-import-not-at-top
   from vqajax.synthetic import embedded  # pylint: disable=g-import-not-at-top
   embedded.prepare(config)
-  given = [v for v in config.data.values() if isinstance(v, str) and fs.isabs(v)]
+  from vqajax.core.config import file_names  # pylint: disable=g-import-not-at-top
+  given = [name for value in config.data.values() if isinstance(value, (str, tuple, list))
+           for name in file_names(value) if fs.isabs(name)]
   files.protect(config.data.dir, *given)  # no output goes into the data or over its files
 
 
@@ -234,6 +237,37 @@ def _run_verb(verb: str, argv: Sequence[str]) -> int:
   return exit_status(f"vqajax {verb}", run)
 
 
+def _submit(argv: Sequence[str]) -> int:
+  parser = argparse.ArgumentParser(
+      prog="vqajax submit", description=VERBS["submit"] + " (a questions-only file: VQA v2 test-dev / test, "
+      "VQA v1 open-ended or multiple-choice test, VizWiz test.json, AnswerTherapy VQA_test / VizWiz_test)")
+  parser.add_argument("questions", help="the test split's questions file")
+  parser.add_argument("--workdir", required=True, help="the trained run (its run.json config is used)")
+  which = parser.add_mutually_exclusive_group()
+  which.add_argument("--step", type=int, help="the checkpoint step to predict with (default: latest)")
+  which.add_argument("--best", action="store_true", help="the kept checkpoint with the best val metric")
+  parser.add_argument("--out", help="output folder (default: WORKDIR/submissions/<split>)")
+  parser.add_argument("--verbosity", default="warning", choices=("warning", "info", "debug"),
+                      help="log level (default: %(default)s)")
+  parser.add_argument("--compilation_cache_dir",
+                      default=os.environ.get("JAX_COMPILATION_CACHE_DIR", "~/.cache/vqajax/xla"),
+                      help="persistent XLA compilation cache; '' disables it (default: %(default)s)")
+  args = parser.parse_args(argv)
+  _setup_logging(args.verbosity)
+
+  def run() -> None:
+    from vqajax.core import submission  # pylint: disable=g-import-not-at-top
+    config = _resolved_config("eval", argparse.Namespace(workdir=args.workdir, config=None), [])
+    _initialise(args)
+    prepare_data(config)
+    step, paths = submission.write(task_of(config), config, args.workdir, args.questions, args.out,
+                                   args.step, args.best)
+    print(f"step {step} of {args.workdir} on {args.questions}:")
+    print("\n".join(f"  {path}" for path in paths))
+
+  return exit_status("vqajax submit", run)
+
+
 def _delegate(verb: str) -> Callable[[Sequence[str], str], int]:
   """The `main(argv, prog)` of a verb with its own parser."""
   if verb == "sweep":
@@ -278,6 +312,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
   if verb in _RUN_VERBS:
     return _run_verb(verb, rest)
+  if verb == "submit":
+    return _submit(rest)
   _setup_logging("warning")  # these verbs print what they do; the libraries stay quiet
   return _delegate(verb)(rest, f"vqajax {verb}")
 

@@ -34,6 +34,7 @@ from vqajax.answertherapy import files as therapy_files
 from vqajax.answertherapy import masks
 from vqajax.core import fs, text
 from vqajax.core.errors import InputError
+from vqajax.core.files import check_name
 from vqajax.core.official_files import DATA_SOURCES
 from vqajax.features.keys import feature_key
 from vqajax.features.store import FeatureStore
@@ -157,6 +158,25 @@ def load(config, grid_targets: bool = False) -> TherapyData:
                len(train), len(val), 100 * arrays["train"]["label"].mean(), len(vocab))
   return TherapyData(train=arrays["train"], val=arrays["val"], store=store, vocab=vocab,
                      val_samples=val)
+
+
+@dataclasses.dataclass
+class TestFile:
+  """A test file (labels optional) as arrays, for `vqajax submit`."""
+  path: str
+  name: str                          # the file's stem, e.g. VQA_test
+  samples: list[therapy_files.Sample]
+  arrays: dict[str, np.ndarray]
+  keys: tuple[str, ...] = ()         # the arrays the predict step reads (set by the task)
+
+
+def read_test(config, data: TherapyData, path: str) -> TestFile:
+  """The samples of the released-format file at `path`, encoded as the run's training
+  data was; their labels and groundings, where the file has them, are not used."""
+  samples = therapy_files.read_therapy(path, labels_optional=True)
+  name = check_name(os.path.splitext(os.path.basename(path))[0], f"{path}: the file name")
+  return TestFile(path=path, name=name, samples=samples,
+                  arrays=_arrays(samples, data.vocab, config.data, data.store, None))
 
 
 def sizes(data: TherapyData) -> dict[str, int]:

@@ -135,15 +135,20 @@ def _polygons(path: str, groundings: list[list], answers: list[list], widths: li
   return np.split(xy, np.cumsum(per_record)[:-1])
 
 
-def read_therapy(path: str, data: list | None = None) -> list[Sample]:
+LABEL_FIELDS = ("binary_label", "grounding_labels")  # what a test file may lack
+
+
+def read_therapy(path: str, data: list | None = None, labels_optional: bool = False) -> list[Sample]:
   """The samples of one VQA-AnswerTherapy file, in file order (see module docstring);
   `data` is its JSON list when already loaded (e.g. from a TFDS dataset, `path` then
-  names it)."""
+  names it). With `labels_optional` (a test file), a file none of whose records has
+  `binary_label` or `grounding_labels` is read without them (label "", no polygons)."""
   if data is None:
     data = load_json(path)
   if not isinstance(data, list) or not data:
     raise DataFileError(f"{path}: expected a non-empty JSON list of VQA-AnswerTherapy samples")
   where = lambda i: f"{path}: records[{i}]"
+  labelled = not labels_optional or any(isinstance(r, dict) and any(k in r for k in LABEL_FIELDS) for r in data)
   image_ids = _typed(data, "image_id", (str, int), "a string or integer", where)
   questions = column(data, "question", str, where)
   answer_types = column(data, "answer_type", str, where)
@@ -152,7 +157,7 @@ def read_therapy(path: str, data: list | None = None) -> list[Sample]:
     if min(values) <= 0 or max(values) > MAX_SIDE:
       i = next(i for i, v in enumerate(values) if not 0 < v <= MAX_SIDE)
       raise DataFileError(f'{where(i)}: expected "{key}" from 1 to {MAX_SIDE} pixels, got {values[i]}')
-  labels = column(data, "binary_label", str, where)
+  labels = column(data, "binary_label", str, where) if labelled else ["same"] * len(data)
   if not set(labels) <= set(BINARY_LABELS):
     i = next(i for i, label in enumerate(labels) if label not in BINARY_LABELS)
     raise DataFileError(f'{where(i)}: expected "binary_label" one of {sorted(BINARY_LABELS)}, got {labels[i]!r}')
@@ -161,8 +166,10 @@ def read_therapy(path: str, data: list | None = None) -> list[Sample]:
   if not set(map(type, flat)) <= {str}:
     k = next(k for k, a in enumerate(flat) if type(a) is not str)
     raise DataFileError(f"{where_answer(k)}: expected a string, got {flat[k]!r}")
-  groundings = column(data, "grounding_labels", list, where)
-  points = _polygons(path, groundings, answers, *sizes)
+  if not labelled and not all(answers):
+    raise DataFileError(f"{where(answers.index([]))}: expected at least one answer")
+  groundings = column(data, "grounding_labels", list, where) if labelled else [[] for _ in data]
+  points = _polygons(path, groundings, answers, *sizes) if labelled else [np.zeros((0, 2))] * len(data)
   question_ids = [r.get("question_id") for r in data]
   for i, qid in enumerate(question_ids):
     if qid is not None and type(qid) not in (str, int):
@@ -173,9 +180,9 @@ def read_therapy(path: str, data: list | None = None) -> list[Sample]:
     samples.append(Sample(
         path=path, index=i, source=VIZWIZ if question_ids[i] is None else VQA,
         image_id=image_ids[i], question_id=question_ids[i], question=questions[i],
-        answers=tuple(answers[i]), polygons=tuple(np.split(record_points, ends)),
+        answers=tuple(answers[i]), polygons=tuple(np.split(record_points, ends)) if labelled else (),
         width=sizes[0][i], height=sizes[1][i], answer_type=answer_types[i],
-        label=BINARY_LABELS[labels[i]]))
+        label=BINARY_LABELS[labels[i]] if labelled else ""))
   check_unique(samples)
   return samples
 

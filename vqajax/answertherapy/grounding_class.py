@@ -23,7 +23,7 @@ from vqajax.answertherapy import dataset as therapy_dataset
 from vqajax.answertherapy import groups as therapy_groups
 from vqajax.answertherapy import models as grounding
 from vqajax.answertherapy import precision_recall as pr
-from vqajax.answertherapy import table4
+from vqajax.answertherapy import submission, table4
 from vqajax.answertherapy.groups import LABELS
 from vqajax.core import tables
 from vqajax.core.files import write_atomic_many
@@ -61,12 +61,15 @@ def make_eval_step(model, data, mesh):
   del data, mesh
 
   def eval_step(params, batch):
-    logits = model.apply({"params": params}, batch, train=False)
-    predicted = jnp.argmax(logits, axis=-1)
-    sums = pr.confusion_sums(predicted, batch["label"], therapy_groups.weights(batch))
-    return {"predicted": predicted, "p_multiple": jax.nn.softmax(logits)[:, 1]}, sums
+    predictions = _predictions(model.apply({"params": params}, batch, train=False))
+    sums = pr.confusion_sums(predictions["predicted"], batch["label"], therapy_groups.weights(batch))
+    return predictions, sums
 
   return eval_step
+
+
+def _predictions(logits):
+  return {"predicted": jnp.argmax(logits, axis=-1), "p_multiple": jax.nn.softmax(logits)[:, 1]}
 
 
 def summarise(totals) -> dict[str, float]:
@@ -100,3 +103,23 @@ def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) 
   write_atomic_many({os.path.join(out_dir, "predictions.json"): records,
                      os.path.join(out_dir, "metrics.json"): metrics}, make_dirs=True)
   tables.write_table(out_dir, "table4", *table4_rows(config.name, metrics))
+
+
+def read_test(config, data, path: str) -> therapy_dataset.TestFile:
+  test = therapy_dataset.read_test(config, data, path)
+  test.keys = TEXT_KEYS + ("question_id",)
+  return test
+
+
+def make_predict_step(model, data, mesh):
+  """(params, batch) -> {predicted, p_multiple}, to be jitted."""
+  del data, mesh
+  return lambda params, batch: _predictions(model.apply({"params": params}, batch, train=False))
+
+
+def write_submission(out_dir: str, config, data, test, predictions: dict) -> list[str]:
+  """Each test question's predicted `binary_label` and `p_multiple` (`answertherapy/submission.py`)."""
+  del data
+  return submission.write(out_dir, config.name, test, [
+      {"binary_label": LABELS[int(c)], "p_multiple": float(p)}
+      for c, p in zip(predictions["predicted"], predictions["p_multiple"])])

@@ -35,7 +35,7 @@ import numpy as np
 import optax
 
 from vqajax.answertherapy import dataset as therapy_dataset
-from vqajax.answertherapy import from_masks, iou, masks, pixel_iou, table4
+from vqajax.answertherapy import from_masks, iou, masks, pixel_iou, submission, table4
 from vqajax.answertherapy import groups as therapy_groups
 from vqajax.answertherapy import models as grounding
 from vqajax.answertherapy import precision_recall as pr
@@ -193,3 +193,23 @@ def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) 
   for name, rows in (("table4", table4_rows), ("table5", table5), ("table6", table6)):
     tables.write_table(out_dir, name, *rows(config.name, metrics))
   return pixel
+
+
+def read_test(config, data, path: str) -> therapy_dataset.TestFile:
+  test = therapy_dataset.read_test(config, data, path)
+  test.keys = TEXT_KEYS + ("question_id",)
+  return test
+
+
+def make_predict_step(model, data, mesh):
+  """(params, batch) -> {mask} (sigmoid >= 0.5 per cell), to be jitted."""
+  del data, mesh
+  return lambda params, batch: {"mask": model.apply({"params": params}, batch, train=False) >= 0.0}
+
+
+def write_submission(out_dir: str, config, data, test, predictions: dict) -> list[str]:
+  """Each test answer's mask as a COCO RLE at the image size (`answertherapy/submission.py`)."""
+  del data
+  rles = predicted_rles(test.samples, predictions["mask"])
+  return submission.write(out_dir, config.name, test, [{"grounding_masks": [masks.to_json(r) for r in answer_rles]}
+                                                      for answer_rles in rles])

@@ -63,6 +63,7 @@ class Checkpointer:
                        keep_checkpoints_without_metrics=False),
     ])
     options = ocp.CheckpointManagerOptions(preservation_policy=policy, create=True,
+                                           best_fn=lambda m: m[best_metric], best_mode="max",  # kept on disk
                                            enable_async_checkpointing=False,
                                            cleanup_tmp_directories=True)  # left by a kill / Ctrl-C
     if "://" not in directory:  # orbax wants absolute local paths; gs:// etc. pass through
@@ -91,6 +92,10 @@ class Checkpointer:
 
   def latest_step(self) -> Optional[int]:
     return self.manager.latest_step()
+
+  def best_step(self) -> Optional[int]:
+    """The kept step with the best `best_metric` (None if no kept step has metrics)."""
+    return self.manager.best_step()
 
   def restore(self, step: int, target: Any) -> tuple[Any, dict]:
     """Restores `step` straight onto the shardings of `target` (arrays or shape structs) and

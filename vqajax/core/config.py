@@ -136,3 +136,10 @@ def to_text(config: ml_collections.ConfigDict, prefix: str = "") -> list[str]:
     else:
       lines.append(f"{prefix}{key} = {value!r}")
   return lines
+
+
+def file_names(value: Any) -> list[str]:
+  """The file names of a `config.data` file field: one name, several comma-separated
+  (official names hold no commas), or a list of names."""
+  names = value.split(",") if isinstance(value, str) else list(value)
+  return [name for name in names if isinstance(name, str) and name]

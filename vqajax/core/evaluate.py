@@ -47,14 +47,31 @@ class Evaluator:
 
   def _write_results(self, kept, step, workdir, metrics) -> dict[str, float]:
     """Process 0 writes the results; returns the metrics the task computed from them."""
-    gathered = [jax.tree.map(lambda x: multihost_utils.process_allgather(x, tiled=True), item)
-                for item in kept]
+    predictions = _gathered(kept)
     if jax.process_index() > 0:
       return {}
-    mask = np.concatenate([m for _, m in gathered]).astype(bool)
-    predictions = {k: np.concatenate([p[k] for p, _ in gathered])[mask] for k in gathered[0][0]}
     return self.task.write_results(os.path.join(workdir, "results", f"step_{step}"), self.config, self.data,
                                    predictions, {"step": step, **metrics}) or {}
+
+
+def _gathered(kept) -> dict[str, np.ndarray]:
+  """The (predictions, mask) of every batch as host arrays of the unmasked rows in split
+  order, gathered from every host (each process takes part)."""
+  gathered = [jax.tree.map(lambda x: multihost_utils.process_allgather(x, tiled=True), item)
+              for item in kept]
+  mask = np.concatenate([m for _, m in gathered]).astype(bool)
+  return {k: np.concatenate([p[k] for p, _ in gathered])[mask] for k in gathered[0][0]}
+
+
+def predict(step_fn, params, arrays: dict, store, batch_size: int, keys, mesh) -> dict[str, np.ndarray]:
+  """`step_fn(params, batch) -> predictions` (jitted here) over every row of `arrays` in
+  padded batches, as the eval step runs: {name: host array in row order}."""
+  step = jax.jit(sharding.in_mesh(mesh, step_fn))
+  kept = []
+  for local in pipeline.eval_batches(arrays, store, sharding.padded_batch_size(batch_size, mesh), keys):
+    batch = sharding.to_global(local, mesh)
+    kept.append((step(params, batch), batch["mask"]))
+  return _gathered(kept)
 
 
 def evaluate_checkpoints(task: Task, config, workdir: str, step: int | None = None, every: bool = False) -> dict:
@@ -65,7 +82,7 @@ def evaluate_checkpoints(task: Task, config, workdir: str, step: int | None = No
 
 
 def _evaluate(task: Task, config, workdir: str, step: int | None, every: bool) -> dict:
-  ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints)
+  ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints, task.BEST_METRIC)
   saved = ckpt.steps()
   if not saved:
     raise FileNotFoundError(f"{workdir}: no checkpoints to evaluate")

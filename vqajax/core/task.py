@@ -56,3 +56,20 @@ class Task(Protocol):
 
   def table(self, name: str, metrics: Mapping[str, float]) -> str:
     """A Markdown table for the console."""
+
+
+@runtime_checkable
+class Predicts(Protocol):
+  """What a task adds to predict a questions-only file for an evaluation server
+  (`core/submission.py`)."""
+
+  def read_test(self, config, data, path: str) -> Any:
+    """The test file at `path`: `.arrays` (a split without labels: `question_id`, the
+    inputs, `image_row`), `.keys` (those the predict step reads) and `.name` (the
+    split's name, e.g. test-dev2015: the default output folder)."""
+
+  def make_predict_step(self, model, data, mesh) -> Any:
+    """`(params, batch) -> predictions`, jittable."""
+
+  def write_submission(self, out_dir: str, config, data, test, predictions) -> list[str]:
+    """The server's files of the predictions (host arrays in test-file order); their paths."""

@@ -23,16 +23,27 @@ def read_config(workdir: str, tasks: Mapping[str, Any]):
   return config
 
 
+def chosen_step(ckpt: checkpoint.Checkpointer, workdir: str, step: int | None, best: bool = False) -> int:
+  """The saved step to use: `step`, the best by the task's val metric, or the latest."""
+  saved = ckpt.steps()
+  if not saved:
+    raise InputError(f"{workdir}: no checkpoint (train the run first)")
+  if best:
+    chosen = ckpt.best_step()
+    if chosen is None:
+      raise InputError(f"{workdir}: no kept checkpoint has val metrics to pick the best by (saved: {saved})")
+    return chosen
+  if step is not None and step not in saved:
+    raise InputError(f"{workdir}: no checkpoint at step {step} (saved: {saved})")
+  return max(saved) if step is None else step
+
+
 def restore_params(workdir: str, exp: Experiment, step: int | None):
   """The parameters of checkpoint `step` of `workdir` (default: the latest)."""
-  ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), exp.config.keep_checkpoints)
+  ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), exp.config.keep_checkpoints,
+                                 exp.task.BEST_METRIC)
   try:
-    saved = ckpt.steps()
-    if not saved:
-      raise InputError(f"{workdir}: no checkpoint (train the run first)")
-    if step is not None and step not in saved:
-      raise InputError(f"{workdir}: no checkpoint at step {step} (saved: {saved})")
-    state, _ = ckpt.restore(max(saved) if step is None else step, exp.initial_state(abstract=True))
+    state, _ = ckpt.restore(chosen_step(ckpt, workdir, step), exp.initial_state(abstract=True))
   finally:
     ckpt.close()
   return state.params

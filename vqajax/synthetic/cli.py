@@ -36,6 +36,8 @@ def _synth(args) -> int:
       f"{split}: {counts[f'{split}_images']} images, {counts[f'{split}_questions']} questions "
       f"(" + ", ".join(f"{t} {100 * v:.0f}%" for t, v in shares[split].items()) + ")"
       for split in synthetic.SPLITS)
+  split_text += (f"; test: {counts['test_images']} images, {counts['test_questions']} questions without "
+                 f"answers ({counts['test-dev_questions']} of them test-dev)")
   file_text = ", ".join(f"{role}={path}" for role, path in paths.items())
   print(f"Wrote the synthetic VQA dataset (scale {args.scale}, seed {args.seed}) to {args.out} in "
         f"{time.time() - start:.1f}s. {split_text}; {counts['feature_rows']} feature rows "

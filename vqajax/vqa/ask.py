@@ -59,7 +59,7 @@ class Answerer:
     caption files beside its data (the embedded dataset has them), else none."""
     if self._captions is None:
       data = self._exp.config.data
-      named = [vqa_dataset.resolve(data, f"{s}_captions") for s in ("train", "val") if data.get(f"{s}_captions")]
+      named = [p for s in ("train", "val") for p in vqa_dataset.resolve_all(data, f"{s}_captions")]
       paths = named or [p for p in (os.path.join(data.dir, n) for n in _CAPTION_FILES) if os.path.isfile(p)]
       self._captions = {}
       for path in paths:

@@ -13,6 +13,7 @@ import numpy as np
 from absl import logging
 
 from vqajax.core import fs, official_files, text
+from vqajax.core.config import file_names
 from vqajax.core.errors import InputError
 from vqajax.core.files import SAFE_NAME
 from vqajax.core.official_files import DATA_SOURCES
@@ -34,7 +35,8 @@ class VQAData:
   val_info: dict[str, str]           # data_type / data_subtype, for official result names
   table_ids: dict[str, np.ndarray]   # raw_ids / norm_ids of the answer table
   bag_sizes: dict[str, int]          # bins of the bag-of-words inputs (question_bow, caption_bow)
-  encoders: Encoders | None = None   # what turned the records into arrays (new questions: `ask`)
+  encoders: Encoders | None = None   # what turned the records into arrays (new questions: `ask`,
+                                     # test files: `read_test`)
 
 
 def resolve(config_data, name: str) -> str:
@@ -46,52 +48,88 @@ OUT_OF_TABLE = -2  # an annotator's answer outside the answer table (answer_inde
 MC_AUTO = "auto"  # data.<split>_mc_questions: VQA v1's multiple-choice file if present
 
 
+def resolve_all(config_data, role: str) -> list[str]:
+  """The paths of a file field's names (`core.config.file_names`), relative to `dir`."""
+  return [n if fs.isabs(n) else os.path.join(config_data.dir, n)
+          for n in file_names(config_data.get(role) or "")]
+
+
+def _read_files(config_data, questions_path: str, annotations_path: str, mc_path: str):
+  """(questions, annotations, multiple-choice questions or None) of one file each."""
+  if config_data.format == "vizwiz":  # one file holds questions and answers
+    questions, annotations = vqa_files.read_vizwiz(questions_path)
+  else:
+    questions = official_files.read_questions(questions_path)
+    annotations = official_files.read_annotations(annotations_path)
+  mc_questions = official_files.read_questions(mc_path) if mc_path else None
+  return questions, annotations, mc_questions
+
+
 def read_split(config_data, split: str):
   """(records, source, info) of a split: its (question, annotation) pairs in
-  annotation-file order, questions with `multiple_choices` when the config names the
-  split's multiple-choice file; what they came from (for errors); the questions'
-  data_type / data_subtype. `config_data.source` "tfds" reads them from the prepared
-  TFDS dataset `tfds_dir` instead of the files (`tfds_records`)."""
+  annotation-file order (the files of the split's roles one after another: e.g. train
+  and val together before a test submission), questions with `multiple_choices` when
+  the config names the split's multiple-choice files; what they came from (for
+  errors); the (first) questions file's data_type / data_subtype. `config_data.source`
+  "tfds" reads them from the prepared TFDS dataset `tfds_dir` instead of the files
+  (`tfds_records`)."""
   if config_data.source not in DATA_SOURCES:
     raise InputError(f"config.data.source '{config_data.source}' is not one of {DATA_SOURCES}")
   mc_name = config_data.get(f"{split}_mc_questions") or ""
-  with_choices = bool(mc_name)
   if config_data.source == "tfds":
     from vqajax.vqa import tfds_records  # pylint: disable=g-import-not-at-top
     tfds_dir = resolve(config_data, "tfds_dir")
+    with_choices = bool(mc_name)
     if mc_name == MC_AUTO:
       with_choices = config_data.format == "vqa" and tfds_records.has_choices(tfds_dir, split)
-    questions, annotations, mc_questions, questions_path = tfds_records.read_vqa(
-        tfds_dir, split, config_data.format, with_choices)
-    annotations_path = mc_path = questions_path
+    questions, annotations, mc_questions, where = tfds_records.read_vqa(tfds_dir, split, config_data.format,
+                                                                         with_choices)
+    parts = [(questions, annotations, mc_questions, where, where, where)]
   else:
-    questions_path = resolve(config_data, f"{split}_questions")
-    annotations_path = resolve(config_data, f"{split}_annotations")
-    if config_data.format == "vizwiz":  # one file holds questions and answers
-      annotations_path = questions_path
-      questions, annotations = vqa_files.read_vizwiz(questions_path)
-    else:
-      questions = official_files.read_questions(questions_path)
-      annotations = official_files.read_annotations(annotations_path)
+    questions_paths = resolve_all(config_data, f"{split}_questions")
+    annotations_paths = (questions_paths if config_data.format == "vizwiz"
+                         else resolve_all(config_data, f"{split}_annotations"))
+    if not questions_paths or len(annotations_paths) != len(questions_paths):
+      raise InputError(f"config.data.{split}_annotations: expected one annotations file per questions file "
+                       f"({len(questions_paths)} in config.data.{split}_questions), got {len(annotations_paths)}")
     if mc_name == MC_AUTO:  # VQA v1's file where it is (v2 and VizWiz have none)
-      mc_name = f"MultipleChoice_mscoco_{split}2014_questions.json" if config_data.format == "vqa" else ""
-      with_choices = bool(mc_name) and fs.exists(os.path.join(config_data.dir, mc_name))
-    mc_path = (mc_name if fs.isabs(mc_name) else os.path.join(config_data.dir, mc_name)) if with_choices else ""
-    mc_questions = official_files.read_questions(mc_path) if with_choices else None
-  for i, a in enumerate(annotations["annotations"]):
-    if a["answer_type"] not in ANSWER_TYPES:
-      raise official_files.DataFileError(
-          f"{annotations_path}: annotations[{i}] answer_type '{a['answer_type']}' is not one of {ANSWER_TYPES}")
-  records = official_files.join(questions, annotations, questions_path, annotations_path)
-  if with_choices:
-    vqa_files.attach_choices([q for q, _ in records], mc_questions, mc_path)
+      auto = os.path.join(config_data.dir, f"MultipleChoice_mscoco_{split}2014_questions.json")
+      mc_paths = [auto] if config_data.format == "vqa" and fs.exists(auto) else []
+    else:
+      mc_paths = resolve_all(config_data, f"{split}_mc_questions")
+    if mc_paths and len(mc_paths) != len(questions_paths):
+      raise InputError(f"config.data.{split}_mc_questions: expected one multiple-choice file per questions file "
+                       f"({len(questions_paths)}), got {len(mc_paths)}")
+    mc_paths = mc_paths or [""] * len(questions_paths)
+    parts = [(*_read_files(config_data, q, a, mc), q, a, mc)
+             for q, a, mc in zip(questions_paths, annotations_paths, mc_paths)]
+  records, first = [], {}
+  for questions, annotations, mc_questions, questions_path, annotations_path, mc_path in parts:
+    for i, a in enumerate(annotations["annotations"]):
+      if a["answer_type"] not in ANSWER_TYPES:
+        raise official_files.DataFileError(
+            f"{annotations_path}: annotations[{i}] answer_type '{a['answer_type']}' is not one of {ANSWER_TYPES}")
+    part = official_files.join(questions, annotations, questions_path, annotations_path)
+    if mc_questions is not None:
+      vqa_files.attach_choices([q for q, _ in part], mc_questions, mc_path)
+    for q, _ in part:
+      other = first.setdefault(q["question_id"], questions_path)
+      if other != questions_path:
+        raise official_files.DataFileError(f"{questions_path}: question_id {q['question_id']} is also in {other}")
+    records += part
+  questions, questions_path = parts[0][0], parts[0][3]
   info = {"data_type": questions.get("data_type", "mscoco"),
           "data_subtype": questions.get("data_subtype", f"{split}2014")}
-  for key, value in info.items():  # they name the official results files
+  check_info(info, questions_path)
+  return records, " + ".join(dict.fromkeys(p[3] for p in parts)), info
+
+
+def check_info(info: dict, questions_path: str) -> None:
+  """data_type / data_subtype name the results files: plain names only."""
+  for key, value in info.items():
     if not isinstance(value, str) or not SAFE_NAME.fullmatch(value) or value in (".", ".."):
       raise official_files.DataFileError(
           f'{questions_path}: "{key}" {value!r}: expected a plain name (it names the results files)')
-  return records, questions_path, info
 
 
 @dataclasses.dataclass
@@ -136,22 +174,13 @@ def _answer_indices(annotations, answers: text.TopK) -> np.ndarray:
   return out
 
 
-def _arrays(records, source, enc: Encoders, store, captions=None):
-  questions = [q for q, _ in records]
-  annotations = [a for _, a in records]
-  image_ids = [q["image_id"] for q in questions]
+def _question_arrays(questions, source, enc: Encoders, store) -> dict[str, np.ndarray]:
+  """The arrays of the questions alone (the inputs, and the choices where they have them)."""
   out = {
       "question_id": np.array([q["question_id"] for q in questions], np.int64),
-      "image_row": store.rows(image_ids, source).astype(np.int32),
+      "image_row": store.rows([q["image_id"] for q in questions], source).astype(np.int32),
       **enc.questions([q["question"] for q in questions]),
-      "label": enc.answers.index(a["multiple_choice_answer"] for a in annotations),
-      "answer_index": _answer_indices(annotations, enc.answers),
-      "answer_type": np.array([ANSWER_TYPES.index(a["answer_type"]) for a in annotations], np.int32),
-      "question_type": np.array([enc.question_types[a["question_type"]] for a in annotations], np.int32),
   }
-  if captions is not None:
-    out["caption_bow"] = caption_bags(image_ids, *captions, enc.caption_words)
-  out.update(vqa_accuracy.encode_targets(annotations, enc.interner))
   if "multiple_choices" in questions[0]:
     width = max(len(q["multiple_choices"]) for q in questions)
     choice_index = np.full((len(questions), width), -1, np.int32)
@@ -163,6 +192,60 @@ def _arrays(records, source, enc: Encoders, store, captions=None):
       choice_raw[i, :n], choice_norm[i, :n] = vqa_accuracy.encode_answer_table(q["multiple_choices"], enc.interner)
     out.update(choice_index=choice_index, choice_raw=choice_raw, choice_norm=choice_norm)
   return out
+
+
+def _arrays(records, source, enc: Encoders, store, captions=None):
+  questions = [q for q, _ in records]
+  annotations = [a for _, a in records]
+  out = _question_arrays(questions, source, enc, store)
+  out.update({
+      "label": enc.answers.index(a["multiple_choice_answer"] for a in annotations),
+      "answer_index": _answer_indices(annotations, enc.answers),
+      "answer_type": np.array([ANSWER_TYPES.index(a["answer_type"]) for a in annotations], np.int32),
+      "question_type": np.array([enc.question_types[a["question_type"]] for a in annotations], np.int32),
+  })
+  if captions is not None:
+    out["caption_bow"] = caption_bags([q["image_id"] for q in questions], *captions, enc.caption_words)
+  out.update(vqa_accuracy.encode_targets(annotations, enc.interner))
+  return out
+
+
+@dataclasses.dataclass
+class TestFile:
+  """A questions-only file (a server's test split) as arrays, for `vqajax submit`."""
+  path: str
+  name: str                          # its data_subtype, e.g. test-dev2015 (VizWiz: test)
+  version: str                       # "v2", "v1" or "vizwiz": which server's files
+  questions: list[dict]              # file order; VizWiz questions keep their `image`
+  arrays: dict[str, np.ndarray]
+  info: dict[str, str]               # data_type / data_subtype
+  keys: tuple[str, ...] = ()         # the arrays the predict step reads (set by the task)
+
+
+def read_test(config, data: VQAData, path: str) -> TestFile:
+  """The questions of the test file at `path` (VQA v1 / v2 questions, with or without
+  `multiple_choices`, or a VizWiz-VQA list), encoded as the run's training data was.
+  Answers in the file, if any, are not read."""
+  if "caption_bow" in data.bag_sizes:
+    raise InputError(f"{path}: a caption model needs the test images' captions; "
+                     "submissions are for the models without captions")
+  raw = official_files.read_bytes(path)
+  content = official_files.load_json(path, raw)
+  if config.data.format == "vizwiz" or isinstance(content, list):
+    questions = vqa_files.read_vizwiz_questions(path, content)
+    for q, record in zip(questions["questions"], content):  # the results name the image
+      q["image"] = record["image"]
+    version, info = "vizwiz", {"data_type": "VizWiz", "data_subtype": questions["data_subtype"]}
+  else:
+    questions = official_files.read_questions(path, content=raw)
+    version = "v2" if os.path.basename(path).startswith("v2_") else "v1"
+    info = {"data_type": questions.get("data_type", "mscoco"), "data_subtype": questions.get("data_subtype", "")}
+  check_info(info, path)
+  if not questions["questions"]:
+    raise official_files.DataFileError(f"{path}: holds no questions")
+  arrays = _question_arrays(questions["questions"], path, data.encoders, data.store)
+  return TestFile(path=path, name=info["data_subtype"], version=version, questions=questions["questions"],
+                  arrays=arrays, info=info)
 
 
 def read_train_records(config_data):
@@ -178,11 +261,15 @@ def read_train_records(config_data):
 
 
 def _read_captions(config_data, split: str):
-  """({image_id: [caption, ...]}, path) of the split's COCO captions file, or None."""
-  if not config_data.get(f"{split}_captions"):
+  """({image_id: [caption, ...]}, paths) of the split's COCO captions files, or None."""
+  paths = resolve_all(config_data, f"{split}_captions")
+  if not paths:
     return None
-  path = resolve(config_data, f"{split}_captions")
-  return vqa_files.read_captions(path), path
+  captions = {}
+  for path in paths:
+    for image_id, texts in vqa_files.read_captions(path).items():
+      captions.setdefault(image_id, []).extend(texts)
+  return captions, " + ".join(paths)
 
 
 def load(config_data) -> VQAData:

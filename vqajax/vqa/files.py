@@ -50,29 +50,34 @@ def read_vizwiz(path: str, data: list | None = None, answer_fields: dict[str, ty
 
   if data is None:
     data = load_json(path)
-  if not isinstance(data, list):
-    raise DataFileError(f"{path}: expected a JSON list of VizWiz records")
-
-  def where(i: int) -> str:
-    return f"{path}: records[{i}]"
-
-  for name, kind in (("image", str), ("question", str)):
-    column(data, name, kind, where)
+  questions = read_vizwiz_questions(path, data, subtype)
+  where = lambda i: f"{path}: records[{i}]"
   check_answers(column(data, "answers", list, where), where, answer_fields)
-  questions, annotations = [], []
-  for i, (r, image_id) in enumerate(zip(data, vizwiz_image_ids(path, data))):
+  annotations = []
+  for i, (r, q) in enumerate(zip(data, questions["questions"])):
+    image_id = q["image_id"]
     answer_type = r.get("answer_type", "other")
     if answer_type not in ANSWER_TYPES:
       raise DataFileError(f"{path}: records[{i}] answer_type '{answer_type}' is not one of {ANSWER_TYPES}")
-    questions.append({"question_id": i, "image_id": image_id, "question": r["question"]})
     answers = [dict(a, answer_id=j + 1) for j, a in enumerate(r["answers"])]
     annotations.append({
         "question_id": i, "image_id": image_id, "question_type": question_type(r["question"]),
         "answer_type": answer_type, "answers": answers,
         "multiple_choice_answer": most_common_answer(answers)})
-  subtype = subtype or os.path.splitext(os.path.basename(path))[0]
-  return ({"data_subtype": subtype, "questions": questions},
-          {"data_subtype": subtype, "annotations": annotations})
+  return questions, {"data_subtype": questions["data_subtype"], "annotations": annotations}
+
+
+def read_vizwiz_questions(path: str, data: list | None = None, subtype: str = "") -> dict:
+  """The questions of a VizWiz-VQA file (answers or not: the test split has none) as a
+  VQA-style questions object."""
+  if data is None:
+    data = load_json(path)
+  if not isinstance(data, list):
+    raise DataFileError(f"{path}: expected a JSON list of VizWiz records")
+  where = lambda i: f"{path}: records[{i}]"
+  questions = [{"question_id": i, "image_id": image_id, "question": question} for i, (image_id, question) in
+               enumerate(zip(vizwiz_image_ids(path, data), column(data, "question", str, where)))]
+  return {"data_subtype": subtype or os.path.splitext(os.path.basename(path))[0], "questions": questions}
 
 
 def read_captions(path: str) -> dict[int, list[str]]:

@@ -1,12 +1,20 @@
-"""The official results files of the VQA paper's models and baselines, with their scores.
+"""The official results files of the VQA paper's models and baselines, with their scores,
+and the evaluation servers' files of a test split.
 
 `results_name` follows the official naming (`v2_OpenEnded_mscoco_val2014_<alg>_results.json`;
-v1 and multiple choice without the `v2_` prefix).
+v1 and multiple choice without the `v2_` prefix). The servers name their uploads: VQA v2
+(EvalAI) `v2_OpenEnded_mscoco_test-dev2015_<alg>_results.json`, VQA v1 (CodaLab)
+`vqa_OpenEnded_mscoco_test-dev2015_<alg>_results.json` / `vqa_MultipleChoice_...` (one
+competition each), each also zipped alone (the v1 server takes the zip); VizWiz-VQA
+(EvalAI) a list of {"image", "answer"}.
 """
 
 from __future__ import annotations
 
+import io
+import json
 import os
+import zipfile
 
 from vqajax.core.files import write_atomic_many
 from vqajax.vqa.accuracy import score
@@ -33,3 +41,30 @@ def write_official(out_dir: str, config, data, alg: str, predicted: dict[str, di
     outputs[name("evalQA")] = per_question
   write_atomic_many(outputs, make_dirs=True)
   return scores
+
+
+def _zipped(name: str, content: bytes) -> bytes:
+  """A zip archive holding `content` as `name` (fixed timestamp: same bytes every run)."""
+  buffer = io.BytesIO()
+  with zipfile.ZipFile(buffer, "w") as archive:
+    archive.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), content,
+                     compress_type=zipfile.ZIP_DEFLATED)
+  return buffer.getvalue()
+
+
+def write_submission(out_dir: str, alg: str, version: str, info: dict, predicted: dict[str, list[dict]]) -> list[str]:
+  """Writes, all or nothing, the server's files of `predicted` ({task: results records},
+  task 'OpenEnded' / 'MultipleChoice') for a test split of `version` v2 / v1 / vizwiz
+  (module docstring); returns their paths."""
+  outputs = {}
+  for task, records in predicted.items():
+    if version == "vizwiz":
+      name = f"VizWiz_{info['data_subtype']}_{alg}_results.json"
+    else:
+      name = results_name("v2_" if version == "v2" else "vqa_", task, info, alg)
+    content = json.dumps(records).encode("utf-8")
+    outputs[os.path.join(out_dir, name)] = content
+    if version != "vizwiz":
+      outputs[os.path.join(out_dir, name[:-len(".json")] + ".zip")] = _zipped(name, content)
+  write_atomic_many(outputs, make_dirs=True)
+  return list(outputs)

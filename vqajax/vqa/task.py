@@ -80,17 +80,25 @@ def _accuracy(pred_ids, batch):
   return vqa_accuracy.question_accuracy(pred_ids, batch["gt_ids"], batch["gt_dup"], batch["gt_valid"])
 
 
+def answers(logits, batch):
+  """The answer-table index of each question's answer, and its choice's index when the
+  questions have multiple choices."""
+  out = {"answer": jnp.argmax(logits, axis=-1)}
+  if "choice_index" in batch:
+    out["mc_choice"] = multiple_choice(logits, batch["choice_index"])
+  return out
+
+
 def predict(logits, batch, table_ids):
   """Per-question predictions and official accuracies, open-ended and multiple-choice."""
-  answer = jnp.argmax(logits, axis=-1)
-  out = {"answer": answer, "accuracy": _accuracy(
-      vqa_accuracy.pred_ids_from_table(answer, batch["unanimous"], table_ids["raw_ids"],
-                                       table_ids["norm_ids"], xp=jnp), batch)}
+  out = answers(logits, batch)
+  out["accuracy"] = _accuracy(vqa_accuracy.pred_ids_from_table(
+      out["answer"], batch["unanimous"], table_ids["raw_ids"], table_ids["norm_ids"], xp=jnp), batch)
   if "choice_index" in batch:
-    choice = multiple_choice(logits, batch["choice_index"])
+    choice = out["mc_choice"]
     pick = lambda ids: jnp.take_along_axis(ids, choice[:, None], axis=-1)[:, 0]
     mc_ids = jnp.where(batch["unanimous"], pick(batch["choice_raw"]), pick(batch["choice_norm"]))
-    out.update(mc_choice=choice, mc_accuracy=_accuracy(mc_ids, batch))
+    out["mc_accuracy"] = _accuracy(mc_ids, batch)
   return out
 
 
@@ -156,3 +164,29 @@ def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) 
 
 def table(name: str, metrics: dict[str, float]) -> str:
   return reports.accuracy_table({name: metrics})
+
+
+# ---------------------------------------------------------------------------- test files
+
+def read_test(config, data: vqa_dataset.VQAData, path: str) -> vqa_dataset.TestFile:
+  test = vqa_dataset.read_test(config, data, path)
+  test.keys = INPUT_KEYS + ("question_id",) + (("choice_index",) if "choice_index" in test.arrays else ())
+  return test
+
+
+def make_predict_step(model, data, mesh):
+  """(params, batch) -> {answer[, mc_choice]}, to be jitted."""
+  del data, mesh
+  return lambda params, batch: answers(model.apply({"params": params}, batch, train=False), batch)
+
+
+def write_submission(out_dir: str, config, data, test: vqa_dataset.TestFile, predictions: dict) -> list[str]:
+  """The server's results files of a test split: every question once, in file order."""
+  table_answers = data.answers.answers
+  id_key = "image" if test.version == "vizwiz" else "question_id"
+  predicted = {"OpenEnded": [{id_key: q[id_key], "answer": table_answers[i]}
+                             for q, i in zip(test.questions, predictions["answer"])]}
+  if "mc_choice" in predictions:
+    predicted["MultipleChoice"] = [{"question_id": q["question_id"], "answer": q["multiple_choices"][c]}
+                                   for q, c in zip(test.questions, predictions["mc_choice"])]
+  return results.write_submission(out_dir, config.name, test.version, test.info, predicted)

@@ -34,17 +34,21 @@ def _latent_matrix(images: list[W.Image]) -> np.ndarray:
   return z
 
 
-def fc7_features(images: list[W.Image], seed: int, chunk: int = 4096, latent_noise: float = 0.35) -> np.ndarray:
+def fc7_features(images: list[W.Image], seed: int, chunk: int = 4096, latent_noise: float = 0.35,
+                 noise_stream: int = 0) -> np.ndarray:
   """fc7-like [N, 4096] float16: ReLU(fixed random projection of the latents + noise).
 
   Noise enters twice: in the latent space (the "camera" misses or confuses attributes,
   so no readout is perfect: counts and colours are harder to read than categories) and
-  per output unit.
+  per output unit. `noise_stream` > 0 draws the noise from a stream of its own (other
+  images under the same projection, e.g. the test split's).
   """
   z = _latent_matrix(images)
   rng = np.random.default_rng([seed, 1])
   proj = rng.standard_normal((z.shape[1], FC7_DIM), dtype=np.float32)
   bias = rng.normal(-1.0, 0.5, FC7_DIM).astype(np.float32)
+  if noise_stream:
+    rng = np.random.default_rng([seed, 1, noise_stream])
   out = np.empty((len(images), FC7_DIM), np.float16)
   for s in range(0, len(images), chunk):
     zc = z[s:s + chunk] + latent_noise * rng.standard_normal(z[s:s + chunk].shape, dtype=np.float32)
@@ -59,12 +63,15 @@ def fc7_features(images: list[W.Image], seed: int, chunk: int = 4096, latent_noi
   return out
 
 
-def grid_features(images: list[W.Image], seed: int, chunk: int = 4096) -> np.ndarray:
-  """[N, 7, 7, 64] float16: each object's embedding fills its box, over a scene background."""
+def grid_features(images: list[W.Image], seed: int, chunk: int = 4096, noise_stream: int = 0) -> np.ndarray:
+  """[N, 7, 7, 64] float16: each object's embedding fills its box, over a scene background
+  (`noise_stream`: as for `fc7_features`)."""
   rng = np.random.default_rng([seed, 2])
   label_emb = rng.standard_normal((len(W.BOX_LABELS), GRID_CHANNELS), dtype=np.float32)
   colour_emb = 0.7 * rng.standard_normal((len(W.COLOURS), GRID_CHANNELS), dtype=np.float32)
   scene_emb = 0.6 * rng.standard_normal((len(W.SCENES), GRID_CHANNELS), dtype=np.float32)
+  if noise_stream:
+    rng = np.random.default_rng([seed, 2, noise_stream])
   label_of = {l: i for i, l in enumerate(W.BOX_LABELS)}
   k = max(len(img.boxes) for img in images)
   n = len(images)

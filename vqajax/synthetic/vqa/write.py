@@ -7,8 +7,11 @@ byte-identical files) and atomically (each file via a temp file and `os.replace`
   v2_OpenEnded_mscoco_{train,val}2014_questions.json   VQA v2 open-ended questions
   v2_mscoco_{train,val}2014_annotations.json           VQA v2 annotations, 10 answers each
   MultipleChoice_mscoco_{train,val}2014_questions.json VQA v1 multiple choice, 18 choices
+  v2_OpenEnded_mscoco_{test-dev,test}2015_questions.json  questions-only test splits (test-dev
+                                                       a quarter of test's images, as the real ones)
+  {OpenEnded,MultipleChoice}_mscoco_{test-dev,test}2015_questions.json  the same as VQA v1 files
   captions_{train,val}2014.json                        COCO captions, 5 per image
-  features/fc7.h5                                      [N, 4096] float16, train+val images
+  features/fc7.h5                                      [N, 4096] float16, train+val+test images
   features/conv5_grid.npy (+ .image_ids.npy)           [N, 7, 7, 64] float16
   features/grid_layout.json                            object boxes in grid cells per image
   MANIFEST.json                                        scale, seed, counts, files
@@ -43,18 +46,20 @@ from vqajax.synthetic.vqa.features import fc7_features, grid_features
 class Scale:
   train_images: int
   val_images: int
+  test_images: int
   questions_per_image: int = 3
 
 
 SCALES = {
-    "tiny": Scale(120, 60),          # ~360 train questions: unit tests
-    "small": Scale(1000, 500),       # ~3k: CPU smoke runs
-    "medium": Scale(10000, 5000),    # ~30k
-    "large": Scale(34000, 12000),    # ~100k: benchmarks
+    "tiny": Scale(120, 60, 40),             # ~360 train questions: unit tests
+    "small": Scale(1000, 500, 300),         # ~3k: CPU smoke runs
+    "medium": Scale(10000, 5000, 3000),     # ~30k
+    "large": Scale(34000, 12000, 8000),     # ~100k: benchmarks
 }
 SPLITS = ("train", "val")
+TEST_SUBTYPES = ("test-dev2015", "test2015")  # the questions-only splits (images of `test`)
 MANIFEST = "MANIFEST.json"
-FORMAT = "vqajax-synthetic/1"
+FORMAT = "vqajax-synthetic/2"  # 2: the test splits
 
 FILES = {
     "train_questions": "v2_OpenEnded_mscoco_train2014_questions.json",
@@ -63,6 +68,10 @@ FILES = {
     "val_annotations": "v2_mscoco_val2014_annotations.json",
     "train_mc_questions": "MultipleChoice_mscoco_train2014_questions.json",
     "val_mc_questions": "MultipleChoice_mscoco_val2014_questions.json",
+    **{f"{subtype}_{version}{task}": f"{prefix}{task}_mscoco_{subtype}_questions.json"
+       for subtype in TEST_SUBTYPES
+       for version, prefix, task in (("v2_", "v2_", "OpenEnded"), ("v1_", "", "OpenEnded"),
+                                     ("v1_", "", "MultipleChoice"))},
     "train_captions": "captions_train2014.json",
     "val_captions": "captions_val2014.json",
     "features": "features/fc7.h5",
@@ -78,8 +87,9 @@ _LICENSE = {"url": "http://creativecommons.org/licenses/by/4.0/",
 class World:
   seed: int
   scale: str
-  images: dict[str, list[W.Image]]
+  images: dict[str, list[W.Image]]        # train, val, test
   questions: dict[str, list[SA.Question]]
+  test_dev: set[int]                      # the image ids of test-dev
 
 
 def _random(seed: int, purpose: str) -> random.Random:
@@ -98,10 +108,26 @@ def sample(seed: int = 0, scale: str = "tiny") -> World:
   images, questions = {}, {}
   for split in SPLITS:
     images[split] = [W.sample_image(r_img, i, split) for i in split_ids[split]]
-    questions[split] = [SA.make_question(img, k, name, spec, r_q)
-                        for img in images[split]
-                        for k, (name, spec) in enumerate(SQ.ask(img, r_q, sc.questions_per_image))]
-  return World(seed, scale, images, questions)
+    questions[split] = _questions(images[split], r_q, sc)
+  # test: images of their own streams, so train and val stay as they were without it
+  taken = set(ids.tolist())
+  candidates = np.random.default_rng([seed, 3]).choice(581_929, size=n + sc.test_images, replace=False) + 1
+  test_ids = sorted([i for i in candidates.tolist() if i not in taken][:sc.test_images])
+  r_img, r_q = _random(seed, "test-images"), _random(seed, "test-questions")
+  images["test"] = [W.sample_image(r_img, i, "test") for i in test_ids]
+  questions["test"] = _questions(images["test"], r_q, sc)
+  test_dev = set(_random(seed, "test-dev").sample(test_ids, len(test_ids) // 4))
+  return World(seed, scale, images, questions, test_dev)
+
+
+def _questions(images: list[W.Image], r: random.Random, sc: Scale) -> list[SA.Question]:
+  return [SA.make_question(img, k, name, spec, r) for img in images
+          for k, (name, spec) in enumerate(SQ.ask(img, r, sc.questions_per_image))]
+
+
+def test_questions(world: World, subtype: str) -> list[SA.Question]:
+  """The questions of test split `subtype` (test-dev2015: those of the test-dev images)."""
+  return [q for q in world.questions["test"] if subtype == "test2015" or q.image_id in world.test_dev]
 
 
 # --- file contents -----------------------------------------------------------------
@@ -113,9 +139,9 @@ def _info(world: World, what: str) -> dict:
           "contributor": "vqajax synthetic generator", "date_created": "2017-04-26 17:00:00"}
 
 
-def _questions_json(world, split, mc_choices=None) -> dict:
+def _questions_json(world, questions, subtype: str, mc_choices=None) -> dict:
   qs = []
-  for q in world.questions[split]:
+  for q in questions:
     entry = {"image_id": q.image_id, "question": q.question}
     if mc_choices is not None:
       entry["multiple_choices"] = mc_choices[q.question_id]
@@ -123,7 +149,7 @@ def _questions_json(world, split, mc_choices=None) -> dict:
     qs.append(entry)
   return {"info": _info(world, "questions"),
           "task_type": "Open-Ended" if mc_choices is None else "Multiple-Choice",
-          "data_type": "mscoco", "license": _LICENSE, "data_subtype": f"{split}2014", "questions": qs}
+          "data_type": "mscoco", "license": _LICENSE, "data_subtype": subtype, "questions": qs}
 
 
 def _annotations_json(world, split) -> dict:
@@ -147,10 +173,10 @@ def multiple_choices(world: World) -> dict[int, list[str]]:
   fallback = W.Table(sorted(Counter(train_mc).items()))
   pool = sorted(set(train_mc) | set(W.COLOURS) | set(W.CATEGORY_NAMES) | {str(i) for i in range(21)}
                 | set(W.SPORTS) | set(W.ROOMS) | {"yes", "no"})
-  r = _random(world.seed, "multiple-choice")
   out = {}
-  for split in SPLITS:
-    for q in world.questions[split]:
+  for splits, purpose in ((SPLITS, "multiple-choice"), (("test",), "multiple-choice/test")):
+    r = _random(world.seed, purpose)
+    for q in (q for split in splits for q in world.questions[split]):
       choices = [q.multiple_choice_answer]
       seen = {q.multiple_choice_answer}
       table = prior_tables.get(q.question_type, fallback)
@@ -270,19 +296,31 @@ def _write(out_dir: str, seed: int, scale: str) -> dict[str, str]:
   choices = multiple_choices(world)
   caption_id = 1
   for split in SPLITS:
-    _write_json(paths[f"{split}_questions"], _questions_json(world, split))
+    _write_json(paths[f"{split}_questions"], _questions_json(world, world.questions[split], f"{split}2014"))
     _write_json(paths[f"{split}_annotations"], _annotations_json(world, split))
-    _write_json(paths[f"{split}_mc_questions"], _questions_json(world, split, choices))
+    _write_json(paths[f"{split}_mc_questions"],
+                _questions_json(world, world.questions[split], f"{split}2014", choices))
     _write_json(paths[f"{split}_captions"], _captions_json(world, split, caption_id))
     caption_id += 5 * len(world.images[split])
-  images = world.images["train"] + world.images["val"]
+  for subtype in TEST_SUBTYPES:
+    questions = test_questions(world, subtype)
+    _write_json(paths[f"{subtype}_v2_OpenEnded"], _questions_json(world, questions, subtype))
+    _write_json(paths[f"{subtype}_v1_OpenEnded"], _questions_json(world, questions, subtype))
+    _write_json(paths[f"{subtype}_v1_MultipleChoice"], _questions_json(world, questions, subtype, choices))
+  images = world.images["train"] + world.images["val"] + world.images["test"]
   ids = np.array([img.image_id for img in images], np.int64)
-  write_store(paths["features"], ids, fc7_features(images, seed))
-  write_store(paths["grid_features"], ids, grid_features(images, seed))
+  # test rows: noise of their own streams, so the train and val rows stay as they were
+  seen = world.images["train"] + world.images["val"]
+  write_store(paths["features"], ids, np.concatenate([
+      fc7_features(seen, seed), fc7_features(world.images["test"], seed, noise_stream=1)]))
+  write_store(paths["grid_features"], ids, np.concatenate([
+      grid_features(seen, seed), grid_features(world.images["test"], seed, noise_stream=1)]))
   _write_json(paths["grid_layout"], {
       "grid_size": W.GRID, "box_format": "[label, x0, y0, x1, y1] in grid cells, x1 and y1 exclusive",
       "images": {str(img.image_id): [list(b) for b in img.boxes] for img in images}})
-  counts = {f"{split}_{what}": len(getattr(world, what)[split]) for split in SPLITS for what in ("images", "questions")}
+  counts = {f"{split}_{what}": len(getattr(world, what)[split]) for split in SPLITS + ("test",)
+            for what in ("images", "questions")}
+  counts["test-dev_questions"] = len(test_questions(world, "test-dev2015"))
   counts["feature_rows"] = len(images)
   _write_json(manifest_path, {
       "format": FORMAT, "scale": scale, "seed": seed, "counts": counts,
