@@ -60,41 +60,23 @@ def fc7_features(images: list[W.Image], seed: int, chunk: int = 4096, latent_noi
 
 
 def grid_features(images: list[W.Image], seed: int, chunk: int = 4096) -> np.ndarray:
-  """[N, 7, 7, 64] float16: each object's embedding fills its box, over a background.
-
-  The main object's boxes add its colour, the person's box who it is (man, woman, ...);
-  the background (every cell) carries what fc7 sees of the whole image: the scene, the
-  weather, night, and faintly the secondary objects that have no box. So the grid holds
-  the global evidence fc7 has, plus where things are (which fc7 does not).
-  """
+  """[N, 7, 7, 64] float16: each object's embedding fills its box, over a scene background."""
   rng = np.random.default_rng([seed, 2])
   label_emb = rng.standard_normal((len(W.BOX_LABELS), GRID_CHANNELS), dtype=np.float32)
   colour_emb = 0.7 * rng.standard_normal((len(W.COLOURS), GRID_CHANNELS), dtype=np.float32)
   scene_emb = 0.6 * rng.standard_normal((len(W.SCENES), GRID_CHANNELS), dtype=np.float32)
-  person_emb = 0.7 * rng.standard_normal((len(W.PERSONS), GRID_CHANNELS), dtype=np.float32)
-  weather_emb = 0.5 * rng.standard_normal((len(W.WEATHERS), GRID_CHANNELS), dtype=np.float32)
-  night_emb = 0.6 * rng.standard_normal(GRID_CHANNELS, dtype=np.float32)
   label_of = {l: i for i, l in enumerate(W.BOX_LABELS)}
   k = max(len(img.boxes) for img in images)
   n = len(images)
   emb = np.zeros((n, k, GRID_CHANNELS), np.float32)
   boxes = np.zeros((n, k, 4), np.int32)
-  background = np.zeros((n, GRID_CHANNELS), np.float32)
   for row, img in enumerate(images):
     for j, (label, *box) in enumerate(img.boxes):
       emb[row, j] = label_emb[label_of[label]]
       if label == img.name:
         emb[row, j] += colour_emb[W.COLOURS.index(img.colour)]
-      elif label == "person":
-        emb[row, j] += person_emb[W.PERSONS.index(img.person)]
       boxes[row, j] = box
-    background[row] = scene_emb[W.SCENES.index(img.scene)] + night_emb * img.night
-    if img.weather is not None:
-      background[row] += weather_emb[W.WEATHERS.index(img.weather)]
-    boxed = {label for label, *_ in img.boxes}
-    for sec in img.secondaries:
-      if "sec:" + sec not in boxed:
-        background[row] += 0.3 * label_emb[label_of["sec:" + sec]]
+  background = scene_emb[[W.SCENES.index(img.scene) for img in images]]
   cells = np.arange(W.GRID)
   out = np.empty((n, W.GRID, W.GRID, GRID_CHANNELS), np.float16)
   for s in range(0, n, chunk):
