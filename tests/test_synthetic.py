@@ -265,36 +265,6 @@ def test_grid_cells_show_the_objects(data, world):
   assert accuracy > majority + 0.1
 
 
-def test_a_glimpse_of_a_box_tells_which_side_it_is_on(data, world):
-  """Local evidence: the mean of a box's cells (what a glimpse at it pools) tells which half
-  of the image the box is in (a linear readout fitted on train images, scored on val)."""
-  grid = FeatureStore(data["paths"]["grid_features"])
-  layout = _load(data["paths"]["grid_layout"])["images"]
-
-  def xy(split):
-    ids = [img.image_id for img in world.images[split]]
-    x, y = [], []
-    for image_id, cells in zip(ids, grid.read(grid.rows(ids)).astype(np.float32)):
-      for _, x0, y0, x1, y1 in layout[str(image_id)]:
-        x.append(cells[y0:y1, x0:x1].mean(axis=(0, 1)))
-        y.append((x0 + x1) / 2 < 7 / 2)  # left
-    return np.array(x), np.array(y)
-  (xt, yt), (xv, yv) = xy("train"), xy("val")
-  w = np.linalg.lstsq(np.c_[xt, np.ones(len(xt))], yt * 2.0 - 1, rcond=None)[0]
-  assert ((np.c_[xv, np.ones(len(xv))] @ w > 0) == yv).mean() > 0.85  # the majority side: 0.59
-
-
-def test_an_older_embedded_dataset_is_refused_with_the_way_out(tmp_path):
-  from vqajax.synthetic import embedded  # pylint: disable=g-import-not-at-top
-  (tmp_path / "MANIFEST.json").write_text(json.dumps({"format": "vqajax-synthetic/1"}))
-  config = type("Config", (), {"task": "vqa", "seed": 0, "data": type("Data", (), {
-      "synthetic": True, "dir": str(tmp_path), "synthetic_scale": "tiny"})()})()
-  with pytest.raises(InputError, match=r"holds a vqajax-synthetic/1 dataset, config.task 'vqa' reads "
-                                       r"vqajax-synthetic/2; .*delete the folder"):
-    embedded.prepare(config)
-  assert os.listdir(tmp_path) == ["MANIFEST.json"]
-
-
 def _prior_yes_oracle(train, val, oracle):
   prior = collections.defaultdict(collections.Counter)
   for a in train:

@@ -49,11 +49,8 @@ def prepare(config) -> None:
     logging.info("embedded synthetic dataset: %s", data.dir)
     return
   if found is not None:
-    same_kind = found.split("/")[0] == module.FORMAT.split("/")[0]
     raise InputError(f"config.data.dir {data.dir}: holds a {found} dataset, config.task "
-                     f"'{config.task}' reads {module.FORMAT}"
-                     + ("; it was written by another version of vqajax: delete the folder to have it "
-                        "rewritten" if same_kind else ""))
+                     f"'{config.task}' reads {module.FORMAT}")
   if os.path.lexists(data.dir) and not (os.path.isdir(data.dir) and not os.listdir(data.dir)):
     raise InputError(f"config.data.dir {data.dir}: holds files but no embedded synthetic dataset "
                      "(MANIFEST.json); set config.data.synthetic=False to read them as the "

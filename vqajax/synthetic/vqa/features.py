@@ -60,16 +60,11 @@ def fc7_features(images: list[W.Image], seed: int, chunk: int = 4096, latent_noi
 
 
 def grid_features(images: list[W.Image], seed: int, chunk: int = 4096) -> np.ndarray:
-  """[N, 7, 7, 64] float16: each object's embedding fills its box, over a scene background,
-  plus where each cell is (a fixed code linear in its column and row, as the position
-  embeddings of ViT patches), so a glimpse of an object also tells where it is."""
+  """[N, 7, 7, 64] float16: each object's embedding fills its box, over a scene background."""
   rng = np.random.default_rng([seed, 2])
   label_emb = rng.standard_normal((len(W.BOX_LABELS), GRID_CHANNELS), dtype=np.float32)
   colour_emb = 0.7 * rng.standard_normal((len(W.COLOURS), GRID_CHANNELS), dtype=np.float32)
   scene_emb = 0.6 * rng.standard_normal((len(W.SCENES), GRID_CHANNELS), dtype=np.float32)
-  along_x, along_y = 1.0 * rng.standard_normal((2, GRID_CHANNELS), dtype=np.float32)
-  centred = (np.arange(W.GRID, dtype=np.float32) - (W.GRID - 1) / 2) / ((W.GRID - 1) / 2)  # -1 .. 1
-  position = centred[:, None, None] * along_y + centred[None, :, None] * along_x  # [y, x, c]
   label_of = {l: i for i, l in enumerate(W.BOX_LABELS)}
   k = max(len(img.boxes) for img in images)
   n = len(images)
@@ -89,7 +84,7 @@ def grid_features(images: list[W.Image], seed: int, chunk: int = 4096) -> np.nda
     in_x = (cells >= b[..., 0, None]) & (cells < b[..., 2, None])   # [n, k, 7]
     in_y = (cells >= b[..., 1, None]) & (cells < b[..., 3, None])
     mask = (in_y[..., :, None] & in_x[..., None, :]).astype(np.float32)  # [n, k, y, x]
-    g = np.einsum("nkyx,nkc->nyxc", mask, emb[s:s + chunk]) + background[s:s + chunk, None, None, :] + position
+    g = np.einsum("nkyx,nkc->nyxc", mask, emb[s:s + chunk]) + background[s:s + chunk, None, None, :]
     g += 0.5 * rng.standard_normal(g.shape, dtype=np.float32)
     out[s:s + chunk] = np.maximum(g, 0.0)
   return out

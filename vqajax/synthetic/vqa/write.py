@@ -54,7 +54,7 @@ SCALES = {
 }
 SPLITS = ("train", "val")
 MANIFEST = "MANIFEST.json"
-FORMAT = "vqajax-synthetic/2"  # 2: grid cells carry their position (features.grid_features)
+FORMAT = "vqajax-synthetic/1"
 
 FILES = {
     "train_questions": "v2_OpenEnded_mscoco_train2014_questions.json",
