@@ -3,6 +3,8 @@
   core/, nn/       no paper package, no synthetic/, no features extraction, no front door
   vqa/ and answertherapy/   stand side by side: neither imports the other
   synthetic/       imported only by the command that writes the embedded datasets (and tests)
+  demo.py          the web demo sees both papers, so it sits beside cli.py, the only module that
+                   imports it; it is the only Gradio user
   tests/           the oracles: no library module imports them
 """
 
@@ -71,6 +73,12 @@ def test_only_the_front_door_imports_synthetic():
                if not _within(module, "vqajax.synthetic")
                and any(_within(name, "vqajax.synthetic") for name in names)}
   assert importers <= {"vqajax.cli"}, importers
+
+
+def test_the_demo_is_reached_only_through_the_front_door_and_alone_imports_gradio():
+  demo_importers = {m for m, names in MODULES.items() if any(_within(n, "vqajax.demo") for n in names)}
+  gradio_importers = {m for m, names in MODULES.items() if any(_within(n, "gradio") for n in names)}
+  assert demo_importers == {"vqajax.cli"} and gradio_importers == {"vqajax.demo"}
 
 
 def test_the_rules_see_the_modules():

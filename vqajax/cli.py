@@ -25,6 +25,8 @@ VERBS = {
     "therapy": "VQA-AnswerTherapy: dataset analysis (3.2) and construction (3.1)",
     "features": "image features with torchvision weights, into a feature store",
     "tfds": "prepare TFDS datasets from the official files",
+    "ask": "a trained run's answers (or answer groundings) about images and questions of your own",
+    "demo": "a local web page asking a trained run about an image (needs the demo extra)",
 }
 _RUN_VERBS = ("train", "eval", "baselines")
 _BASELINES = ("random", "prior", "q_type_prior", "nearest_neighbour")
@@ -237,6 +239,9 @@ def _delegate(verb: str) -> Callable[[Sequence[str], str], int]:
     from vqajax.vqa import sweep  # pylint: disable=g-import-not-at-top
     commands = {"train": train_config, "baselines": baselines_config}
     return lambda argv, prog: sweep.main(argv, prog, commands)
+  if verb == "ask":
+    from vqajax import ask_cli  # pylint: disable=g-import-not-at-top
+    return lambda argv, prog: ask_cli.main(argv, prog, prepare_data)
   if verb == "score":
     from vqajax.vqa.accuracy import score_cli as main_module  # pylint: disable=g-import-not-at-top
   elif verb == "report":
@@ -247,6 +252,8 @@ def _delegate(verb: str) -> Callable[[Sequence[str], str], int]:
     from vqajax.answertherapy import cli as main_module  # pylint: disable=g-import-not-at-top
   elif verb == "features":
     from vqajax.features import cli as main_module  # pylint: disable=g-import-not-at-top
+  elif verb == "demo":
+    from vqajax import demo as main_module  # pylint: disable=g-import-not-at-top
   else:
     from vqajax.tfds import cli as main_module  # pylint: disable=g-import-not-at-top
   return main_module.main

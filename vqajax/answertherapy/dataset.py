@@ -98,23 +98,30 @@ def grid_masks(sample: therapy_files.Sample, size: int, max_answers: int) -> np.
   return out
 
 
+def text_arrays(questions: list[str], answers: list[tuple[str, ...]], vocab: text.Vocab,
+                config_data) -> dict[str, np.ndarray]:
+  """The TEXT_KEYS arrays of questions and their answers (at most `max_answers` each)."""
+  n, width = len(questions), config_data.max_answers
+  tokens, lengths = vocab.encode([text.tokenize(q) for q in questions], config_data.max_question_len)
+  answer_lists = [text.tokenize(a) for group in answers for a in tuple(group) + ("",) * (width - len(group))]
+  answer_tokens, answer_lengths = vocab.encode(answer_lists, config_data.max_answer_len)
+  return {"tokens": tokens, "length": lengths,
+          "answer_tokens": answer_tokens.reshape(n, width, -1),
+          "answer_length": answer_lengths.reshape(n, width),
+          "answer_valid": np.arange(width)[None, :] < np.array([len(group) for group in answers])[:, None]}
+
+
 def _arrays(samples, vocab: text.Vocab, config_data, store, grid: int | None) -> dict[str, np.ndarray]:
   n, width = len(samples), config_data.max_answers
   too_many = next((s for s in samples if len(s.answers) > width), None)
   if too_many is not None:
     raise InputError(f"{too_many.path}: records[{too_many.index}] has {len(too_many.answers)} answers; "
                      f"config.data.max_answers is {width}")
-  tokens, lengths = vocab.encode([text.tokenize(s.question) for s in samples], config_data.max_question_len)
-  answer_lists = [text.tokenize(a) for s in samples for a in s.answers + ("",) * (width - len(s.answers))]
-  answer_tokens, answer_lengths = vocab.encode(answer_lists, config_data.max_answer_len)
   out = {
       "question_id": np.arange(n, dtype=np.int64),
       "label": np.array([s.label == "multiple" for s in samples], np.int32),
       "source": np.array([therapy_files.SOURCES.index(s.source) for s in samples], np.int32),
-      "tokens": tokens, "length": lengths,
-      "answer_tokens": answer_tokens.reshape(n, width, -1),
-      "answer_length": answer_lengths.reshape(n, width),
-      "answer_valid": np.arange(width)[None, :] < np.array([len(s.answers) for s in samples])[:, None],
+      **text_arrays([s.question for s in samples], [s.answers for s in samples], vocab, config_data),
   }
   if store is not None:
     keys = [feature_key(s.image_id) for s in samples]

@@ -1,6 +1,7 @@
 """A workdir is one run: its record (`run.json`) and its lock.
 
-`run.json` holds the run's config, the sizes of its data and, once the final checkpoint
+`run.json` holds the run's config, the sizes of its data, its feature extractor's settings
+(when its store records them) and, once the final checkpoint
 and the final results are both written, `finished_step`. Every later command on the
 workdir reads the config from it (`read_config`); a rerun of `vqajax train` whose
 settings would change the run (anything but the budget fields below) is refused with
@@ -36,10 +37,14 @@ def read_record(workdir: str) -> dict | None:
   return load_json(path) if os.path.exists(path) else None
 
 
-def write_run_file(workdir: str, config, sizes: dict, finished_step: int | None = None) -> None:
-  """workdir/run.json: the config of a run, the sizes of its data (its task's `sizes`)
-  and, when it is complete, its final step."""
+def write_run_file(workdir: str, config, sizes: dict, finished_step: int | None = None,
+                   extractor: dict | None = None) -> None:
+  """workdir/run.json: the config of a run, the sizes of its data (its task's `sizes`),
+  the settings its image features were extracted with (`extractor`, when its store
+  records them) and, when it is complete, its final step."""
   record = {"config": config.to_dict(), "data": sizes}
+  if extractor is not None:
+    record["extractor"] = extractor
   if finished_step is not None:
     record["finished_step"] = finished_step
   write_json_atomic(os.path.join(workdir, RUN_FILE), record, make_dirs=True)

@@ -123,6 +123,7 @@ def train_and_evaluate(task: Task, config, workdir: str, devices=None, allow_cha
 
 def _train(exp: Experiment, config, workdir: str, sizes: dict) -> dict:
   mesh, data, task = exp.mesh, exp.data, exp.task
+  extractor = getattr(data.store, "settings", None)  # how the features were made (run.json)
   for folder in ("checkpoints", "results"):  # through a link into an input? refused before training
     files.check_output(os.path.join(workdir, folder), folder=True)
   ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints, task.BEST_METRIC)
@@ -141,12 +142,12 @@ def _train(exp: Experiment, config, workdir: str, sizes: dict) -> dict:
         return evaluator.run(state.params, start)
       metrics = evaluator.run(state.params, start, workdir=workdir)
       if jax.process_index() == 0:
-        run_record.write_run_file(workdir, config, sizes, finished_step=start)
+        run_record.write_run_file(workdir, config, sizes, finished_step=start, extractor=extractor)
       return metrics
     finally:
       ckpt.close()
   if jax.process_index() == 0:
-    run_record.write_run_file(workdir, config, sizes)
+    run_record.write_run_file(workdir, config, sizes, extractor=extractor)
   writer = writers.create(workdir)
   if start == 0:
     writer.write_hparams({k: v for k, v in config.to_dict().items() if not isinstance(v, dict)})
@@ -179,7 +180,7 @@ def _train(exp: Experiment, config, workdir: str, sizes: dict) -> dict:
         logging.info("step %d: val %s %.2f", step, task.BEST_METRIC, eval_metrics[task.BEST_METRIC])
         ckpt.save(step, state, meta(step), eval_metrics)
       if last and jax.process_index() == 0:  # the final checkpoint and results are written
-        run_record.write_run_file(workdir, config, sizes, finished_step=step)
+        run_record.write_run_file(workdir, config, sizes, finished_step=step, extractor=extractor)
       if stop:
         if ckpt.latest_step() != step:
           ckpt.save(step, state, meta(step))

@@ -13,7 +13,6 @@ images were to be extracted and none could be read, 2 for bad input.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Sequence
 
@@ -21,7 +20,7 @@ from absl import logging
 
 from vqajax.core import files
 from vqajax.core.errors import InputError, exit_status
-from vqajax.features import images, models, weights
+from vqajax.features import images, models, recorded, weights
 from vqajax.features.extract import extract
 
 
@@ -52,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
     raise InputError(f"{args.images}: no image files (extensions {', '.join(images.EXTENSIONS)})")
   model = models.MODELS[args.model](layer=args.layer)
   params = weights.load_params(args.weights, model, args.model)
-  settings = {"model": args.model, "layer": args.layer, "preprocess": args.preprocess,
-              "image_size": weights.IMAGE_SIZE, "dtype": args.dtype, "weights": os.path.basename(args.weights)}
+  settings = recorded.settings(args.model, args.layer, args.preprocess, weights.IMAGE_SIZE, args.dtype,
+                               args.weights)
   summary = extract(paths, model, params, args.out, settings, preprocess=args.preprocess,
                     image_size=weights.IMAGE_SIZE, batch=args.batch, dtype=args.dtype,
                     chunk=args.chunk, log_every=args.log_every)

@@ -100,6 +100,40 @@ class _Progress:
       logging.info("%d / %d images, %.1f images/s, ETA %s", self.done, self.total, rate, eta)
 
 
+class Forward:
+  """The model jitted over a 1-D ('data',) mesh of the local devices; `batch` is the
+  requested batch rounded up to a multiple of the device count."""
+
+  def __init__(self, model: nn.Module, params, batch: int):
+    devices = jax.local_devices()
+    self.batch = -(-batch // len(devices)) * len(devices)
+    mesh = Mesh(np.array(devices), ("data",))
+    self._data, replicated = NamedSharding(mesh, PartitionSpec("data")), NamedSharding(mesh, PartitionSpec())
+    self._forward = jax.jit(lambda p, x: model.apply({"params": p}, x),
+                            in_shardings=(replicated, self._data), out_shardings=self._data)
+    self._params = jax.device_put(params, replicated)
+
+  def __call__(self, inputs: np.ndarray) -> jax.Array:
+    """The outputs of a [batch, size, size, 3] input batch (dispatched, not fetched)."""
+    return self._forward(self._params, jax.device_put(inputs, self._data))
+
+
+def features_of(paths: list[str], forward: Forward, preprocess: str, image_size: int, dtype: str) -> np.ndarray:
+  """[len(paths), ...] float32 features of image files as `extract` stores them (cast to
+  its `dtype`); a file that cannot be decoded is an InputError naming it."""
+  out = []
+  for start in range(0, len(paths), forward.batch):
+    chunk = paths[start:start + forward.batch]
+    inputs = np.zeros((forward.batch, image_size, image_size, 3), np.float32)
+    for i, path in enumerate(chunk):
+      try:
+        inputs[i] = images.load(path, preprocess, image_size)
+      except images.UnreadableImage as e:
+        raise InputError(f"{path}: not a readable image ({e})") from None
+    out.append(np.asarray(jax.device_get(forward(inputs)))[:len(chunk)].astype(dtype))
+  return np.concatenate(out).astype(np.float32)
+
+
 def extract(paths: list[str], model: nn.Module, params, out: str, settings: dict, *,
             preprocess: str = "vqa", image_size: int = 224, batch: int = 32,
             dtype: str = "float16", chunk: int = 256, log_every: int = 1000) -> Summary:
@@ -113,15 +147,11 @@ def extract(paths: list[str], model: nn.Module, params, out: str, settings: dict
   todo = [(path, key) for path, key in zip(paths, ids) if key not in store.done]
   summary = Summary(images=len(paths), already=len(paths) - len(todo))
 
-  devices = jax.local_devices()
-  batch = -(-batch // len(devices)) * len(devices)  # a multiple of the device count
-  mesh = Mesh(np.array(devices), ("data",))
-  data, replicated = NamedSharding(mesh, PartitionSpec("data")), NamedSharding(mesh, PartitionSpec())
-  forward = jax.jit(lambda p, x: model.apply({"params": p}, x),
-                    in_shardings=(replicated, data), out_shardings=data)
-  params = jax.device_put(params, replicated)
+  forward = Forward(model, params, batch)
+  batch = forward.batch
   progress = _Progress(len(todo), log_every)
   rows: list[tuple[list[int], np.ndarray]] = []  # fetched, not yet in a chunk
+  path_of = {key: path for path, key in todo}
 
   def fetch(keys: list[int], outputs: jax.Array) -> None:
     rows.append((keys, np.asarray(jax.device_get(outputs))[:len(keys)].astype(dtype)))
@@ -130,7 +160,8 @@ def extract(paths: list[str], model: nn.Module, params, out: str, settings: dict
 
   def flush() -> None:
     if rows:
-      store.append(np.concatenate([k for k, _ in rows]), np.concatenate([f for _, f in rows]))
+      keys = np.concatenate([k for k, _ in rows])
+      store.append(keys, np.concatenate([f for _, f in rows]), [path_of[k] for k in keys.tolist()])
       rows.clear()
 
   in_flight = None
@@ -149,7 +180,7 @@ def extract(paths: list[str], model: nn.Module, params, out: str, settings: dict
         break
     if not keys:
       break
-    outputs = forward(params, jax.device_put(inputs, data))  # dispatched, runs while we fetch
+    outputs = forward(inputs)  # dispatched, runs while we fetch
     if in_flight:
       fetch(*in_flight)
     in_flight = (keys, outputs)

@@ -3,7 +3,8 @@
 While extracting into `OUT` (`.h5` / `.hdf5` / `.npy`), finished rows go to
 `OUT.partial/chunk_NNNNNN.npz` (image ids + features), each written to a temp file, synced
 and renamed: a kill loses at most the chunk being filled. `meta.json` there records the
-settings; a rerun with other settings is an error. `finish()` streams the rows of an
+settings; a rerun with other settings is an error, as is adding to a finished store that
+records other settings. The settings go into the store (`store` docstring). `finish()` streams the rows of an
 existing `OUT` (images added to a finished store) and of the chunks into
 `OUT.partial/store.*`, then moves that onto `OUT` (for `.npy` the ids file first, then
 the features) and removes `OUT.partial`. A kill between those moves is rolled forward by
@@ -22,7 +23,7 @@ import numpy as np
 
 from vqajax.core.errors import InputError
 from vqajax.core.files import write_atomic, write_json_atomic
-from vqajax.features.store import FeatureStore, ids_path, write_store_blocks
+from vqajax.features.store import FeatureStore, ids_path, sidecars, write_store_blocks
 
 _BLOCK_ROWS = 1024  # rows copied at a time from an existing store
 
@@ -33,7 +34,7 @@ class ChunkedStore:
   def __init__(self, out: str, settings: dict, row_shape: tuple[int, ...], dtype: str):
     if not out.endswith((".h5", ".hdf5", ".npy")):
       raise InputError(f"{out}: unknown feature store type (expected .h5, .hdf5 or .npy)")
-    self.out, self.row_shape, self.dtype = out, tuple(row_shape), np.dtype(dtype)
+    self.out, self.row_shape, self.dtype, self.settings = out, tuple(row_shape), np.dtype(dtype), settings
     self.partial = out + ".partial"
     self._staged = os.path.join(self.partial, "store" + os.path.splitext(out)[1])
     self._roll_forward()
@@ -43,6 +44,9 @@ class ChunkedStore:
       if store.shape != self.row_shape or store.dtype != self.dtype:
         raise InputError(f"{out}: holds {store.dtype} features of shape {store.shape}, this run makes "
                          f"{self.dtype} {self.row_shape}: extract into another store")
+      if store.settings is not None and store.settings != settings:
+        raise InputError(f"{out}: was extracted with {store.settings}, this run asks for {settings}: "
+                         "extract into another store")
       self.done.update(store.image_ids.tolist())
       store.close()
     meta = os.path.join(self.partial, "meta.json")
@@ -59,11 +63,12 @@ class ChunkedStore:
       with np.load(chunk) as arrays:
         self.done.update(arrays["image_ids"].tolist())
 
-  def append(self, image_ids: np.ndarray, features: np.ndarray) -> None:
-    """Adds rows as one durable chunk."""
+  def append(self, image_ids: np.ndarray, features: np.ndarray, paths: list[str] | None = None) -> None:
+    """Adds rows (and their image files) as one durable chunk."""
     path = os.path.join(self.partial, f"chunk_{len(self._chunks):06d}.npz")
+    paths = np.array([""] * len(image_ids) if paths is None else [os.path.abspath(p) for p in paths], str)
     write_atomic(path, lambda f: np.savez(f, image_ids=np.asarray(image_ids, np.int64),
-                                          features=np.asarray(features, self.dtype)))
+                                          features=np.asarray(features, self.dtype), paths=paths))
     self._chunks.append(path)
     self.done.update(np.asarray(image_ids).tolist())
 
@@ -74,12 +79,14 @@ class ChunkedStore:
       return len(self.done)
     existing = FeatureStore(self.out) if os.path.exists(self.out) else None
     ids = [existing.image_ids] if existing else []
+    paths = (existing.image_paths or [""] * len(existing.image_ids)) if existing else []
     for chunk in self._chunks:
       with np.load(chunk) as arrays:
         ids.append(arrays["image_ids"])
+        paths.extend(arrays["paths"].tolist() if "paths" in arrays.files else [""] * len(arrays["image_ids"]))
     try:
       write_store_blocks(self._staged, np.concatenate(ids), self.row_shape, self.dtype,
-                         self._blocks(existing))
+                         self._blocks(existing), self.settings, paths)
     finally:
       if existing:
         existing.close()
@@ -100,6 +107,9 @@ class ChunkedStore:
     if not os.path.exists(self._staged):
       return  # no merge finished: chunks are merged (again) by finish()
     if self.out.endswith(".npy") and os.path.exists(ids_path(self._staged)):
+      for staged, out in zip(sidecars(self._staged), sidecars(self.out)):
+        if os.path.exists(staged):
+          os.replace(staged, out)
       os.replace(ids_path(self._staged), ids_path(self.out))
     os.replace(self._staged, self.out)
     shutil.rmtree(self.partial)

@@ -5,6 +5,14 @@ A store holds `features` [N, ...] (float16 or float32) and `image_ids` [N]:
 * HDF5: one file with datasets `features` and `image_ids`;
 * npy: `NAME.npy` (features) beside `NAME.image_ids.npy`.
 
+A store made by `vqajax features` also holds the extractor's settings (`settings`: model,
+layer, preprocessing, image size, dtype, the weights file and its sha256), so features of
+new images can be computed the same way (`vqajax ask`): the HDF5 attribute `settings`
+(JSON), or `NAME.settings.json` beside a `.npy` store; and the image file of each row
+(`image_paths`, "" where unknown): the HDF5 dataset `image_paths`, or
+`NAME.image_paths.json` (a list in row order). Other stores (the synthetic ones) have
+neither.
+
 Rows are read on demand into private buffers (HDF5, or `pread` for .npy, not a memory
 map: mapped pages that were read stay in the process's RSS), so a store larger than RAM
 trains and the process's memory does not grow with the store
@@ -13,6 +21,7 @@ trains and the process's memory does not grow with the store
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Callable, Iterable
 
@@ -20,7 +29,8 @@ import h5py
 import numpy as np
 
 from vqajax.core.errors import InputError
-from vqajax.core.files import temp_path
+from vqajax.core.files import temp_path, write_json_atomic
+from vqajax.core.official_files import load_json
 
 _FLOAT_DTYPES = (np.float16, np.float32)
 
@@ -31,6 +41,19 @@ class FeatureStoreError(InputError):
 
 def ids_path(npy_path: str) -> str:
   return npy_path[: -len(".npy")] + ".image_ids.npy"
+
+
+def settings_path(npy_path: str) -> str:
+  return npy_path[: -len(".npy")] + ".settings.json"
+
+
+def paths_path(npy_path: str) -> str:
+  return npy_path[: -len(".npy")] + ".image_paths.json"
+
+
+def sidecars(npy_path: str) -> tuple[str, str]:
+  """The optional files beside a `.npy` store, moved in before its ids file."""
+  return settings_path(npy_path), paths_path(npy_path)
 
 
 def _runs(rows: np.ndarray) -> list[tuple[int, int]]:
@@ -105,6 +128,7 @@ class FeatureStore:
       if path.endswith(".npy"):
         self._file = self._features = _NpyRows(path)
         image_ids = np.load(ids_path(path), allow_pickle=False)
+        settings, paths = (load_json(p) if os.path.exists(p) else None for p in sidecars(path))
       else:
         self._file = h5py.File(path, "r")
         for key in ("features", "image_ids"):
@@ -112,10 +136,20 @@ class FeatureStore:
             raise FeatureStoreError(f"{path}: missing dataset '{key}' (expected 'features' and 'image_ids')")
         self._features = _H5Rows(self._file["features"])
         image_ids = self._file["image_ids"][...]
+        text = self._file.attrs.get("settings")
+        settings = json.loads(text) if text is not None else None
+        paths = self._file["image_paths"].asstr()[...].tolist() if "image_paths" in self._file else None
     except FeatureStoreError:
       raise
     except (OSError, ValueError, EOFError) as e:  # 0-byte, truncated or not a store at all
       raise FeatureStoreError(f"{path}: not a readable feature store ({type(e).__name__}: {e})") from None
+    if settings is not None and not isinstance(settings, dict):
+      raise FeatureStoreError(f"{path}: its extractor settings are {type(settings).__name__}, expected an object")
+    self.settings: dict | None = settings  # the extractor's (module docstring), None if not extracted
+    if paths is not None and (not isinstance(paths, list) or len(paths) != len(image_ids)
+                              or not all(isinstance(p, str) for p in paths)):
+      raise FeatureStoreError(f"{path}: its image paths are not one string per image id")
+    self.image_paths: list[str] | None = paths  # row order, "" unknown
     if not np.issubdtype(image_ids.dtype, np.integer):
       raise FeatureStoreError(f"{path}: image ids are {image_ids.dtype}, expected integers")
     if self._features.dtype not in _FLOAT_DTYPES:
@@ -149,6 +183,13 @@ class FeatureStore:
       raise FeatureStoreError(f"{self.path}: no features for image_id {ids[np.argmin(found)]}{where}")
     return self._order[pos]
 
+  def image_path(self, image_id: int) -> str | None:
+    """The image file the row of `image_id` was extracted from, if recorded and still there."""
+    if self.image_paths is None:
+      return None
+    path = self.image_paths[int(self.rows([image_id])[0])]
+    return path if path and os.path.isfile(path) else None
+
   def check_shape(self, expected: tuple[int, ...]) -> None:
     if self.shape != tuple(expected):
       raise FeatureStoreError(
@@ -169,15 +210,19 @@ class FeatureStore:
       self._file.close()
 
 
-def write_store(path: str, image_ids, features) -> None:
+def write_store(path: str, image_ids, features, settings: dict | None = None,
+                image_paths: list[str] | None = None) -> None:
   """Writes a store atomically (a failed write leaves no file behind)."""
   features = np.asarray(features)
-  write_store_blocks(path, image_ids, features.shape[1:], features.dtype, [features])
+  write_store_blocks(path, image_ids, features.shape[1:], features.dtype, [features], settings, image_paths)
 
 
-def write_store_blocks(path: str, image_ids, row_shape, dtype, blocks: Iterable) -> None:
+def write_store_blocks(path: str, image_ids, row_shape, dtype, blocks: Iterable,
+                       settings: dict | None = None, image_paths: list[str] | None = None) -> None:
   """Writes a store atomically from consecutive blocks of feature rows (one row per image
-  id, in order), holding one block at a time; the file is synced before it is moved in."""
+  id, in order), holding one block at a time; the file is synced before it is moved in.
+  `settings`, `image_paths`: the extractor's (module docstring); beside a `.npy` store they
+  are moved in first."""
   image_ids = np.asarray(image_ids, np.int64)
   dtype, shape = np.dtype(dtype), (len(image_ids),) + tuple(row_shape)
   if dtype not in _FLOAT_DTYPES:
@@ -191,6 +236,10 @@ def write_store_blocks(path: str, image_ids, row_shape, dtype, blocks: Iterable)
         features = f.create_dataset("features", shape=shape, dtype=dtype)  # contiguous: see _H5Rows
         written = _write_blocks(path, shape, dtype, blocks, features.__setitem__)
         f.create_dataset("image_ids", data=image_ids)
+        if settings is not None:
+          f.attrs["settings"] = json.dumps(settings, sort_keys=True)
+        if image_paths is not None:
+          f.create_dataset("image_paths", data=list(image_paths), dtype=h5py.string_dtype())
     else:
       with open(tmp, "wb") as f:
         np.lib.format.write_array_header_1_0(
@@ -203,6 +252,11 @@ def write_store_blocks(path: str, image_ids, row_shape, dtype, blocks: Iterable)
       with open(done, "rb") as f:
         os.fsync(f.fileno())
     if suffix == ".npy":
+      for side, content in zip(sidecars(path), (settings, image_paths)):
+        if content is not None:
+          write_json_atomic(side, content)
+        elif os.path.exists(side):  # an older store's, not this one's
+          os.remove(side)
       os.replace(ids_path(tmp), ids_path(path))
     os.replace(tmp, path)
   finally:

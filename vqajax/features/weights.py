@@ -9,6 +9,7 @@ imported only to read `.pth` files; `convert` writes the `.npz` that needs no to
 
 from __future__ import annotations
 
+import hashlib
 from typing import Callable, Mapping
 
 import numpy as np
@@ -146,6 +147,18 @@ def load_params(source: str | Mapping[str, np.ndarray], model: VGG | ViT, name: 
         node = node.setdefault(part, {})
       node[path[-1]] = to_flax(np.asarray(state[key], np.float32))
   return params
+
+
+def sha256(path: str) -> str:
+  """The hex sha256 of a weights file (recorded in the stores extracted with it)."""
+  digest = hashlib.sha256()
+  try:
+    with open(path, "rb") as f:
+      for block in iter(lambda: f.read(1 << 20), b""):
+        digest.update(block)
+  except OSError as e:
+    raise WeightsError(f"{path}: cannot read the weights file ({e.strerror})") from None
+  return digest.hexdigest()
 
 
 def convert(pth: str, npz: str) -> int:

@@ -34,6 +34,7 @@ class VQAData:
   val_info: dict[str, str]           # data_type / data_subtype, for official result names
   table_ids: dict[str, np.ndarray]   # raw_ids / norm_ids of the answer table
   bag_sizes: dict[str, int]          # bins of the bag-of-words inputs (question_bow, caption_bow)
+  encoders: Encoders | None = None   # what turned the records into arrays (new questions: `ask`)
 
 
 def resolve(config_data, name: str) -> str:
@@ -94,7 +95,7 @@ def read_split(config_data, split: str):
 
 
 @dataclasses.dataclass
-class _Encoders:
+class Encoders:
   """What turns records into arrays; built from the training split."""
   vocab: text.Vocab
   answers: text.TopK
@@ -104,8 +105,14 @@ class _Encoders:
   interner: vqa_accuracy.Interner
   max_len: int
 
+  def questions(self, questions: list[str]) -> dict[str, np.ndarray]:
+    """The model's text inputs of question strings: tokens, length, question_bow."""
+    token_lists = [text.tokenize(q) for q in questions]
+    tokens, lengths = self.vocab.encode(token_lists, self.max_len)
+    return {"tokens": tokens, "length": lengths, "question_bow": self.question_bag.indices(token_lists, self.max_len)}
 
-def _caption_bags(image_ids, captions: dict[int, list[str]], path: str, table: text.TopK) -> np.ndarray:
+
+def caption_bags(image_ids, captions: dict[int, list[str]], path: str, table: text.TopK) -> np.ndarray:
   """[N, width] caption-word indices of each image's captions together (-1 padded)."""
   by_image = {}
   for image_id in dict.fromkeys(image_ids):
@@ -129,25 +136,21 @@ def _answer_indices(annotations, answers: text.TopK) -> np.ndarray:
   return out
 
 
-def _arrays(records, source, enc: _Encoders, store, captions=None):
+def _arrays(records, source, enc: Encoders, store, captions=None):
   questions = [q for q, _ in records]
   annotations = [a for _, a in records]
-  token_lists = [text.tokenize(q["question"]) for q in questions]
-  tokens, lengths = enc.vocab.encode(token_lists, enc.max_len)
   image_ids = [q["image_id"] for q in questions]
   out = {
       "question_id": np.array([q["question_id"] for q in questions], np.int64),
       "image_row": store.rows(image_ids, source).astype(np.int32),
-      "tokens": tokens,
-      "length": lengths,
-      "question_bow": enc.question_bag.indices(token_lists, enc.max_len),
+      **enc.questions([q["question"] for q in questions]),
       "label": enc.answers.index(a["multiple_choice_answer"] for a in annotations),
       "answer_index": _answer_indices(annotations, enc.answers),
       "answer_type": np.array([ANSWER_TYPES.index(a["answer_type"]) for a in annotations], np.int32),
       "question_type": np.array([enc.question_types[a["question_type"]] for a in annotations], np.int32),
   }
   if captions is not None:
-    out["caption_bow"] = _caption_bags(image_ids, *captions, enc.caption_words)
+    out["caption_bow"] = caption_bags(image_ids, *captions, enc.caption_words)
   out.update(vqa_accuracy.encode_targets(annotations, enc.interner))
   if "multiple_choices" in questions[0]:
     width = max(len(q["multiple_choices"]) for q in questions)
@@ -206,7 +209,7 @@ def load(config_data) -> VQAData:
       (w for c in captions["train"][0].values() for s in c for w in text.tokenize(s)),
       config_data.caption_words)
   question_types = sorted({a["question_type"] for _, a in train_records + val_records})
-  enc = _Encoders(vocab=vocab, answers=answers,
+  enc = Encoders(vocab=vocab, answers=answers,
                   question_bag=text.QuestionBag.build(train_tokens, config_data.bow_words,
                                                       config_data.bow_lead_words),
                   caption_words=caption_words,
@@ -222,4 +225,4 @@ def load(config_data) -> VQAData:
   return VQAData(train=train, val=_arrays(val_records, val_source, enc, store, captions["val"]),
                  vocab=vocab, answers=answers, store=store, question_types=question_types,
                  val_records=val_records, val_info=val_info,
-                 table_ids={"raw_ids": raw_ids, "norm_ids": norm_ids}, bag_sizes=bag_sizes)
+                 table_ids={"raw_ids": raw_ids, "norm_ids": norm_ids}, bag_sizes=bag_sizes, encoders=enc)

@@ -1,0 +1,125 @@
+"""Asking trained VQA-AnswerTherapy models where each answer of a question is grounded
+(`vqajax ask` on a grounding_mask workdir).
+
+`Grounder.from_workdir(workdir)` restores a grounding_mask run (its recorded config, its
+data's vocabulary, a checkpoint) and, with `class_workdir`, a grounding_class run that
+decides single / multiple. Without one the decision comes from the predicted masks by
+the dataset's rule (`analysis`: every pair of groundings with IoU > 0.9 is
+single). Images are the run's grid-store ids or image files whose features are made with
+the extractor settings the run recorded (`features/recorded.py`).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import jax
+import numpy as np
+
+from vqajax.answertherapy import analysis, grounding_class, grounding_mask, masks
+from vqajax.answertherapy import dataset as therapy_dataset
+from vqajax.answertherapy.iou import iou
+from vqajax.core import sharding, trained
+from vqajax.core.errors import InputError
+from vqajax.features.recorded import Extractor
+
+
+class _Model:
+  """A restored run's model applied to one question, padded to one row per device."""
+
+  def __init__(self, exp, params, output):
+    self.exp, self.params, self.rows = exp, params, exp.mesh.devices.size
+    apply = lambda p, batch: output(exp.model.apply({"params": p}, batch, train=False))
+    self._apply = jax.jit(sharding.in_mesh(exp.mesh, apply))
+
+  def __call__(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    batch = {k: np.repeat(v, self.rows, axis=0) for k, v in inputs.items()}
+    return np.asarray(jax.device_get(self._apply(self.params, sharding.to_global(batch, self.exp.mesh))))[0]
+
+
+class Grounder:
+  """Answer-grounding masks and the single / multiple call (module docstring)."""
+
+  def __init__(self, mask_run, class_run=None, weights: str | None = None):
+    exp, params, record = mask_run
+    self._data, self._config = exp.data, exp.config
+    self._masks = _Model(exp, params, jax.nn.sigmoid)
+    self._classes = None
+    if class_run is not None:
+      class_exp = class_run[0]
+      if class_exp.data.store is not None and class_exp.data.store.path != exp.data.store.path:
+        raise InputError(f"the grounding_class run reads {class_exp.data.store.path}, the mask run "
+                         f"{exp.data.store.path}: give two runs on one feature store")
+      self._classes = _Model(class_exp, class_run[1], lambda logits: jax.nn.softmax(logits)[..., 1])
+    self._extractor_settings = record.get("extractor") or exp.data.store.settings
+    self._weights, self._extractor = weights, None
+    self.image_ids: list[int] = exp.data.store.image_ids.tolist()
+    self._known = set(self.image_ids)
+
+  @classmethod
+  def from_workdir(cls, workdir: str, step: int | None = None, *, class_workdir: str | None = None,
+                   class_step: int | None = None, weights: str | None = None) -> "Grounder":
+    """A grounding_mask run's checkpoint `step` (default: the latest), optionally with a
+    grounding_class run for the single / multiple call; `weights`: the extractor's
+    weights file, if it moved."""
+    mask_run = trained.load(workdir, {"grounding_mask": grounding_mask}, step)
+    class_run = None if class_workdir is None else trained.load(
+        class_workdir, {"grounding_class": grounding_class}, class_step)
+    return cls(mask_run, class_run, weights)
+
+  @property
+  def grid(self) -> int:
+    """The side of the predicted masks (the store's grid)."""
+    return self._data.store.shape[0]
+
+  def image_path(self, image_id: int) -> str | None:
+    """The image file of a store image, if the store recorded one (extracted stores do)."""
+    return self._data.store.image_path(image_id)
+
+  def features_of(self, image_paths: list[str]) -> np.ndarray:
+    """Grid features of image files, made as the run's store's were."""
+    if self._extractor is None:
+      self._extractor = Extractor(self._extractor_settings, self._data.store.path, self._weights)
+    features = self._extractor(list(image_paths))
+    if features.shape[1:] != self._data.store.shape:
+      raise InputError(f"{self._data.store.path}: holds features of shape {self._data.store.shape}, the "
+                       f"recorded extractor makes {features.shape[1:]}")
+    return features
+
+  def _image(self, image_id, features) -> np.ndarray:
+    if (image_id is None) == (features is None):
+      raise InputError("give the image as image_id or as features, one of them")
+    if features is not None:
+      features = np.asarray(features, np.float32)
+      if features.shape != self._data.store.shape:
+        raise InputError(f"features of shape {features.shape}, the run's store holds {self._data.store.shape}")
+      return features[None]
+    if image_id not in self._known:
+      raise InputError(f"image id {image_id}: not in the run's feature store {self._data.store.path} "
+                       f"({len(self.image_ids)} images, e.g. {self.image_ids[:3]})")
+    return self._data.store.read(self._data.store.rows([image_id]))
+
+  def ground(self, question: str, answers: list[str], *, image_id: int | None = None,
+             features: np.ndarray | None = None, image_size: tuple[int, int] | None = None) -> dict:
+    """{"masks": [A, G, G] per-cell probabilities, "single": bool (None for one answer),
+    "single_from": "classifier" | "masks", "rle": a COCO RLE per answer of its mask
+    (probability >= 0.5) at `image_size` (height, width; default the grid)}."""
+    answers = list(answers)
+    width = self._config.data.max_answers
+    if not answers or len(answers) > width or not all(isinstance(a, str) and a.strip() for a in answers):
+      raise InputError(f"answers {answers!r}: expected 1 to {width} non-empty answers")
+    if not isinstance(question, str) or not question.strip():
+      raise InputError("the question is empty")
+    inputs = therapy_dataset.text_arrays([question], [tuple(answers)], self._data.vocab, self._config.data)
+    inputs["image"] = self._image(image_id, features)
+    probs = self._masks(inputs)[:len(answers)]
+    height, cols = image_size or (self.grid, self.grid)
+    binary = [masks.upsample(p >= 0.5, height, cols) for p in probs]
+    if len(answers) < 2:
+      single, source = None, None
+    elif self._classes is not None:
+      single, source = bool(self._classes(inputs) < 0.5), "classifier"
+    else:
+      ious = [float(iou(a, b, np)) for a, b in itertools.combinations(binary, 2)]
+      single, source = all(v > analysis.EQUAL_IOU for v in ious), "masks"  # the dataset's rule
+    return {"masks": probs, "single": single, "single_from": source, "rle": [masks.encode(b) for b in binary]}

@@ -1,0 +1,160 @@
+"""Asking a trained VQA model about images and questions of one's own (`vqajax ask`).
+
+`Answerer.from_workdir(workdir)` restores a checkpoint with the run's recorded config
+(run.json) and its data's encoders (vocabulary, answer table), so a new question is
+encoded exactly as the training questions were. Images are the run's feature store ids
+(no extraction) or image files, whose features are computed as the store's were: with
+the extractor settings the run recorded (`features/recorded.py`), refused when those
+weights are not there or differ. Questions go through one jitted function in fixed-size
+batches (the run's eval batch), so thousands of questions cost a few device calls.
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import numpy as np
+
+from vqajax.core import sharding, trained
+from vqajax.core.errors import InputError
+from vqajax.core.experiment import Experiment
+from vqajax.features.recorded import Extractor
+from vqajax.vqa import dataset as vqa_dataset
+from vqajax.vqa import files as vqa_files
+from vqajax.vqa import task as vqa_task
+
+MC_WIDTH = 18  # choices per question padded to this (VQA v1's count): one compiled shape
+_CAPTION_FILES = ("captions_train2014.json", "captions_val2014.json")  # looked for beside the data
+
+
+class Answerer:
+  """A trained VQA model answering questions (module docstring)."""
+
+  def __init__(self, exp: Experiment, params, record: dict, workdir: str, weights: str | None = None):
+    self.workdir, self._exp, self._data, self._params = workdir, exp, exp.data, params
+    self._extractor_settings = record.get("extractor") or exp.data.store.settings
+    self._weights, self._extractor, self._captions = weights, None, None
+    self.image_ids: list[int] = exp.data.store.image_ids.tolist()
+    self._known = set(self.image_ids)
+    self.batch = sharding.padded_batch_size(exp.config.eval_batch_size, exp.mesh)
+    self.answers: list[str] = list(exp.data.answers.answers)
+    self._predict = jax.jit(sharding.in_mesh(exp.mesh, self._top_k), static_argnums=2)
+
+  @classmethod
+  def from_workdir(cls, workdir: str, step: int | None = None, *, weights: str | None = None) -> "Answerer":
+    """The run's checkpoint `step` (default: the latest) with its recorded config;
+    `weights`: where the extractor's weights file is now, if it moved."""
+    return cls(*trained.load(workdir, {"vqa": vqa_task}, step), workdir, weights)
+
+  def _top_k(self, params, batch, k: int):
+    logits = self._exp.model.apply({"params": params}, batch, train=False)
+    probs, index = jax.lax.top_k(jax.nn.softmax(logits), k)
+    return probs, index, vqa_task.multiple_choice(logits, batch["choice_index"])
+
+  # ------------------------------------------------------------------- images
+
+  def _caption_table(self) -> dict[int, list[str]]:
+    """Every caption of the run's data: its configured caption files, else the COCO
+    caption files beside its data (the embedded dataset has them), else none."""
+    if self._captions is None:
+      data = self._exp.config.data
+      named = [vqa_dataset.resolve(data, f"{s}_captions") for s in ("train", "val") if data.get(f"{s}_captions")]
+      paths = named or [p for p in (os.path.join(data.dir, n) for n in _CAPTION_FILES) if os.path.isfile(p)]
+      self._captions = {}
+      for path in paths:
+        self._captions.update(vqa_files.read_captions(path))
+    return self._captions
+
+  def caption(self, image_id: int) -> str | None:
+    """The first caption of a store image, if the run's data has captions."""
+    captions = self._caption_table().get(image_id)
+    return captions[0] if captions else None
+
+  def image_path(self, image_id: int) -> str | None:
+    """The image file of a store image, if the store recorded one (extracted stores do)."""
+    self._check_ids([image_id])
+    return self._data.store.image_path(image_id)
+
+  def features_of(self, image_paths: list[str]) -> np.ndarray:
+    """Features of image files, made as the run's store's were (module docstring)."""
+    if self._extractor is None:
+      self._extractor = Extractor(self._extractor_settings, self._data.store.path, self._weights)
+    features = self._extractor(list(image_paths))
+    if features.shape[1:] != self._data.store.shape:
+      raise InputError(f"{self._data.store.path}: holds features of shape {self._data.store.shape}, the "
+                       f"recorded extractor makes {features.shape[1:]}")
+    return features
+
+  def _check_ids(self, image_ids) -> None:
+    unknown = next((i for i in image_ids if i not in self._known), None)
+    if unknown is not None:
+      raise InputError(f"image id {unknown}: not in the run's feature store {self._data.store.path} "
+                       f"({len(self.image_ids)} images, e.g. {self.image_ids[:3]})")
+
+  # ---------------------------------------------------------------- answering
+
+  def _inputs(self, questions: list[str], image_ids, choices) -> dict[str, np.ndarray]:
+    """Host arrays of the model's inputs but the image, one row per question."""
+    inputs = self._data.encoders.questions(questions)
+    if "caption_bow" in self._data.bag_sizes:
+      if image_ids is None:
+        raise InputError("the caption model answers about store images only (their captions): give image ids")
+      path = self._exp.config.data.train_captions
+      inputs["caption_bow"] = vqa_dataset.caption_bags(image_ids, self._caption_table(), path,
+                                                       self._data.encoders.caption_words)
+    index = np.full((len(questions), MC_WIDTH), -1, np.int32)
+    for i, options in enumerate(choices or []):
+      index[i, :len(options)] = self._data.answers.index(options)
+    inputs["choice_index"] = index
+    return inputs
+
+  def _check(self, questions, image_ids, features, choices) -> None:
+    if not questions:
+      raise InputError("no questions to answer")
+    if (image_ids is None) == (features is None):
+      raise InputError("give the questions' images as image_ids or as features, one of them")
+    given = len(image_ids) if image_ids is not None else len(features)
+    if given != len(questions):
+      raise InputError(f"{len(questions)} questions but {given} images: one image per question")
+    if features is not None and tuple(np.shape(features)[1:]) != self._data.store.shape:
+      raise InputError(f"features of shape {tuple(np.shape(features)[1:])}, the run's store holds "
+                       f"{self._data.store.shape} per image")
+    if choices is not None:
+      if len(choices) != len(questions):
+        raise InputError(f"{len(questions)} questions but {len(choices)} lists of choices")
+      bad = next((i for i, c in enumerate(choices) if not 1 <= len(c) <= MC_WIDTH), None)
+      if bad is not None:
+        raise InputError(f"question {bad}: {len(choices[bad])} choices, expected 1 to {MC_WIDTH}")
+    if image_ids is not None:
+      self._check_ids(image_ids)
+
+  def answer(self, questions: list[str], *, image_ids: list[int] | None = None,
+             features: np.ndarray | None = None, k: int = 5,
+             choices: list[list[str]] | None = None) -> list[dict]:
+    """Top-k answers (answer, probability) of each question about its image (a store id
+    or a row of `features`); with `choices`, also the model's pick among them."""
+    self._check(questions, image_ids, features, choices)
+    if not isinstance(k, int) or k < 1:
+      raise InputError(f"k: expected a positive integer, got {k!r}")
+    k = min(k, len(self.answers))
+    image_ids = None if image_ids is None else list(image_ids)
+    inputs = self._inputs(list(questions), image_ids, choices)
+    store = self._data.store
+    inputs["image"] = np.asarray(features, np.float32) if features is not None else store.rows(image_ids)
+    pad = -len(questions) % self.batch  # the last batch repeats its last row
+    inputs = {name: np.concatenate([v, np.repeat(v[-1:], pad, axis=0)]) for name, v in inputs.items()}
+    dispatched = []
+    for start in range(0, len(questions) + pad, self.batch):
+      batch = {name: v[start:start + self.batch] for name, v in inputs.items()}
+      if features is None:  # store rows: read a batch at a time
+        batch["image"] = store.read(batch["image"])
+      dispatched.append(self._predict(self._params, sharding.to_global(batch, self._exp.mesh), k))
+    probs, index, picks = (np.concatenate(x)[:len(questions)] for x in zip(*jax.device_get(dispatched)))
+    out = []
+    for q, (question, p, i) in enumerate(zip(questions, probs, index)):
+      item = {"question": question, "answers": [(self.answers[a], float(v)) for a, v in zip(i, p)]}
+      if choices is not None:
+        item["choice"] = choices[q][int(picks[q])]
+      out.append(item)
+    return out
