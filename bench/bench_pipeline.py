@@ -1,25 +1,29 @@
-"""Input pipeline: throughput alone vs the model's consumption, and peak RSS while training
-from a feature store of 8 GB.
+"""Input pipeline: the examples/s the host hands to the step in both feature modes, each
+beside the model's consumption rate, and peak RSS while training from a feature store of 8 GB.
 
-    python bench/bench_pipeline.py [--store-gb 8] [--format h5|npy] [--dtype float32]
-                                   [--dir /tmp] [--train-steps 8]
+    python bench/bench_pipeline.py [--rows 40000] [--grid-rows 4000] [--batch 500]
+                                   [--store-gb 8] [--format h5|npy] [--dtype float32]
+                                   [--dir /tmp] [--train-steps 8] [--grid-steps 2]
 
-Writes a store of --store-gb GB of random 4096-d features (--dtype) block by block into a
-temporary directory under --dir (cut to what fits with 2 GB to spare, which is printed)
-and deletes it at the end; one question per stored image (VQA-like lengths, vocabulary
-15k, K 1000), so one epoch reads every image once. Then a fresh process, whose peak RSS
-is the training process's alone, runs:
-
-1. `pipeline.train_dataset` (batch 500, tf.data) alone for one epoch: examples/s;
-2. deeper LSTM Q + norm I (the paper's config, the jitted step of `vqajax.core.train`) trained
-   for --train-steps steps on that pipeline, after compiling every length bucket:
-   examples/s, i.e. the rate at which the model consumes input;
-
-and prints the ratio of 1. to 2. (target >= 10x) and its peak RSS (target <= 2 GB) last.
-The worker runs twice with one persistent compilation cache (as `vqajax train` has by
-default): the first compiles the step, the second, like a restarted run, loads it; XLA's
-compiler alone takes ~0.5 GB at its peak.
-The store was just written, so it is read from the page cache when RAM holds it.
+1. Device-resident global features (`core.device_features`): a random float16 fc7 table of
+   --rows images on the devices; the host's `pipeline.train_dataset` sends token ids, labels
+   and row ids only (target >= 200k examples/s per host), beside deeper LSTM Q + norm I
+   (the paper's config, the step of `vqajax.core.train` gathering the rows) consuming them.
+2. Streamed grids, 7x7x512 and 14x14x512 float16 `.npy` stores of --grid-rows images (random
+   rows, one read per run of rows, float16 to the step): the host's examples/s (target
+   >= 20k), beside the AnswerTherapy grounding classifier (attention over the cells)
+   consuming them at its batch of 64.
+   Both with 1, 2 and all cores' worth of readers (`train_dataset(readers=)`, batches loaded
+   at once); every rate is checked to be positive and finite, and one batch of each mode
+   against the arrays / store it came from.
+3. Peak RSS: a store of --store-gb GB of random 4096-d features (--dtype, --format) is
+   written block by block under --dir (cut to what fits with 2 GB to spare, which is
+   printed); a fresh process (whose peak RSS is the training process's alone) reads it for
+   one epoch through the streamed pipeline, then trains deeper LSTM Q + norm I on it for
+   --train-steps steps after compiling every length bucket (target <= 2 GiB). It runs twice
+   with one persistent compilation cache (as `vqajax train` has by default): the first
+   compiles the step, the second, like a restarted run, loads it.
+Stores are read from the page cache when RAM holds them (they were just written).
 """
 
 import argparse
@@ -30,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 
 import h5py
 import numpy as np
@@ -37,6 +42,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # experiments/
 
 BATCH, VOCAB, ANSWERS, DIM, MAX_LEN = 500, 15000, 1000, 4096, 26
+GRID_BATCH, GRID_CHANNELS, ANSWERS_PER_QUESTION, ANSWER_LEN = 64, 512, 4, 6
 SPARE_BYTES = 2 * 2**30
 
 
@@ -66,10 +72,10 @@ def rss(field: str = "VmHWM") -> int:
     return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field + ":"))
 
 
-def worker(store_path: str, train_steps: int) -> dict:
+def worker(store_path: str, train_steps: int, config_arg: str, batch: int) -> dict:
   """Pipeline alone for an epoch, then training on it; runs in its own process."""
   import jax
-  from jax_vqa import JaxTrainer, vqa_lengths
+  from jax_vqa import JaxTrainer
 
   from experiments.vqa import deeper_lstm_norm_i
   from vqajax.core import pipeline, sharding
@@ -77,39 +83,159 @@ def worker(store_path: str, train_steps: int) -> dict:
 
   store = FeatureStore(store_path)
   n = len(store.image_ids)
-  rng = np.random.default_rng(0)
-  lengths = vqa_lengths(rng, n)
-  tokens = rng.integers(2, VOCAB, (n, MAX_LEN)).astype(np.int32)
-  tokens[np.arange(MAX_LEN)[None, :] >= lengths[:, None]] = 0
-  arrays = {"tokens": tokens, "length": lengths, "label": rng.integers(0, ANSWERS, n).astype(np.int32),
-            "image_row": store.rows(store.image_ids).astype(np.int32)}
+  arrays = question_arrays(np.random.default_rng(0), n)
+  tokens = arrays["tokens"]
 
   phases = {"imports and question arrays": rss("VmRSS")}
-  batches = pipeline.train_dataset(arrays, store, BATCH, seed=0, start_step=0).as_numpy_iterator()
-  epoch = n // BATCH
+  batches = pipeline.train_dataset(arrays, store, batch, seed=0, start_step=0).as_numpy_iterator()
+  epoch = max(n // batch, 1)
   start = time.perf_counter()
   for _ in range(epoch):
     next(batches)
-  pipeline_rate = epoch * BATCH / (time.perf_counter() - start)
+  pipeline_rate = epoch * batch / (time.perf_counter() - start)
   phases["the pipeline's epoch"] = rss()
 
   mesh = sharding.data_mesh()
   example = next(batches)
-  trainer = JaxTrainer(deeper_lstm_norm_i.get_config(), VOCAB, ANSWERS, mesh, example)
+  trainer = JaxTrainer(deeper_lstm_norm_i.get_config(config_arg), VOCAB, ANSWERS, mesh, example)
   for width in (*pipeline.LENGTH_BUCKETS, MAX_LEN):  # compile every bucket
     jax.block_until_ready(trainer.step(sharding.to_global(
-        dict(example, tokens=tokens[:BATCH, :width], length=np.minimum(example["length"], width)), mesh)))
+        dict(example, tokens=tokens[:batch, :width], length=np.minimum(example["length"], width)), mesh)))
   phases["model state and compiling"] = rss()
   start = time.perf_counter()
   for _ in range(train_steps):
     metrics = trainer.step(sharding.to_global(next(batches), mesh))
   jax.block_until_ready(metrics)
-  train_rate = train_steps * BATCH / (time.perf_counter() - start)
+  train_rate = train_steps * batch / (time.perf_counter() - start)
   return {"rows": n, "pipeline": pipeline_rate, "train": train_rate, "peak_rss": rss(), "phases": phases}
+
+
+
+
+def question_arrays(rng, n: int) -> dict:
+  """VQA-like token ids, lengths and labels of `n` questions, one per image (row i)."""
+  from jax_vqa import vqa_lengths
+  lengths = vqa_lengths(rng, n)
+  tokens = rng.integers(2, VOCAB, (n, MAX_LEN)).astype(np.int32)
+  tokens[np.arange(MAX_LEN)[None, :] >= lengths[:, None]] = 0
+  return {"tokens": tokens, "length": lengths, "label": rng.integers(0, ANSWERS, n).astype(np.int32),
+          "image_row": np.arange(n, dtype=np.int32)}
+
+
+def measured(rate: float) -> float:
+  if not (np.isfinite(rate) and rate > 0):
+    raise RuntimeError(f"not a measurement: {rate}")
+  return rate
+
+
+def host_rate(arrays, store, keys, batch: int, readers: int, check, min_batches: int) -> float:
+  """examples/s that `pipeline.train_dataset` hands over over an epoch and at least
+  `min_batches` batches (by default many more than tf.data prefetches), after its first batch;
+  `check(rows, batch)` is called on that first batch."""
+  from vqajax.core import pipeline
+  batches = pipeline.train_dataset(arrays, store, batch, seed=0, start_step=0, keys=keys,
+                                   readers=readers).as_numpy_iterator()
+  check(pipeline.train_rows(len(arrays["label"]), batch, 0, 0), next(batches))
+  count = max(len(arrays["label"]) // batch, min_batches)
+  start = time.perf_counter()
+  for _ in range(count):
+    next(batches)
+  return measured(count * batch / (time.perf_counter() - start))
+
+
+def model_rate(trainer, batches, steps: int) -> float:
+  """examples/s the model consumes: `steps` train steps on global `batches` after a first
+  (compiling) one."""
+  import jax
+  jax.block_until_ready(trainer.step(batches[0]))
+  start = time.perf_counter()
+  for i in range(steps):
+    metrics = trainer.step(batches[i % len(batches)])
+  jax.block_until_ready(metrics)
+  if not np.isfinite(float(metrics["loss"])):
+    raise RuntimeError("the model's loss is not finite")
+  return measured(steps * len(batches[0]["label"]) / (time.perf_counter() - start))
+
+
+def device_resident(rows: int, batch: int, steps: int, readers: list[int], config_arg: str,
+                    min_batches: int) -> list[str]:
+  """Part 1: host rates with the table on the devices, beside the model's."""
+  import jax
+  from jax_vqa import JaxTrainer
+
+  from experiments.vqa import deeper_lstm_norm_i
+  from vqajax.core import device_features, pipeline, sharding
+  from vqajax.core.task import IMAGE_ROW
+  rng = np.random.default_rng(0)
+  arrays = question_arrays(rng, rows)
+  mesh = sharding.data_mesh()
+  table = jax.device_put(rng.random((rows, DIM), np.float32).astype(np.float16), sharding.replicated(mesh))
+  features = device_features.DeviceFeatures(table, sharded=False, splits={"train": arrays})
+  keys = pipeline.TRAIN_KEYS + (IMAGE_ROW,)
+
+  def check(rows_, got):
+    if "image" in got or not np.array_equal(got[IMAGE_ROW], arrays[IMAGE_ROW][rows_]):
+      raise RuntimeError("the device-resident batch is not row ids of its examples")
+
+  lines = [f"{'device-resident fc7':22} host {host_rate(arrays, None, keys, batch, k, check, min_batches):9.0f} examples/s "
+           f"with {k} reader{'s' * (k > 1)} (target >= 200k)" for k in readers]
+  example = pipeline.example_batch(arrays, None, batch, keys)
+  trainer = JaxTrainer(deeper_lstm_norm_i.get_config(config_arg), VOCAB, ANSWERS, mesh,
+                       dict(example, image=np.zeros((batch, DIM), np.float32)), features)
+  rate = model_rate(trainer, [trainer.to_device(example)], steps)
+  return lines + [f"{'':22} deeper LSTM Q + norm I consumes {rate:9.0f} examples/s here (table gathered "
+                  "in the step)"]
+
+
+def streamed_grid(tmp: str, grid: int, rows: int, batch: int, steps: int, readers: list[int],
+                  config_arg: str, min_batches: int) -> list[str]:
+  """Part 2: host rates streaming a grid store, beside the grounding classifier's."""
+  from jax_vqa import JaxTrainer
+
+  from experiments.therapy import grounding_class as grounding_config
+  from vqajax.answertherapy import grounding_class
+  from vqajax.answertherapy import models as grounding
+  from vqajax.core import pipeline, sharding
+  from vqajax.features.store import FeatureStore, write_store_blocks
+  shape, rng = (grid, grid, GRID_CHANNELS), np.random.default_rng(grid)
+  path = os.path.join(tmp, f"grid{grid}.npy")
+  block = rng.random((256,) + shape, np.float32).astype(np.float16)
+  write_store_blocks(path, np.arange(rows), shape, np.float16,
+                     (block[:min(len(block), rows - s)] for s in range(0, rows, len(block))))
+  store, arrays = FeatureStore(path), question_arrays(rng, rows)
+
+  def check(rows_, got):
+    if not np.array_equal(got["image"], store.read(rows_, np.float16)) or got["image"].dtype != np.float16:
+      raise RuntimeError("the streamed batch is not its rows of the store")
+
+  name = f"streamed grid {grid}x{grid}x{GRID_CHANNELS}"
+  rates = {k: host_rate(arrays, store, pipeline.TRAIN_KEYS, batch, k, check, min_batches) for k in readers}
+  lines = [f"{name:22} host {rate:9.0f} examples/s with {k} reader{'s' * (k > 1)} (target >= 20k)"
+           for k, rate in rates.items()]
+  config = grounding_config.get_config(config_arg)
+  model = grounding.build(config.model, types.SimpleNamespace(vocab=range(VOCAB), store=store), "grounding_class")
+  lengths = arrays["length"][:GRID_BATCH]
+  example = {"tokens": arrays["tokens"][:GRID_BATCH, :16], "length": np.minimum(lengths, 16),
+             "answer_tokens": rng.integers(2, VOCAB, (GRID_BATCH, ANSWERS_PER_QUESTION, ANSWER_LEN)).astype(np.int32),
+             "answer_length": np.full((GRID_BATCH, ANSWERS_PER_QUESTION), 2, np.int32),
+             "answer_valid": np.ones((GRID_BATCH, ANSWERS_PER_QUESTION), bool),
+             "label": rng.integers(0, 2, GRID_BATCH).astype(np.int32), "weight": np.ones(GRID_BATCH, np.float32),
+             "image": store.read(np.arange(GRID_BATCH), np.float16)}
+  trainer = JaxTrainer(config, VOCAB, 2, sharding.data_mesh(), example, model=model, loss=grounding_class.loss)
+  rate = model_rate(trainer, [sharding.to_global(example, trainer.mesh)], steps)
+  store.close()
+  return lines + [f"{'':22} the grounding classifier consumes {rate:9.0f} examples/s here"]
 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--rows", type=int, default=40000)
+  parser.add_argument("--grid-rows", type=int, default=4000)
+  parser.add_argument("--batch", type=int, default=BATCH)
+  parser.add_argument("--grid-steps", type=int, default=2)
+  parser.add_argument("--min-batches", type=int, default=40, help="host batches per rate, at least")
+  parser.add_argument("--config-arg", choices=("", "runlocal"), default="",
+                      help="the models' config argument: the paper's sizes, or runlocal's (small runs)")
   parser.add_argument("--store-gb", type=float, default=8.0)
   parser.add_argument("--format", choices=("h5", "npy"), default="h5")
   parser.add_argument("--dtype", choices=("float16", "float32"), default="float32")
@@ -118,8 +244,20 @@ def main():
   parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: the measured process
   args = parser.parse_args()
   if args.worker:
-    print(json.dumps(worker(args.worker, args.train_steps)))
+    print(json.dumps(worker(args.worker, args.train_steps, args.config_arg, args.batch)))
     return
+
+  readers = sorted({1, 2, os.cpu_count()})
+  print(f"readers: 1, 2 and all ({os.cpu_count()} cores here); host batch {args.batch}; models at "
+        f"{'the paper' if not args.config_arg else args.config_arg}'s sizes", flush=True)
+  for line in device_resident(args.rows, args.batch, args.train_steps, readers, args.config_arg,
+                              args.min_batches):
+    print(line, flush=True)
+  with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+    for grid in (7, 14):
+      for line in streamed_grid(tmp, grid, args.grid_rows, args.batch, args.grid_steps, readers,
+                                args.config_arg, args.min_batches):
+        print(line, flush=True)
 
   row_bytes = DIM * np.dtype(args.dtype).itemsize
   wanted = int(args.store_gb * 2**30)
@@ -136,9 +274,12 @@ def main():
     env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=os.path.join(tmp, "xla"),
                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
     result, warm = (json.loads(subprocess.run(
-        [sys.executable, os.path.abspath(__file__), "--worker", path, "--train-steps", str(args.train_steps)],
+        [sys.executable, os.path.abspath(__file__), "--worker", path, "--train-steps", str(args.train_steps),
+         "--config-arg", args.config_arg, "--batch", str(args.batch)],
         check=True, capture_output=True, text=True, env=env).stdout.strip().splitlines()[-1]) for _ in range(2))
-  print(f"store {store_bytes / 2**30:.2f} GiB, {result['rows']} images, one question each; batch {BATCH}")
+  for figure in (result["pipeline"], result["train"], result["peak_rss"], warm["peak_rss"]):
+    measured(figure)
+  print(f"store {store_bytes / 2**30:.2f} GiB, {result['rows']} images, one question each; batch {args.batch}")
   print(f"pipeline alone     {result['pipeline']:8.0f} examples/s (one epoch)")
   print(f"training on it     {result['train']:8.0f} examples/s ({args.train_steps} steps)")
   print(f"pipeline / model consumption {result['pipeline'] / result['train']:6.1f}x (target >= 10x)")

@@ -36,15 +36,23 @@ def make_batches(rng, count, batch, vocab, answers, lengths_fn):
 class JaxTrainer:
   """The jitted, sharded step of `vqajax.core.train` with its own train state."""
 
-  def __init__(self, config, vocab, answers, mesh, example):
+  def __init__(self, config, vocab, answers, mesh, example, features=None, model=None, loss=vqa_task.loss):
+    """Deeper LSTM Q + norm I of `config` (or `model`, trained on `loss`); with `features`
+    (`core.device_features`), batches carry `image_row` and `example` its `image`."""
     sizes = types.SimpleNamespace(vocab=range(vocab), answers=range(answers),
                                   bag_sizes={"question_bow": 1030})  # what build reads of VQAData
-    model, tx = vqa_models.build(config.model, sizes), make_optimizer(config.optimizer)
+    model, tx = model or vqa_models.build(config.model, sizes), make_optimizer(config.optimizer)
     example = {k: v[:2] for k, v in example.items()}  # shapes only, as `Experiment.initial_state`
     params = jax.jit(lambda: model.init(jax.random.key(0), example, train=False)["params"])()
     self.state = jax.device_put(TrainState(step=np.int32(0), params=params, opt_state=tx.init(params),
                                            rng=jax.random.PRNGKey(1)), sharding.replicated(mesh))
-    self.train_step, self.mesh, self.tx = make_train_step(model, tx, mesh, vqa_task.loss), mesh, tx
+    self.train_step, self.mesh, self.tx = make_train_step(model, tx, mesh, loss, features), mesh, tx
+    self.model = model
+
+  def loss(self, batch) -> float:
+    """The loss of the current parameters on a host batch, dropout off (no step taken)."""
+    params = jax.device_get(self.state.params)
+    return float(vqa_task.loss(self.model.apply({"params": params}, batch, train=False), batch))
 
   def to_device(self, batch):
     width = bucket_length(int(batch["length"].max()), MAX_LEN)

@@ -22,8 +22,8 @@ from experiments.vqa import bow_q_i
 from vqajax import cli
 from vqajax.answertherapy import grounding_class, grounding_mask
 from vqajax.answertherapy.ask import Grounder
+from vqajax.core import checkpoint, evaluate, run_record, train, trained
 from vqajax.core import config as config_lib
-from vqajax.core import evaluate, train, trained
 from vqajax.core.errors import InputError
 from vqajax.core.experiment import Experiment
 from vqajax.features import extract, models, recorded, weights
@@ -56,6 +56,18 @@ def _train(config, workdir):
   return str(workdir)
 
 
+def _initialised(config, workdir):
+  """A run whose checkpoint is its freshly initialised state (what asking reads of a run,
+  without compiling a train step)."""
+  task = cli.task_of(config)
+  exp = Experiment.build(task, config, jax.devices()[:1])
+  saver = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"))
+  saver.save(0, exp.initial_state(), {"input_step": 0, "seed": config.seed})
+  saver.close()
+  run_record.write_run_file(str(workdir), config, task.sizes(exp.data))
+  return str(workdir)
+
+
 @pytest.fixture(scope="module")
 def photo_run(tiny_data, tmp_path_factory):
   """BoW Q + I trained on a store extracted from real photos (every tiny image id is a
@@ -85,7 +97,7 @@ def photo_run(tiny_data, tmp_path_factory):
 def embedded_run(tiny_data, tmp_path_factory):
   """The image-id route: a run on the embedded tiny dataset's synthetic features."""
   config = config_lib.override(bow_q_i.get_config("runlocal"), {**STEPS, "data.dir": tiny_data})
-  return _train(config, tmp_path_factory.mktemp("embedded_run"))
+  return _initialised(config, tmp_path_factory.mktemp("embedded_run"))
 
 
 def _ask(argv, capsys):
@@ -244,8 +256,8 @@ def test_stores_record_the_extractor_settings(tmp_path):
 @pytest.fixture(scope="module")
 def mask_run(tiny_therapy, tmp_path_factory):
   """A grounding_mask run on the tiny therapy set."""
-  config = config_lib.override(mask_config.get_config("runlocal"), {**STEPS, "data.dir": tiny_therapy})
-  return _train(config, tmp_path_factory.mktemp("mask_run"))
+  config = config_lib.override(mask_config.get_config("runlocal"), {"data.dir": tiny_therapy})
+  return _initialised(config, tmp_path_factory.mktemp("mask_run"))
 
 
 def _upsampled(grid, height, width):

@@ -2,7 +2,9 @@
 (identical scores, equal IoU-PQ) and prints its ratios with the targets."""
 
 import importlib.util
+import math
 import os
+import re
 import subprocess
 import sys
 
@@ -39,3 +41,22 @@ def test_bench_train_runs_against_torch():
   for target in ("(target >= 60%)", "(target >= 2.0x)", "(target >= 1.2x)"):
     assert target in out
   assert "question LSTM fwd + bwd" in out
+  assert "loss vqajax" in out and "(close)" in out and "intra_op_parallelism_threads=" in out
+  assert "vs torch padded, compiled" in out and "torch padded, compiled " in out
+
+
+def test_bench_pipeline_measures_both_feature_modes_and_peak_rss():
+  out = _run("bench_pipeline.py", "--rows", "3000", "--grid-rows", "300", "--min-batches", "4", "--batch", "256", "--store-gb", "0.03",
+             "--train-steps", "1", "--grid-steps", "1", "--config-arg", "runlocal")
+  host = re.findall(r"^(device-resident fc7|streamed grid \d+x\d+x512) +host +(\S+) examples/s with (\d+) "
+                    r"readers?", out, re.M)
+  readers = sorted({1, 2, os.cpu_count()})
+  assert [(name.split()[0], int(k)) for name, _, k in host] == [
+      (mode, k) for mode in ("device-resident", "streamed", "streamed") for k in readers]
+  consumed = re.findall(r"consumes +(\S+) examples/s here", out)
+  assert len(consumed) == 3
+  rss = re.findall(r"([\d.]+) GiB", out.split("peak RSS while training")[1])
+  figures = [float(v) for _, v, _ in host] + [float(v) for v in consumed] + [float(v) for v in rss]
+  assert all(math.isfinite(v) and v > 0 for v in figures), figures
+  assert out.count("(target >= 200k)") == len(readers) and out.count("(target >= 20k)") == 2 * len(readers)
+  assert "(target >= 10x)" in out and "target <= 2 GiB" in out

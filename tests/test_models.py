@@ -1,3 +1,4 @@
+import functools
 import importlib
 import types
 
@@ -7,9 +8,11 @@ import ml_collections
 import numpy as np
 import pytest
 
+from experiments.therapy import grounding_class
 from experiments.vqa import deeper_lstm_norm_i
+from vqajax.answertherapy import models as therapy_models
 from vqajax.core.errors import InputError
-from vqajax.nn.lstm import masked_lstm
+from vqajax.nn.lstm import IMPLS, masked_lstm, scan_lstm
 from vqajax.nn.question import LSTMEncoder
 from vqajax.vqa import models as vqa_models
 
@@ -61,12 +64,45 @@ def test_lstm_backward_matches_autodiff_of_the_plain_recurrence():
     out, c, h = fn(x, lengths, w, b)
     return jnp.sum(out * weights[0]) + jnp.sum((c + 2 * h) * weights[1])
 
-  for a, b_ in zip(ours(x, lengths, w, b), _plain_masked_lstm(x, lengths, w, b)):
-    np.testing.assert_allclose(a, b_, atol=1e-6)
-  grads = jax.grad(lambda *a: loss(ours, *a), argnums=(0, 1, 2))(x, w, b)
   plain = jax.grad(lambda *a: loss(_plain_masked_lstm, *a), argnums=(0, 1, 2))(x, w, b)
-  for a, b_ in zip(grads, plain):
-    np.testing.assert_allclose(a, b_, rtol=1e-5, atol=1e-5)
+  for fn in (ours, scan_lstm):  # the CPU shape and the accelerator shape
+    for a, b_ in zip(fn(x, lengths, w, b), _plain_masked_lstm(x, lengths, w, b)):
+      np.testing.assert_allclose(a, b_, atol=1e-6)
+    grads = jax.grad(lambda *a, fn=fn: loss(fn, *a), argnums=(0, 1, 2))(x, w, b)
+    for a, b_ in zip(grads, plain):
+      np.testing.assert_allclose(a, b_, rtol=1e-5, atol=1e-5)
+
+
+def test_both_lstm_impls_encode_alike_with_the_same_gradients():
+  tokens = np.array([[3, 4, 5, 0], [7, 0, 0, 0], [1, 2, 3, 4], [0, 0, 0, 0]])
+  lengths = np.array([3, 1, 4, 0])  # unsorted, one empty
+  encoders = {impl: LSTMEncoder(vocab_size=8, embed_dim=3, hidden=2, layers=2, impl=impl) for impl in IMPLS}
+  shapes = jax.eval_shape(encoders["chunked"].init, jax.random.key(0), tokens, lengths)  # no init to compile
+  leaves, tree = jax.tree.flatten(shapes)
+  params = tree.unflatten([jax.random.normal(jax.random.key(i), s.shape) for i, s in enumerate(leaves)])
+  weights = jax.random.normal(jax.random.key(1), (4, 8))
+
+  def loss(impl, p):
+    encoding = encoders[impl].apply(p, tokens, lengths)
+    return jnp.sum(encoding * weights), encoding
+
+  grads, outputs = {}, {}
+  for impl in IMPLS:  # one compile per impl: gradients and encodings together
+    grads[impl], outputs[impl] = jax.jit(jax.grad(functools.partial(loss, impl), has_aux=True))(params)
+  np.testing.assert_allclose(outputs["scan"], outputs["chunked"], atol=1e-6)
+  assert all(jnp.abs(g).sum() > 0 for g in jax.tree.leaves(grads["scan"]))  # every weight gets a gradient
+  jax.tree.map(functools.partial(np.testing.assert_allclose, rtol=1e-5, atol=1e-6), grads["scan"], grads["chunked"])
+
+
+def test_an_unknown_lstm_impl_is_a_clear_error():
+  cfg = deeper_lstm_norm_i.get_config("runlocal").model
+  cfg.lstm_impl = "cudnn"
+  with pytest.raises(InputError, match="config.model.lstm_impl 'cudnn' is not one of"):
+    vqa_models.build(cfg, _data())
+  therapy = grounding_class.get_config("runlocal").model
+  therapy.lstm_impl = "cudnn"
+  with pytest.raises(InputError, match="config.model.lstm_impl 'cudnn' is not one of"):
+    therapy_models.build(therapy, _data(), "grounding_class")
 
 
 def _data(vocab=10, answers=7, question_bow=1030, caption_bow=1000):

@@ -120,7 +120,7 @@ def test_rle_export_decodes_to_the_predicted_mask():
   sample = therapy_files.Sample(path="f", index=0, source="VizWiz", image_id="VizWiz_val_00000001.jpg",
                                 question_id=None, question="q?", answers=("a", "b"), polygons=(polygon,) * 2,
                                 width=101, height=75, answer_type="other", label="multiple")
-  records = grounding_mask.result_records([sample], grid[:1])
+  records = grounding_mask.result_records([sample], grounding_mask.predicted_rles([sample], grid[:1]))
   assert [r["answer"] for r in records] == ["a", "b"]
   for j, record in enumerate(records):
     assert isinstance(record["mask"]["counts"], str) and record["mask"]["size"] == [75, 101]

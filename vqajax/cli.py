@@ -22,7 +22,7 @@ VERBS = {
     "score": "the official VQA accuracy of a results file",
     "report": "the VQA paper's tables and figures from finished runs",
     "data": "write the embedded synthetic datasets",
-    "therapy": "VQA-AnswerTherapy: dataset analysis (3.2) and construction (3.1)",
+    "therapy": "VQA-AnswerTherapy: dataset analysis (3.2), construction (3.1), Table 4 across runs",
     "features": "image features with torchvision weights, into a feature store",
     "tfds": "prepare TFDS datasets from the official files",
     "ask": "a trained run's answers (or answer groundings) about images and questions of your own",
@@ -144,10 +144,11 @@ def _resolved_config(verb: str, args, overrides):
   from vqajax.core import config as config_lib  # pylint: disable=g-import-not-at-top
   from vqajax.core import (
     files,  # pylint: disable=g-import-not-at-top
+    fs,  # pylint: disable=g-import-not-at-top
     run_record,  # pylint: disable=g-import-not-at-top
   )
   from vqajax.core.errors import InputError  # pylint: disable=g-import-not-at-top
-  if verb == "eval" and not os.path.isdir(args.workdir):
+  if verb == "eval" and not fs.isdir(args.workdir):
     raise InputError(f"--workdir {args.workdir}: no such run")
   if args.config:
     config = config_lib.load_config(args.config)
@@ -163,10 +164,10 @@ def _resolved_config(verb: str, args, overrides):
 def prepare_data(config) -> None:
   """The embedded dataset the config asks for, written first if absent (a visible step)."""
 
-  from vqajax.core import files  # pylint: disable=g-import-not-at-top
+  from vqajax.core import files, fs  # pylint: disable=g-import-not-at-top
   from vqajax.synthetic import embedded  # pylint: disable=g-import-not-at-top
   embedded.prepare(config)
-  given = [v for v in config.data.values() if isinstance(v, str) and os.path.isabs(v)]
+  given = [v for v in config.data.values() if isinstance(v, str) and fs.isabs(v)]
   files.protect(config.data.dir, *given)  # no output goes into the data or over its files
 
 

@@ -2,7 +2,7 @@
 
 Per question, the answer groundings (masks at the image size, `data.masks`) are compared
 pairwise by IoU. A question has a SINGLE grounding when every pair has IoU > 0.9, else
-MULTIPLE groundings; this decision is checked against the released `binary_label`. Each
+MULTIPLE groundings (`iou.single_grounding`, the rule `from_masks` applies to predicted masks); this decision is checked against the released `binary_label`. Each
 pair of a multiple-grounding question has one relation, the first that holds of:
   disjoint     IoU = 0
   equal        IoU > 0.9
@@ -27,11 +27,10 @@ import numpy as np
 
 from vqajax.answertherapy import masks
 from vqajax.answertherapy.files import SOURCES, Sample, check_unique
-from vqajax.answertherapy.iou import iou_from_counts
+from vqajax.answertherapy.iou import EQUAL_IOU, iou_from_counts, single_grounding
 from vqajax.core import tables
 from vqajax.core.errors import InputError
 
-EQUAL_IOU = 0.9
 RELATIONS = ("disjoint", "equal", "contained", "intersected")
 SINGLE, MULTIPLE = "single", "multiple"
 ALL = "all"
@@ -47,7 +46,7 @@ class Grounded:
 
   @property
   def grounding(self) -> str:
-    return SINGLE if all(v > EQUAL_IOU for v in self.ious) else MULTIPLE
+    return SINGLE if single_grounding(np.array(self.ious, np.float64), xp=np) else MULTIPLE
 
 
 def relation(intersection: int, area_a: int, area_b: int) -> str:

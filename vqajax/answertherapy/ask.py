@@ -4,21 +4,18 @@
 `Grounder.from_workdir(workdir)` restores a grounding_mask run (its recorded config, its
 data's vocabulary, a checkpoint) and, with `class_workdir`, a grounding_class run that
 decides single / multiple. Without one the decision comes from the predicted masks by
-the dataset's rule (`analysis`: every pair of groundings with IoU > 0.9 is
+the dataset's rule (`from_masks`: every pair of groundings with IoU > 0.9 is
 single). Images are the run's grid-store ids or image files whose features are made with
 the extractor settings the run recorded (`features/recorded.py`).
 """
 
 from __future__ import annotations
 
-import itertools
-
 import jax
 import numpy as np
 
-from vqajax.answertherapy import analysis, grounding_class, grounding_mask, masks
 from vqajax.answertherapy import dataset as therapy_dataset
-from vqajax.answertherapy.iou import iou
+from vqajax.answertherapy import from_masks, grounding_class, grounding_mask, masks
 from vqajax.core import sharding, trained
 from vqajax.core.errors import InputError
 from vqajax.features.recorded import Extractor
@@ -120,6 +117,5 @@ class Grounder:
     elif self._classes is not None:
       single, source = bool(self._classes(inputs) < 0.5), "classifier"
     else:
-      ious = [float(iou(a, b, np)) for a, b in itertools.combinations(binary, 2)]
-      single, source = all(v > analysis.EQUAL_IOU for v in ious), "masks"  # the dataset's rule
+      single, source = from_masks.grounding(binary) == from_masks.SINGLE, "masks"  # the dataset's rule
     return {"masks": probs, "single": single, "single_from": source, "rle": [masks.encode(b) for b in binary]}

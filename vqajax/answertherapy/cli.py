@@ -1,12 +1,18 @@
-"""vqajax therapy: the VQA-AnswerTherapy dataset analysis (paper section 3.2).
+"""vqajax therapy: the VQA-AnswerTherapy dataset analysis (paper section 3.2), its
+construction (3.1) and Table 4 across runs.
 
   vqajax therapy analyze FILE... --out DIR
+  vqajax therapy table4 [NAME=]WORKDIR... --out DIR
 
 FILE is a released annotation file (e.g. VQA_train.json, VizWiz_train.json). Writes
 agreement, disagreements, relation_pairs, table1, table2, table3 and degenerate as
 Markdown, CSV and JSON into DIR and prints them (`analysis.therapy`). A file given twice
 (by any path to it) and a record repeated in or across files (the same image_id,
 question_id, question and answers: `files.check_unique`) are refused, naming both.
+
+`table4` writes DIR/table4.{md,csv,json} of classifier (`grounding_class`) and mask
+(`grounding_mask`: single vs multiple from the predicted masks) workdirs with the naive
+baselines, per source (`report`), and prints it.
 """
 
 from __future__ import annotations
@@ -46,6 +52,12 @@ def analyze(args) -> None:
         f"tables in {args.out}")
 
 
+def table4(args) -> None:
+  from vqajax.answertherapy import report  # pylint: disable=g-import-not-at-top  (jax, the models)
+  print(report.write(args.runs, args.out))
+  print(f"Table 4 in {args.out}")
+
+
 def _parser(prog: str) -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   commands = parser.add_subparsers(dest="command", required=True)
@@ -55,6 +67,12 @@ def _parser(prog: str) -> argparse.ArgumentParser:
   command = commands.add_parser("analyze", help="single vs multiple groundings, Tables 1-3")
   command.set_defaults(fn=analyze)
   command.add_argument("files", nargs="+", metavar="FILE", help="VQA-AnswerTherapy JSON file")
+  command.add_argument("--out", required=True, help="output directory")
+  command = commands.add_parser("table4", help="Table 4 of classifier and mask runs (single vs multiple "
+                                "from the predicted masks) with the naive baselines")
+  command.set_defaults(fn=table4)
+  command.add_argument("runs", nargs="+", metavar="[NAME=]WORKDIR",
+                       help="a grounding_class or grounding_mask training workdir (evaluated first if needed)")
   command.add_argument("--out", required=True, help="output directory")
   return parser
 

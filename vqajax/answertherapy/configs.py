@@ -39,6 +39,7 @@ def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.Co
   data.tfds_dir = ""                    # ... in this directory (vqajax/tfds), relative to dir
   data.features = "features/therapy_grid.npy"  # grid store keyed by therapy_files.feature_key; "" none
   data.feature_shape = ()               # [G, G, C] checked against the store; () -> the store's
+  data.features_on_device = "auto"      # the feature table on the devices: auto | true | false | sharded
   data.max_question_len = 16
   data.max_answer_len = 6
   data.max_answers = 4                  # answers per question (2-4 in the released files)
@@ -51,6 +52,7 @@ def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.Co
   m.embed_dim = 300
   m.lstm_dim = 512
   m.lstm_layers = 1
+  m.lstm_impl = "chunked"               # the recurrence: "chunked" (CPU) | "scan" (TPU / GPU; nn/lstm.py)
   m.dropout = 0.5 if task == "grounding_class" else 0.1
   if task == "grounding_class":
     m.fused_dim = 512

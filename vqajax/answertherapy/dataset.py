@@ -32,7 +32,7 @@ from absl import logging
 
 from vqajax.answertherapy import files as therapy_files
 from vqajax.answertherapy import masks
-from vqajax.core import text
+from vqajax.core import fs, text
 from vqajax.core.errors import InputError
 from vqajax.core.official_files import DATA_SOURCES
 from vqajax.features.keys import feature_key
@@ -63,9 +63,9 @@ def _read(config_data, files: str) -> list[therapy_files.Sample]:
     raise InputError(f"config.data.source '{config_data.source}' is not one of {DATA_SOURCES}")
   if config_data.source == "raw":
     return [s for name in names for s in therapy_files.read_therapy(
-        name if os.path.isabs(name) else os.path.join(config_data.dir, name))]
+        name if fs.isabs(name) else os.path.join(config_data.dir, name))]
   from vqajax.answertherapy import tfds_records  # pylint: disable=g-import-not-at-top
-  tfds_dir = config_data.tfds_dir if os.path.isabs(config_data.tfds_dir) else os.path.join(
+  tfds_dir = config_data.tfds_dir if fs.isabs(config_data.tfds_dir) else os.path.join(
       config_data.dir, config_data.tfds_dir)
   splits = [os.path.splitext(os.path.basename(name))[0] for name in names]
   return [s for split in splits for s in therapy_files.read_therapy(
@@ -142,7 +142,7 @@ def load(config, grid_targets: bool = False) -> TherapyData:
     train, val = holdout_split(train, data.holdout, config.seed)
   store = None
   if data.features:
-    store = FeatureStore(data.features if os.path.isabs(data.features) else os.path.join(data.dir, data.features))
+    store = FeatureStore(data.features if fs.isabs(data.features) else os.path.join(data.dir, data.features))
     if data.feature_shape:
       store.check_shape(tuple(data.feature_shape))
   elif grid_targets:

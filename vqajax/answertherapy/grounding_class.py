@@ -23,14 +23,14 @@ from vqajax.answertherapy import dataset as therapy_dataset
 from vqajax.answertherapy import groups as therapy_groups
 from vqajax.answertherapy import models as grounding
 from vqajax.answertherapy import precision_recall as pr
-from vqajax.answertherapy.groups import BY_SOURCE, LABELS, key
+from vqajax.answertherapy import table4
+from vqajax.answertherapy.groups import LABELS
 from vqajax.core import tables
 from vqajax.core.files import write_atomic_many
 
 BEST_METRIC = "balanced_accuracy"
 TEXT_KEYS = therapy_dataset.TEXT_KEYS
 TRAIN_KEYS = TEXT_KEYS + ("label", "weight")
-METHODS = (("always single", "always_single/"), ("always multiple", "always_multiple/"))
 
 load = therapy_dataset.load
 sizes = therapy_dataset.sizes
@@ -69,22 +69,9 @@ def make_eval_step(model, data, mesh):
   return eval_step
 
 
-def _named(prefix: str, sums) -> dict[str, float]:
-  precision, recall = pr.precision_recall(sums)
-  out = {}
-  for g, group in enumerate(BY_SOURCE):
-    for c, label in enumerate(LABELS):
-      for name, value in (("precision", precision[g, c]), ("recall", recall[g, c])):
-        if value is not None:
-          out[prefix + key(group, f"{name}/{label}")] = value
-  return out
-
-
 def summarise(totals) -> dict[str, float]:
   """Percent metrics of the model and of the naive baselines (module docstring)."""
-  metrics = _named("", totals)
-  for c, (_, prefix) in enumerate(METHODS):
-    metrics.update(_named(prefix, pr.always(totals["actual"], c)))
+  metrics = table4.with_baselines(totals)
   actual = totals["actual"][0]
   metrics["accuracy"] = pr.ratio(totals["true_positive"][0].sum(), actual.sum())
   recalls = [metrics[f"recall/{label}"] for c, label in enumerate(LABELS) if actual[c] > 0]
@@ -92,23 +79,13 @@ def summarise(totals) -> dict[str, float]:
   return metrics
 
 
-def table4(name: str, metrics: dict[str, float]) -> tuple[list[str], list[dict]]:
-  """The paper's Table 4: per source, precision / recall with each class positive, for
-  the naive baselines and the model; undefined values are None ("-")."""
-  columns = ["source", "method"] + [f"{label} {m}" for label in LABELS for m in ("precision", "recall")]
-  rows = []
-  for group in BY_SOURCE:
-    for method, prefix in METHODS + ((name, ""),):
-      row = {"source": group or "all", "method": method}
-      for label in LABELS:
-        for m in ("precision", "recall"):
-          row[f"{label} {m}"] = metrics.get(prefix + key(group, f"{m}/{label}"))
-      rows.append(row)
-  return columns, rows
+def table4_rows(name: str, metrics: dict[str, float]) -> tuple[list[str], list[dict]]:
+  """The paper's Table 4 of the naive baselines and the model (`table4.table`)."""
+  return table4.table(table4.baseline_rows(metrics) + [(name, metrics, "")])
 
 
 def table(name: str, metrics: dict[str, float]) -> str:
-  return tables.markdown(*table4(name, metrics))
+  return tables.markdown(*table4_rows(name, metrics))
 
 
 def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) -> None:
@@ -122,4 +99,4 @@ def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) 
                     "label": sample.label, "predicted": LABELS[int(predicted)], "p_multiple": float(p)})
   write_atomic_many({os.path.join(out_dir, "predictions.json"): records,
                      os.path.join(out_dir, "metrics.json"): metrics}, make_dirs=True)
-  tables.write_table(out_dir, "table4", *table4(config.name, metrics))
+  tables.write_table(out_dir, "table4", *table4_rows(config.name, metrics))

@@ -1,20 +1,29 @@
 """Challenge 2 of VQA-AnswerTherapy (paper section 4.2): a mask for every answer's
-grounding, over grid image features. (Task contract: `tasks/__init__.py`.)
+grounding, over grid image features. (Task contract: `core/task.py`.)
 
 Target: each answer's grid mask (`therapy_dataset`: the share of each cell its polygon
 covers). Loss: per-cell binary cross-entropy of the predicted logit against that share,
-averaged over the cells of the valid answers. Evaluation is on the grid: the predicted
-mask is sigmoid >= 0.5, the ground truth is share >= 0.5, both [G, G]; IoU per answer
-grounding (`metrics.iou`, empty vs empty = 1) and IoU-PQ (mean over a question's
+averaged over the cells of the valid answers. Evaluation on the device is on the grid:
+the predicted mask is sigmoid >= 0.5, the ground truth is share >= 0.5, both [G, G]; IoU
+per answer grounding (`iou.iou`, empty vs empty = 1) and IoU-PQ (mean over a question's
 groundings, then over questions) as masked sums under jit, overall, per source, per
 grounding label (single / multiple) and per source x label (`VizWiz/multiple/iou_pq`).
 The "whole image" baseline (every cell on, for every answer) is scored the same way
 (`whole_image/...`). An I+Q model has one mask per question: every answer slot gets the
 same text, so the same mask is compared with each answer's grounding.
 
+Pixel level (`pixel/iou_pq`, `whole_image/pixel/...`), when the results are written: each
+predicted grid mask upsampled to its image against the polygon rasterised at the image
+size (`pixel_iou`), as a user scoring results.json would; the unprefixed names are the
+grid level. Single vs multiple from the masks (`from_masks`, under jit on the grid masks:
+single when every pair of a question's valid answers' masks has IoU > 0.9), scored as
+Table 4 (`from_masks/precision/multiple`, ..., with the naive baselines `always_single/...`;
+an I+Q model, one mask per question, always answers single).
+
 Results per step: results.json, one record per val answer with its predicted mask
-upsampled to the image (`masks.upsample`) as a COCO RLE (`counts` a str), metrics.json,
-table5 (IoU-PQ and IoU overall / per source) and table6 (IoU-PQ by single / multiple).
+upsampled to the image (`masks.upsample_rle`) as a COCO RLE (`counts` a str),
+metrics.json, table5 (IoU-PQ and IoU overall / per source), table6 (IoU-PQ by single /
+multiple), both with a row per level (`masks` grid | pixel), and table4 (from masks).
 """
 
 from __future__ import annotations
@@ -26,9 +35,10 @@ import numpy as np
 import optax
 
 from vqajax.answertherapy import dataset as therapy_dataset
+from vqajax.answertherapy import from_masks, iou, masks, pixel_iou, table4
 from vqajax.answertherapy import groups as therapy_groups
-from vqajax.answertherapy import iou, masks
 from vqajax.answertherapy import models as grounding
+from vqajax.answertherapy import precision_recall as pr
 from vqajax.answertherapy.groups import BY_SOURCE, BY_SOURCE_AND_LABEL, LABELS, key
 from vqajax.core import tables
 from vqajax.core.files import write_atomic_many
@@ -36,7 +46,11 @@ from vqajax.core.files import write_atomic_many
 BEST_METRIC = "iou_pq"
 TEXT_KEYS = therapy_dataset.TEXT_KEYS
 TRAIN_KEYS = TEXT_KEYS + ("grid_mask",)
-METHODS = (("whole image", "whole_image/"),)
+# (row name, sums, metric prefix) of Tables 5 and 6; the model's metrics have no prefix.
+METHODS = (("whole image", "whole_image", "whole_image/"), ("model", "model", ""))
+PIXEL = "pixel/"
+LEVELS = (("grid", ""), ("pixel", PIXEL))  # grid-level metrics keep the unprefixed names
+FROM_MASKS = "from_masks/"
 
 
 def load(config):
@@ -76,64 +90,106 @@ def make_eval_step(model, data, mesh):
     pred, gt = logits >= 0.0, batch["grid_mask"] >= 0.5  # sigmoid >= 0.5
     valid = batch["answer_valid"] & batch["mask"][:, None]
     groups = therapy_groups.weights(batch, by_label=True)
+    decided = from_masks.multiple(pred, valid).astype(jnp.int32)
     sums = {"model": iou.group_sums(pred, gt, valid, groups),
-            "whole_image": iou.group_sums(jnp.ones_like(gt), gt, valid, groups)}
+            "whole_image": iou.group_sums(jnp.ones_like(gt), gt, valid, groups),
+            "from_masks": pr.confusion_sums(decided, batch["label"], therapy_groups.weights(batch))}
     return {"mask": pred}, sums
 
   return eval_step
 
 
-def summarise(totals) -> dict[str, float]:
-  """IoU-PQ and IoU in percent per group, of the model and the whole-image baseline."""
+def _named(sums, prefix: str) -> dict[str, float]:
+  """IoU-PQ and IoU in percent per group (BY_SOURCE_AND_LABEL) of `iou.group_sums`."""
   metrics = {}
-  for method, prefix in (("model", ""), ("whole_image", "whole_image/")):
-    sums = totals[method]
-    for g, group in enumerate(BY_SOURCE_AND_LABEL):
-      for name, count in (("iou_pq", "questions"), ("iou", "groundings")):
-        if sums[count][g] > 0:
-          metrics[prefix + key(group, name)] = float(100 * sums[name][g] / sums[count][g])
+  for g, group in enumerate(BY_SOURCE_AND_LABEL):
+    for name, count in (("iou_pq", "questions"), ("iou", "groundings")):
+      if sums[count][g] > 0:
+        metrics[prefix + key(group, name)] = float(100 * sums[name][g] / sums[count][g])
   return metrics
 
 
+def summarise(totals) -> dict[str, float]:
+  """Grid-level IoU-PQ and IoU of the model and the whole-image baseline, and Table 4 of
+  the decision from the masks with the naive baselines (module docstring)."""
+  metrics = {}
+  for _, sums, prefix in METHODS:
+    metrics.update(_named(totals[sums], prefix))
+  metrics.update(table4.with_baselines(totals["from_masks"], FROM_MASKS))
+  return metrics
+
+
+def _levels(name: str) -> list[tuple[str, str, str]]:
+  """(method, level, metric prefix) of the rows of Tables 5 and 6."""
+  return [(method if method != "model" else name, level, prefix + level_prefix)
+          for method, _, prefix in METHODS for level, level_prefix in LEVELS]
+
+
 def table5(name: str, metrics: dict[str, float]) -> tuple[list[str], list[dict]]:
-  """IoU-PQ and IoU overall and per source (the paper's Table 5 shape)."""
-  columns = ["method"] + [f"{g or 'all'} {m}" for g in BY_SOURCE for m in ("IoU-PQ", "IoU")]
-  rows = [{"method": method, **{f"{g or 'all'} {m}": metrics.get(prefix + key(g, n))
-                                for g in BY_SOURCE for m, n in (("IoU-PQ", "iou_pq"), ("IoU", "iou"))}}
-          for method, prefix in METHODS + ((name, ""),)]
+  """IoU-PQ and IoU overall and per source, grid and pixel level (the paper's Table 5 shape)."""
+  columns = ["method", "masks"] + [f"{g or 'all'} {m}" for g in BY_SOURCE for m in ("IoU-PQ", "IoU")]
+  rows = [{"method": method, "masks": level,
+           **{f"{g or 'all'} {m}": metrics.get(prefix + key(g, n))
+              for g in BY_SOURCE for m, n in (("IoU-PQ", "iou_pq"), ("IoU", "iou"))}}
+          for method, level, prefix in _levels(name)]
   return columns, rows
 
 
 def table6(name: str, metrics: dict[str, float]) -> tuple[list[str], list[dict]]:
-  """IoU-PQ by grounding label, overall and per source (the paper's Table 6 shape)."""
+  """IoU-PQ by grounding label, overall and per source, grid and pixel level (Table 6 shape)."""
   groups = [key(g, label) for g in BY_SOURCE for label in LABELS]
-  rows = [{"method": method, **{g: metrics.get(prefix + key(g, "iou_pq")) for g in groups}}
-          for method, prefix in METHODS + ((name, ""),)]
-  return ["method"] + groups, rows
+  rows = [{"method": method, "masks": level, **{g: metrics.get(prefix + key(g, "iou_pq")) for g in groups}}
+          for method, level, prefix in _levels(name)]
+  return ["method", "masks"] + groups, rows
+
+
+def table4_rows(name: str, metrics: dict[str, float]) -> tuple[list[str], list[dict]]:
+  """Table 4 of the naive baselines and the decision from the masks (`table4.table`)."""
+  return table4.table(table4.baseline_rows(metrics) + [(f"{name} from masks", metrics, FROM_MASKS)])
 
 
 def table(name: str, metrics: dict[str, float]) -> str:
-  return tables.markdown(*table5(name, metrics)) + "\n" + tables.markdown(*table6(name, metrics))
+  return "\n".join(tables.markdown(*t(name, metrics)) for t in (table5, table6, table4_rows))
 
 
-def result_records(samples, predicted: np.ndarray) -> list[dict]:
-  """One record per answer: ids, question, answer and its predicted mask as a COCO RLE
-  at the image size; `predicted` [N, A, G, G] boolean."""
+def predicted_rles(samples, predicted: np.ndarray) -> list[list[dict]]:
+  """Per sample, its answers' predicted grid masks ([N, A, G, G] boolean) upsampled to the
+  image as COCO RLEs (`masks.upsample_rle`)."""
+  return [[masks.upsample_rle(grid, s.height, s.width) for grid in grids[:len(s.answers)]]
+          for s, grids in zip(samples, predicted)]
+
+
+def result_records(samples, rles: list[list[dict]]) -> list[dict]:
+  """One record per answer: ids, question, answer and its predicted mask as a COCO RLE at
+  the image size (`predicted_rles`; `counts` a str)."""
   records = []
-  for sample, grids in zip(samples, predicted):
+  for sample, answer_rles in zip(samples, rles):
     ids = {"image_id": sample.image_id}
     if sample.question_id is not None:
       ids["question_id"] = sample.question_id
-    for answer, grid in zip(sample.answers, grids):
+    for answer, rle in zip(sample.answers, answer_rles):
       records.append({**ids, "source": sample.source, "question": sample.question, "answer": answer,
-                      "label": sample.label,
-                      "mask": masks.encode(masks.upsample(grid, sample.height, sample.width))})
+                      "label": sample.label, "mask": masks.to_json(rle)})
   return records
 
 
-def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) -> None:
-  """results.json (RLE per answer), metrics.json, table5 and table6 .{md,csv,json}."""
-  write_atomic_many({os.path.join(out_dir, "results.json"): result_records(data.val_samples, predictions["mask"]),
+def pixel_metrics(data, rles: list[list[dict]], max_answers: int) -> dict[str, float]:
+  """The pixel-level IoU-PQ and IoU of the model and the whole image (`pixel_iou`), per group."""
+  val = data.val
+  groups = therapy_groups.weights({"mask": np.ones(len(val["label"]), bool), "source": val["source"],
+                                   "label": val["label"]}, by_label=True)
+  sums = pixel_iou.group_sums(data.val_samples, rles, np.asarray(groups), max_answers)
+  return {k: v for _, method, prefix in METHODS for k, v in _named(sums[method], prefix + PIXEL).items()}
+
+
+def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) -> dict[str, float]:
+  """Scores the masks at the pixel level, then writes results.json (RLE per answer),
+  metrics.json, table4, table5 and table6 .{md,csv,json}; returns the pixel-level metrics."""
+  rles = predicted_rles(data.val_samples, predictions["mask"])
+  pixel = pixel_metrics(data, rles, config.data.max_answers)
+  metrics = {**metrics, **pixel}
+  write_atomic_many({os.path.join(out_dir, "results.json"): result_records(data.val_samples, rles),
                      os.path.join(out_dir, "metrics.json"): metrics}, make_dirs=True)
-  tables.write_table(out_dir, "table5", *table5(config.name, metrics))
-  tables.write_table(out_dir, "table6", *table6(config.name, metrics))
+  for name, rows in (("table4", table4_rows), ("table5", table5), ("table6", table6)):
+    tables.write_table(out_dir, name, *rows(config.name, metrics))
+  return pixel

@@ -2,6 +2,9 @@
 
 IoU = |A & B| / |A | B|, with IoU(empty, empty) = 1: two groundings that both cover
 nothing agree. IoU-PQ is the mean IoU over a question's groundings, then over questions.
+The dataset's rule (`single_grounding`): a question has a single grounding when every pair
+of its groundings has IoU > EQUAL_IOU = 0.9 (`analysis` on the annotated polygons,
+`from_masks` on predicted masks).
 `xp` is jax.numpy (default, jittable) or numpy. Under jax the pixel counts come from
 masks packed 32 pixels to a word and `population_count` (bench/bench_iou.py: ~18x
 fewer bytes moved than summing booleans, which XLA widens to int32).
@@ -10,6 +13,8 @@ fewer bytes moved than summing booleans, which XLA widens to int32).
 from __future__ import annotations
 
 from types import ModuleType
+
+EQUAL_IOU = 0.9
 
 
 def _xp(xp: ModuleType | None) -> ModuleType:
@@ -23,6 +28,16 @@ def iou_from_counts(intersection, area_a, area_b, xp: ModuleType | None = None):
   xp = _xp(xp)
   union = area_a + area_b - intersection
   return xp.where(union > 0, intersection / xp.maximum(union, 1), 1.0)
+
+
+def single_grounding(pair_ious, pair_valid=None, xp: ModuleType | None = None):
+  """True where every pair over the last axis (those of `pair_valid`, if given) has IoU >
+  EQUAL_IOU, the dataset's rule for a single grounding; a question with no pair is single."""
+  xp = _xp(xp)
+  same = pair_ious > EQUAL_IOU
+  if pair_valid is not None:
+    same = same | ~pair_valid
+  return xp.all(same, axis=-1)
 
 
 def _bit_words(mask):
@@ -55,8 +70,13 @@ def group_sums(pred, gt, valid, groups, xp: ModuleType | None = None) -> dict:
   padded groundings (all False for padded questions) and `groups` [Q, S] weights:
   `iou_pq` the sum over questions of the mean IoU of their valid groundings, `questions`
   the questions with a valid grounding, `iou` the sum of IoUs and `groundings` their count."""
+  return group_sums_of(iou(pred, gt, xp), valid, groups, xp)
+
+
+def group_sums_of(ious, valid, groups, xp: ModuleType | None = None) -> dict:
+  """`group_sums` from the IoUs [Q, G] of the groundings (e.g. counted elsewhere)."""
   xp = _xp(xp)
-  ious = xp.where(valid, iou(pred, gt, xp), 0.0)
+  ious = xp.where(valid, ious, 0.0)
   counts = valid.sum(axis=-1)
   per_question = ious.sum(axis=-1) / xp.maximum(counts, 1)
   has = (counts > 0).astype(groups.dtype)

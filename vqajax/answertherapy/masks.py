@@ -1,5 +1,6 @@
 """Answer groundings as masks: polygon -> COCO RLE or boolean mask at the image size, the
-areas and pairwise intersections of a question's groundings, and model-grid fractions.
+areas and pairwise intersections of a question's groundings, model-grid fractions, and a
+grid mask back at the image size (`upsample`; `upsample_rle` as an RLE, without the mask).
 
 Rasterisation is pycocotools' (`frPyObjects` of the flattened [x1, y1, x2, y2, ...]):
 pixel (row i, column j) is in the mask when its centre (x=j+0.5, y=i+0.5) is inside the
@@ -116,7 +117,24 @@ def upsample(grid: np.ndarray, height: int, width: int) -> np.ndarray:
   return grid[rows[:, None], cols[None, :]]
 
 
+def upsample_rle(grid: np.ndarray, height: int, width: int) -> dict:
+  """The COCO RLE (pycocotools' form) of `upsample(grid, height, width)`, built from the
+  grid's runs without the [height, width] mask: memory O(width x grid rows)."""
+  rows_per_cell = np.bincount(np.arange(height) * grid.shape[0] // height, minlength=grid.shape[0])
+  columns = grid[:, np.arange(width) * grid.shape[1] // width].T  # [width, rows]: column-major order
+  values, lengths = columns.ravel(), np.tile(rows_per_cell, width)
+  values, lengths = values[lengths > 0], lengths[lengths > 0]
+  counts = np.add.reduceat(lengths, np.flatnonzero(np.r_[True, values[1:] != values[:-1]]))
+  if values[0]:  # COCO runs start with the zeros
+    counts = np.r_[0, counts]
+  return coco_mask.frPyObjects({"size": [height, width], "counts": counts.tolist()}, height, width)
+
+
+def to_json(rle: dict) -> dict:
+  """A pycocotools RLE, JSON-ready (`counts` a str)."""
+  return {"size": [int(s) for s in rle["size"]], "counts": rle["counts"].decode("ascii")}
+
+
 def encode(mask: np.ndarray) -> dict:
   """The compressed COCO RLE of a boolean [H, W] mask, JSON-ready (`counts` a str)."""
-  rle = coco_mask.encode(np.asfortranarray(mask, np.uint8))
-  return {"size": [int(s) for s in rle["size"]], "counts": rle["counts"].decode("ascii")}
+  return to_json(coco_mask.encode(np.asfortranarray(mask, np.uint8)))

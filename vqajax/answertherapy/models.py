@@ -24,6 +24,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from vqajax.core.errors import InputError
+from vqajax.nn import lstm
 from vqajax.nn.question import LSTMEncoder
 
 CLASSIFIER_INPUTS = ("q", "q+a", "i+q", "i+q+a")
@@ -36,10 +37,12 @@ class _Text(nn.Module):
   embed_dim: int
   lstm_dim: int
   lstm_layers: int
+  lstm_impl: str = "chunked"
 
   @nn.compact
   def __call__(self, batch, answers: bool):
-    encoder = LSTMEncoder(self.vocab_size, self.embed_dim, self.lstm_dim, self.lstm_layers, name="encoder")
+    encoder = LSTMEncoder(self.vocab_size, self.embed_dim, self.lstm_dim, self.lstm_layers, impl=self.lstm_impl,
+                          name="encoder")
     question = encoder(batch["tokens"], batch["length"])
     if not answers:
       return question, None
@@ -61,12 +64,13 @@ class _TextInputs(nn.Module):
   embed_dim: int = 300
   lstm_dim: int = 512
   lstm_layers: int = 1
+  lstm_impl: str = "chunked"            # nn/lstm.IMPLS
 
   def encode_text(self, batch):
     """(input parts, question [B, D], answers [B, A, D] or None); call from a compact method."""
     parts = self.inputs.split("+")
     question, answers = _Text(self.vocab_size, self.embed_dim, self.lstm_dim, self.lstm_layers,
-                              name="text")(batch, "a" in parts)
+                              self.lstm_impl, name="text")(batch, "a" in parts)
     return parts, question, answers
 
 
@@ -120,12 +124,15 @@ class MaskPredictor(_TextInputs):
 def build(cfg, data, task: str) -> nn.Module:
   """The model of `config.model` for `task` ('grounding_class' | 'grounding_mask')."""
   allowed = CLASSIFIER_INPUTS if task == "grounding_class" else MASK_INPUTS
+  lstm_impl = cfg.get("lstm_impl", "chunked")  # runs recorded before the switch: chunked
+  if lstm_impl not in lstm.IMPLS:
+    raise InputError(f"config.model.lstm_impl '{lstm_impl}' is not one of {lstm.IMPLS}")
   if cfg.inputs not in allowed:
     raise InputError(f"config.model.inputs '{cfg.inputs}' is not one of {allowed} ({task})")
   if "i" in cfg.inputs.split("+") and data.store is None:
     raise InputError(f"config.model.inputs '{cfg.inputs}' needs image features: set config.data.features")
   text = dict(vocab_size=len(data.vocab), inputs=cfg.inputs, embed_dim=cfg.embed_dim,
-              lstm_dim=cfg.lstm_dim, lstm_layers=cfg.lstm_layers, dropout=cfg.dropout)
+              lstm_dim=cfg.lstm_dim, lstm_layers=cfg.lstm_layers, lstm_impl=lstm_impl, dropout=cfg.dropout)
   if task == "grounding_class":
     return GroundingClassifier(fused_dim=cfg.fused_dim, attention_dim=cfg.attention_dim,
                                mlp_dims=tuple(cfg.mlp_dims), **text)

@@ -27,6 +27,7 @@ from orbax.checkpoint import checkpoint_managers as policies
 from vqajax.core.errors import InputError
 
 _CHECKSUM = "checksum"
+_ORBAX_SCHEMES = ("gs://", "s3://")
 
 
 class DamagedCheckpointError(InputError):
@@ -66,6 +67,9 @@ class Checkpointer:
                                            cleanup_tmp_directories=True)  # left by a kill / Ctrl-C
     if "://" not in directory:  # orbax wants absolute local paths; gs:// etc. pass through
       directory = os.path.abspath(directory)
+    elif not directory.startswith(_ORBAX_SCHEMES):  # tensorstore's remote drivers
+      raise InputError(f"{directory}: orbax cannot write there; checkpoints go to a local folder, "
+                       f"{' or '.join(_ORBAX_SCHEMES)} (use such a --workdir)")
     self.directory = directory
     self.manager = ocp.CheckpointManager(directory, options=options, item_names=("state", "meta"))
 

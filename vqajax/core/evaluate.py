@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 
 import jax
@@ -10,7 +11,7 @@ import numpy as np
 from absl import logging
 from jax.experimental import multihost_utils
 
-from vqajax.core import checkpoint, pipeline, run_record, sharding
+from vqajax.core import checkpoint, device_features, pipeline, run_record, sharding
 from vqajax.core.errors import InputError
 from vqajax.core.experiment import Experiment
 from vqajax.core.task import Task
@@ -19,16 +20,21 @@ from vqajax.core.task import Task
 class Evaluator:
   """`run(params, step) -> {name: value}` over the val split; optionally writes results."""
 
-  def __init__(self, task: Task, config, data, model, mesh):
-    self.task, self.config, self.data, self.mesh = task, config, data, mesh
+  def __init__(self, task: Task, config, data, model, mesh, features=None):
+    self.task, self.config, self.data, self.mesh, self.features = task, config, data, mesh, features
     self.keys = self.task.eval_keys(data)
-    self._eval_step = jax.jit(sharding.in_mesh(mesh, self.task.make_eval_step(model, data, mesh)))
+    eval_step = self.task.make_eval_step(model, data, mesh)
+    step = jax.jit(sharding.in_mesh(mesh, lambda params, batch, table=None: eval_step(
+        params, device_features.step_batch(batch, features, table))))
+    # the table is an argument (keeping its sharding), not a constant copied into the program
+    self._eval_step = step if features is None else functools.partial(step, table=features.table)
 
   def run(self, params, step: int, workdir: str | None = None) -> dict[str, float]:
     """The task's metrics; with `workdir`, also its results files of this step."""
     totals, kept = None, []
     batch_size = sharding.padded_batch_size(self.config.eval_batch_size, self.mesh)
-    for local in pipeline.eval_batches(self.data.val, self.data.store, batch_size, self.keys):
+    arrays, store, keys = device_features.host_inputs(self.data, self.features, "val", self.keys)
+    for local in pipeline.eval_batches(arrays, store, batch_size, keys):
       batch = sharding.to_global(local, self.mesh)
       predictions, sums = self._eval_step(params, batch)
       totals = sums if totals is None else jax.tree.map(lambda a, b: a + b, totals, sums)
@@ -36,18 +42,19 @@ class Evaluator:
         kept.append((predictions, batch["mask"]))
     metrics = self.task.summarise(jax.device_get(totals))
     if workdir is not None:
-      self._write_results(kept, step, workdir, metrics)
+      metrics.update(self._write_results(kept, step, workdir, metrics))
     return metrics
 
-  def _write_results(self, kept, step, workdir, metrics) -> None:
+  def _write_results(self, kept, step, workdir, metrics) -> dict[str, float]:
+    """Process 0 writes the results; returns the metrics the task computed from them."""
     gathered = [jax.tree.map(lambda x: multihost_utils.process_allgather(x, tiled=True), item)
                 for item in kept]
     if jax.process_index() > 0:
-      return
+      return {}
     mask = np.concatenate([m for _, m in gathered]).astype(bool)
     predictions = {k: np.concatenate([p[k] for p, _ in gathered])[mask] for k in gathered[0][0]}
-    self.task.write_results(os.path.join(workdir, "results", f"step_{step}"), self.config, self.data,
-                            predictions, {"step": step, **metrics})
+    return self.task.write_results(os.path.join(workdir, "results", f"step_{step}"), self.config, self.data,
+                                   predictions, {"step": step, **metrics}) or {}
 
 
 def evaluate_checkpoints(task: Task, config, workdir: str, step: int | None = None, every: bool = False) -> dict:
@@ -68,7 +75,7 @@ def _evaluate(task: Task, config, workdir: str, step: int | None, every: bool) -
   exp = Experiment.build(task, config)
   run_record.check_same_run(workdir, config, task.sizes(exp.data),  # its results are the run's
                             "eval writes the run's own results: evaluate with its recorded config")
-  evaluator = Evaluator(task, config, exp.data, exp.model, exp.mesh)
+  evaluator = Evaluator(task, config, exp.data, exp.model, exp.mesh, exp.features)
   target = exp.initial_state(abstract=True)
   results, failures = {}, []
   for s in steps:

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import optax
 from absl import logging
 
-from vqajax.core import pipeline, sharding
+from vqajax.core import device_features, pipeline, sharding
 from vqajax.core.errors import InputError
 from vqajax.core.task import LABEL, Task
 
@@ -49,6 +49,7 @@ class Experiment:
   data: Any
   model: Any
   tx: optax.GradientTransformation
+  features: device_features.DeviceFeatures | None  # None: streamed from the store by the host
 
   @classmethod
   def build(cls, task: Task, config, devices=None) -> "Experiment":
@@ -67,7 +68,8 @@ class Experiment:
       logging.info("%g epochs of %d train examples: %d steps", config.num_epochs, len(data.train[LABEL]),
                    config.num_train_steps)
     model = task.build_model(config.model, data)
-    return cls(config, mesh, task, data, model, make_optimizer(config.optimizer))
+    features = device_features.place(config.data.get("features_on_device", "auto"), data, mesh)
+    return cls(config, mesh, task, data, model, make_optimizer(config.optimizer), features)
 
   def initial_state(self, abstract: bool = False) -> TrainState:
     """A fresh train state, created directly with replicated shardings; with `abstract`,

@@ -10,10 +10,18 @@ Outputs are checked first (`check_output`): a command registers what it reads
 limits), and a write whose target is one of them is refused. A symlinked output is
 followed: its target is replaced (the link stays a link). An existing target that is
 not a regular file (a device, a fifo, a socket, a folder) is refused, never renamed over.
+
+URLs (`gs://...`, see `fs.py`) get the nearest honest equivalent: the file is uploaded
+under a temp name beside the target and renamed into place, which on GCS is a copy and
+a delete: a reader sees the old object or the whole new one, never part of one, but a
+crash between the two can leave the temp object (`.NAME.PID.HEX.tmp`) behind. Inputs
+are protected by their URL (a folder: every URL under it); a bucket has no links or
+special files, and an existing folder ("prefix") where a file should go is refused.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -21,20 +29,24 @@ import secrets
 import stat
 from typing import IO, Any, Callable
 
+from vqajax.core import fs
 from vqajax.core.errors import InputError
 
 SAFE_NAME = re.compile(r"[\w.+-]+")
 _PROTECTED_FILES: set[tuple[int, int]] = set()  # (st_dev, st_ino) of this process' inputs
 _PROTECTED_FOLDERS: set[str] = set()  # real paths
+_PROTECTED_URLS: set[str] = set()  # files and folders given as URLs (no trailing '/')
 
 
 def protect(*paths: str) -> None:
   """Registers inputs of the running command: no output may be written over them (a
   folder: nor anywhere inside it)."""
   for path in paths:
-    if not path or not os.path.exists(path):
+    if not path or not fs.exists(path):
       continue
-    if os.path.isdir(path):
+    if fs.is_url(path):
+      _PROTECTED_URLS.add(path.rstrip("/"))
+    elif os.path.isdir(path):
       _PROTECTED_FOLDERS.add(os.path.realpath(path))
     else:
       st = os.stat(path)
@@ -45,6 +57,7 @@ def unprotect_all() -> None:
   """Forgets the registered inputs (a new command in the same process)."""
   _PROTECTED_FILES.clear()
   _PROTECTED_FOLDERS.clear()
+  _PROTECTED_URLS.clear()
 
 
 def _inside_protected(real: str) -> str | None:
@@ -54,6 +67,8 @@ def _inside_protected(real: str) -> str | None:
 def check_output(path: str, folder: bool = False) -> str:
   """The real path to write `path` to (symlinks followed); InputError if it is an input,
   lies inside an input folder, or exists and is not a regular file (`folder`: a folder)."""
+  if fs.is_url(path):
+    return _check_url_output(path, folder)
   real = os.path.realpath(path)
   inside = _inside_protected(real)
   if inside is not None:
@@ -73,6 +88,24 @@ def check_output(path: str, folder: bool = False) -> str:
   return real
 
 
+def _check_url_output(url: str, folder: bool) -> str:
+  url = url.rstrip("/")
+  inside = next((u for u in _PROTECTED_URLS if url == u or url.startswith(u + "/")), None)
+  if inside == url:
+    raise InputError(f"{url}: is an input of this command; refusing to write over it")
+  if inside is not None:
+    raise InputError(f"{url}: lies in {inside}, an input of this command; write the output elsewhere")
+  try:
+    exists, is_folder = fs.exists(url), fs.isdir(url)
+  except OSError as e:
+    raise InputError(f"{url}: cannot write: {e.strerror}") from None
+  if exists and folder and not is_folder:
+    raise InputError(f"{url}: exists and is not a folder")
+  if exists and not folder and is_folder:
+    raise InputError(f"{url}: exists and is not a regular file; refusing to replace it")
+  return url
+
+
 def check_name(name: str, what: str) -> str:
   """`name` (taken from an input file or argument) if it is safe as one path component."""
   if not SAFE_NAME.fullmatch(name) or name in (".", ".."):
@@ -81,7 +114,7 @@ def check_name(name: str, what: str) -> str:
 
 
 def temp_path(path: str) -> str:
-  """A fresh temp name next to `path` (same directory, so os.replace is atomic)."""
+  """A fresh temp name next to `path` (same directory, so os.replace is atomic; a URL too)."""
   head, tail = os.path.split(path)
   return os.path.join(head, f".{tail}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
 
@@ -89,6 +122,8 @@ def temp_path(path: str) -> str:
 def _write_temp(path: str, write: Callable[[IO[bytes]], None], fsync: bool) -> str:
   """Writes a temp file next to `path` with `write(binary file)`; returns its path."""
   temp = temp_path(path)
+  if fs.is_url(path):  # a fresh random name: no exclusive create in buckets, none needed
+    return _write_temp_url(path, temp, write)
   try:
     # O_EXCL: never clobber; mode 0o666 & ~umask like a plain open(), unlike mkstemp's 0o600.
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
@@ -108,9 +143,22 @@ def _write_temp(path: str, write: Callable[[IO[bytes]], None], fsync: bool) -> s
   return temp
 
 
+def _write_temp_url(path: str, temp: str, write: Callable[[IO[bytes]], None]) -> str:
+  try:
+    with fs.open_file(temp, "wb") as f:
+      write(f)  # closing completes the upload: the object then exists whole
+  except BaseException as e:
+    with contextlib.suppress(OSError):
+      fs.remove(temp)
+    if isinstance(e, OSError):
+      raise InputError(f"{path}: cannot write: {e.strerror}") from None
+    raise
+  return temp
+
+
 def _replace(temp: str, path: str) -> None:
   try:
-    os.replace(temp, path)
+    fs.replace(temp, path)
   except OSError as e:
     raise InputError(f"{path}: cannot write: {e.strerror}") from None
 
@@ -133,7 +181,7 @@ def write_atomic(path: str, write: Callable[[IO[bytes]], None], *, fsync: bool =
   try:
     _replace(temp, path)
   except BaseException:
-    os.remove(temp)
+    fs.remove(temp)
     raise
 
 
@@ -172,12 +220,12 @@ def write_atomic_many(outputs: dict[str, Any], *, make_dirs: bool = False) -> No
       del temps[path]
   finally:
     for temp in temps.values():
-      os.remove(temp)
+      fs.remove(temp)
 
 
 def _make_dirs(path: str) -> None:
-  directory = os.path.dirname(os.path.abspath(path))
+  directory = fs.dirname(path)
   try:
-    os.makedirs(directory, exist_ok=True)
+    fs.makedirs(directory)
   except OSError as e:
     raise InputError(f"{path}: cannot create directory {directory}: {e.strerror}") from None

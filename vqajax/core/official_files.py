@@ -28,6 +28,7 @@ from typing import Any, Callable, Collection
 import msgspec
 import numpy as np
 
+from vqajax.core import fs
 from vqajax.core.errors import InputError
 
 # Fields checked by default besides `question_id` (unique integers, always checked),
@@ -50,7 +51,7 @@ class DataFileError(InputError):
 
 def read_bytes(path: str) -> bytes:
   try:
-    with open(path, "rb") as f:
+    with fs.open_file(path, "rb") as f:
       return f.read()
   except FileNotFoundError:
     raise DataFileError(f"{path}: file not found") from None

@@ -9,32 +9,39 @@ the fields that differ (`check_same_run`), unless the user says so explicitly.
 
 One process holds a workdir at a time (`WorkdirLock`: a `lock` file with the holder's
 host and pid, created exclusively); a lock left by a dead process on this host is
-taken over.
+taken over. In a bucket (a URL workdir, see `core/fs.py`) nothing creates exclusively:
+the lock is written only if absent, then read back, and held if it still names this
+process (a random token). That refuses a command started after the lock was written;
+two started within the same moment can both see no lock and, if each reads back before
+the other's write lands, both hold it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import time
 
 import ml_collections
 
+from vqajax.core import fs
 from vqajax.core.errors import InputError
 from vqajax.core.files import write_json_atomic
 from vqajax.core.official_files import load_json
 
 RUN_FILE = "run.json"
 LOCK_FILE = "lock"
-# Fields a rerun may change: how long it trains, how often it logs / evaluates / keeps.
+# Fields a rerun may change: how long it trains, how often it logs / evaluates / keeps, and
+# where its features live (the same values either way).
 BUDGET_FIELDS = ("num_train_steps", "num_epochs", "log_every_steps", "eval_every_steps", "keep_checkpoints",
-                 "eval_batch_size")
+                 "eval_batch_size", "data.features_on_device")
 
 
 def read_record(workdir: str) -> dict | None:
   path = os.path.join(workdir, RUN_FILE)
-  return load_json(path) if os.path.exists(path) else None
+  return load_json(path) if fs.exists(path) else None
 
 
 def write_run_file(workdir: str, config, sizes: dict, finished_step: int | None = None,
@@ -113,12 +120,17 @@ class WorkdirLock:
     self.path, self.command = os.path.join(workdir, LOCK_FILE), command
     self._held = False
 
+  def _holder(self) -> dict:
+    return {"host": socket.gethostname(), "pid": os.getpid(), "command": self.command,
+            "since": time.strftime("%Y-%m-%d %H:%M:%S"), "token": secrets.token_hex(8)}
+
   def _create(self) -> bool:
     """Creates the lock whole (written aside, then linked into place: never empty)."""
+    if fs.is_url(self.path):
+      return self._create_url()
     temp = f"{self.path}.{os.getpid()}.tmp"
     with open(temp, "w", encoding="utf-8") as f:
-      json.dump({"host": socket.gethostname(), "pid": os.getpid(), "command": self.command,
-                 "since": time.strftime("%Y-%m-%d %H:%M:%S")}, f)
+      json.dump(self._holder(), f)
     try:
       os.link(temp, self.path)
     except FileExistsError:
@@ -127,12 +139,22 @@ class WorkdirLock:
       os.remove(temp)
     return True
 
+  def _create_url(self) -> bool:
+    """Writes the lock if absent, then reads it back (see module docstring)."""
+    if fs.exists(self.path):
+      return False
+    holder = self._holder()
+    with fs.open_file(self.path, "w") as f:
+      f.write(json.dumps(holder))
+    with fs.open_file(self.path, "r") as f:
+      return json.loads(f.read()).get("token") == holder["token"]
+
   def __enter__(self) -> "WorkdirLock":
-    os.makedirs(os.path.dirname(self.path), exist_ok=True)
+    fs.makedirs(fs.dirname(self.path))
     if not self._create():
       try:
-        with open(self.path, encoding="utf-8") as f:
-          holder = json.load(f)
+        with fs.open_file(self.path, "r") as f:
+          holder = json.loads(f.read())
         pid = holder["pid"] if isinstance(holder, dict) and type(holder.get("pid")) is int else None
       except (OSError, ValueError):
         holder, pid = {}, None
@@ -142,7 +164,7 @@ class WorkdirLock:
         raise InputError(f"{os.path.dirname(self.path)}: in use by another run ({holder.get('command', '?')}, "
                          f"pid {holder.get('pid', '?')} on {holder.get('host', '?')} since "
                          f"{holder.get('since', '?')}); if that process is gone, remove {self.path}")
-      os.remove(self.path)  # left by a dead process: take it over
+      fs.remove(self.path)  # left by a dead process: take it over
       if not self._create():
         raise InputError(f"{os.path.dirname(self.path)}: in use by another run (it took the lock just now)")
     self._held = True
@@ -150,5 +172,5 @@ class WorkdirLock:
 
   def __exit__(self, *exc) -> None:
     if self._held:
-      os.remove(self.path)
+      fs.remove(self.path)
       self._held = False

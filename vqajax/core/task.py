@@ -49,8 +49,10 @@ class Task(Protocol):
   def summarise(self, totals: Mapping[str, np.ndarray]) -> dict[str, float]:
     """The metrics of the summed totals."""
 
-  def write_results(self, out_dir: str, config, data, predictions, metrics) -> None:
-    """The results files of one evaluation (host; predictions in val order)."""
+  def write_results(self, out_dir: str, config, data, predictions, metrics) -> Mapping[str, float] | None:
+    """The results files of one evaluation (host, process 0; predictions in val order);
+    may return metrics computed from the predictions on the host (e.g. pixel-level
+    scores), which join the step's metrics (and are written with them)."""
 
   def table(self, name: str, metrics: Mapping[str, float]) -> str:
     """A Markdown table for the console."""

@@ -29,6 +29,7 @@ from typing import Iterator
 import numpy as np
 import tensorflow_datasets as tfds
 
+from vqajax.core import fs
 from vqajax.core.official_files import DataFileError
 
 F = tfds.features
@@ -42,7 +43,7 @@ def with_image(spec: dict, image: F.Tensor | None) -> F.FeaturesDict:
 def open_dataset(tfds_dir: str, name: str):
   """The prepared dataset in `tfds_dir` (`<data_dir>/<name>/<config>/<version>`), which
   must be a `name` dataset."""
-  if not os.path.exists(os.path.join(tfds_dir, "dataset_info.json")):
+  if not fs.exists(os.path.join(tfds_dir, "dataset_info.json")):
     raise DataFileError(f"{tfds_dir}: not a prepared TFDS dataset (no dataset_info.json); build it with "
                         "`vqajax tfds build` (README: 'Preparing data')")
   builder = tfds.builder_from_directory(tfds_dir)

@@ -21,7 +21,7 @@ from absl import logging
 from clu import periodic_actions
 from jax.experimental import multihost_utils
 
-from vqajax.core import checkpoint, evaluate, files, pipeline, run_record, sharding, writers
+from vqajax.core import checkpoint, device_features, evaluate, files, pipeline, run_record, sharding, writers
 from vqajax.core.errors import InputError
 from vqajax.core.experiment import Experiment, TrainState
 from vqajax.core.task import Task
@@ -45,14 +45,17 @@ def _check_finite(metrics: list[dict], first_step: int, newest_checkpoint: int |
           "lower the learning rate, enable gradient clipping or check the inputs for NaN/inf")
 
 
-def make_train_step(model, tx, mesh, task_loss):
-  """The jitted step; `task_loss(outputs, batch)` is the task's loss."""
+def make_train_step(model, tx, mesh, task_loss, features=None):
+  """The jitted step `(state, batch)`; `task_loss(outputs, batch)` is the task's loss. With
+  `features` (`device_features`), batches carry `image_row` and the step gathers `image`."""
   replicated, data = sharding.replicated(mesh), sharding.data_sharding(mesh)
+  table = () if features is None else (features.table.sharding,)
 
-  @functools.partial(jax.jit, in_shardings=(replicated, data), out_shardings=(replicated, replicated),
+  @functools.partial(jax.jit, in_shardings=(replicated, data, *table), out_shardings=(replicated, replicated),
                      donate_argnums=0)
   @functools.partial(sharding.in_mesh, mesh)
-  def train_step(state: TrainState, batch):
+  def train_step(state: TrainState, batch, table=None):
+    batch = device_features.step_batch(batch, features, table)
     dropout_rng = jax.random.fold_in(state.rng, state.step)
 
     def loss_fn(params):
@@ -65,7 +68,8 @@ def make_train_step(model, tx, mesh, task_loss):
     new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
     return new_state, {"loss": loss, "grad_norm": optax.global_norm(grads)}
 
-  return train_step
+  # the table is an argument, not a constant copied into the program
+  return train_step if features is None else lambda state, batch: train_step(state, batch, features.table)
 
 
 class _Progress:
@@ -133,7 +137,7 @@ def _train(exp: Experiment, config, workdir: str, sizes: dict) -> dict:
   else:
     state, meta, start = restored
     logging.info("resumed from checkpoint at step %d (input position %d)", start, meta["input_step"])
-  evaluator = evaluate.Evaluator(task, config, data, exp.model, mesh)
+  evaluator = evaluate.Evaluator(task, config, data, exp.model, mesh, exp.features)
   final = config.num_train_steps
   if start >= final:  # nothing to train: say so, and finish what a failure left undone
     try:
@@ -152,10 +156,9 @@ def _train(exp: Experiment, config, workdir: str, sizes: dict) -> dict:
   if start == 0:
     writer.write_hparams({k: v for k, v in config.to_dict().items() if not isinstance(v, dict)})
   report = periodic_actions.ReportProgress(num_train_steps=final, writer=writer, every_steps=config.log_every_steps)
-  train_step = make_train_step(exp.model, exp.tx, mesh, task.make_loss(config))
-  batches = pipeline.numpy_batches(
-    pipeline.train_dataset(data.train, data.store, config.batch_size, config.seed, start, task.TRAIN_KEYS)
-  )
+  train_step = make_train_step(exp.model, exp.tx, mesh, task.make_loss(config), exp.features)
+  arrays, store, keys = device_features.host_inputs(data, exp.features, "train", task.TRAIN_KEYS)
+  batches = pipeline.numpy_batches(pipeline.train_dataset(arrays, store, config.batch_size, config.seed, start, keys))
   preemption, metrics, eval_metrics, progress = _Preemption(), [], {}, _Progress(start, final)
   meta = lambda step: {"input_step": step, "seed": config.seed}
   try:

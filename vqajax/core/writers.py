@@ -1,5 +1,6 @@
 """Metric writers: TensorBoard events and a JSON-lines file in the workdir (the console
-gets one line per log step from `train`)."""
+gets one line per log step from `train`). Both write to local folders and URLs
+(`gs://`: TensorBoard through TensorFlow's file systems, the JSON lines through `core/fs`)."""
 
 from __future__ import annotations
 
@@ -10,19 +11,20 @@ import jax
 import numpy as np
 from clu import metric_writers
 
-from vqajax.core import files
+from vqajax.core import files, fs
 
 
 class JsonlWriter:
   """Appends one `{"step": s, name: value, ...}` line per write_scalars call; the other
-  kinds of summary belong to TensorBoard, so this writer takes only what train writes."""
+  kinds of summary belong to TensorBoard, so this writer takes only what train writes.
+  (In a bucket an append re-uploads the file: cheap at one line per log step.)"""
 
   def __init__(self, path: str):
     self._path = files.check_output(path)  # not an input (also through a link), a regular file
 
   def write_scalars(self, step, scalars):
     record = {"step": int(step), **{k: float(np.asarray(v)) for k, v in scalars.items()}}
-    with open(self._path, "a", encoding="utf-8") as f:
+    with fs.open_file(self._path, "a") as f:
       f.write(json.dumps(record) + "\n")
 
   def write_hparams(self, hparams):
@@ -39,6 +41,6 @@ def create(workdir: str, name: str = "metrics.jsonl") -> metric_writers.MetricWr
   """Only the first process writes files."""
   if jax.process_index() > 0:
     return metric_writers.MultiWriter([])
-  os.makedirs(workdir, exist_ok=True)
+  fs.makedirs(workdir)
   return metric_writers.MultiWriter([metric_writers.SummaryWriter(workdir),
                                      JsonlWriter(os.path.join(workdir, name))])

@@ -17,22 +17,29 @@ Rows are read on demand into private buffers (HDF5, or `pread` for .npy, not a m
 map: mapped pages that were read stay in the process's RSS), so a store larger than RAM
 trains and the process's memory does not grow with the store
 (bench/bench_pipeline.py measures peak RSS on an 8 GB store).
+
+A store may also be read from a URL (`gs://bucket/fc7.h5`, through `core/fs`): each run
+of rows is then one ranged read of the object (one at a time per store). Stores are
+written on a local disk (atomically) and copied to a bucket whole.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 from typing import Callable, Iterable
 
 import h5py
 import numpy as np
 
+from vqajax.core import fs
 from vqajax.core.errors import InputError
 from vqajax.core.files import temp_path, write_json_atomic
 from vqajax.core.official_files import load_json
 
 _FLOAT_DTYPES = (np.float16, np.float32)
+_EXPONENT_BITS = {np.dtype(np.float16): (np.uint16, 0x7C00), np.dtype(np.float32): (np.uint32, 0x7F800000)}
 
 
 class FeatureStoreError(InputError):
@@ -41,6 +48,12 @@ class FeatureStoreError(InputError):
 
 def ids_path(npy_path: str) -> str:
   return npy_path[: -len(".npy")] + ".image_ids.npy"
+
+
+def _finite_rows(features: np.ndarray) -> np.ndarray:
+  """[N] whether each row is finite: no all-ones exponent (inf or NaN); ~4x np.isfinite."""
+  bits, exponent = _EXPONENT_BITS[features.dtype]
+  return (features.reshape(len(features), -1).view(bits) & bits(exponent)).max(axis=1) != exponent
 
 
 def settings_path(npy_path: str) -> str:
@@ -85,11 +98,11 @@ class _H5Rows:
 
 
 class _NpyRows:
-  """Rows of a C-order .npy array, read with `pread` (thread-safe, no memory map)."""
+  """Rows of a C-order .npy array, read with `pread` (thread-safe, no memory map); from a
+  URL with a seek and a read under a lock."""
 
   def __init__(self, path: str):
-    self._fd = os.open(path, os.O_RDONLY)
-    with open(path, "rb") as f:
+    with fs.open_file(path, "rb") as f:
       version = np.lib.format.read_magic(f)
       shape, fortran_order, self.dtype = (np.lib.format.read_array_header_1_0(f) if version == (1, 0)
                                           else np.lib.format.read_array_header_2_0(f))
@@ -98,8 +111,21 @@ class _NpyRows:
       raise FeatureStoreError(f"{path}: expected a C-order array of feature rows")
     self.path, self.shape = path, shape
     self._row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * self.dtype.itemsize
-    if os.fstat(self._fd).st_size < self._offset + shape[0] * self._row_bytes:
+    if fs.size(path) < self._offset + shape[0] * self._row_bytes:
       raise FeatureStoreError(f"{path}: truncated (its header promises {shape[0]} rows)")
+    if fs.is_url(path):
+      self._url_file, self._lock = fs.open_file(path, "rb"), threading.Lock()
+    else:
+      self._fd = os.open(path, os.O_RDONLY)
+
+  def _read_into(self, buffer: np.ndarray, offset: int) -> int:
+    if not fs.is_url(self.path):
+      return os.preadv(self._fd, [buffer], offset)
+    with self._lock:
+      self._url_file.seek(offset)
+      data = self._url_file.read(buffer.nbytes)
+    buffer.reshape(-1)[:len(data)] = np.frombuffer(data, np.uint8)
+    return len(data)
 
   def __getitem__(self, rows: np.ndarray) -> np.ndarray:
     """Rows (sorted, unique); each run of consecutive rows is one read."""
@@ -107,12 +133,15 @@ class _NpyRows:
     flat = out.reshape(len(rows), -1).view(np.uint8)
     for start, stop in _runs(rows):
       size = (stop - start) * self._row_bytes
-      if os.preadv(self._fd, [flat[start:stop]], self._offset + int(rows[start]) * self._row_bytes) != size:
+      if self._read_into(flat[start:stop], self._offset + int(rows[start]) * self._row_bytes) != size:
         raise FeatureStoreError(f"{self.path}: short read at row {rows[start]}")
     return out
 
   def close(self) -> None:
-    os.close(self._fd)
+    if fs.is_url(self.path):
+      self._url_file.close()
+    else:
+      os.close(self._fd)
 
 
 class FeatureStore:
@@ -122,15 +151,16 @@ class FeatureStore:
     self.path = path
     if not path.endswith((".h5", ".hdf5", ".npy")):
       raise FeatureStoreError(f"{path}: unknown feature store type (expected .h5, .hdf5 or .npy)")
-    if not os.path.isfile(path):
+    if not fs.isfile(path):
       raise FeatureStoreError(f"{path}: feature store not found")
     try:
       if path.endswith(".npy"):
         self._file = self._features = _NpyRows(path)
-        image_ids = np.load(ids_path(path), allow_pickle=False)
-        settings, paths = (load_json(p) if os.path.exists(p) else None for p in sidecars(path))
+        with fs.open_file(ids_path(path), "rb") as f:
+          image_ids = np.load(f, allow_pickle=False)
+        settings, paths = (load_json(p) if fs.exists(p) else None for p in sidecars(path))
       else:
-        self._file = h5py.File(path, "r")
+        self._file = h5py.File(fs.open_file(path, "rb") if fs.is_url(path) else path, "r")
         for key in ("features", "image_ids"):
           if key not in self._file:
             raise FeatureStoreError(f"{path}: missing dataset '{key}' (expected 'features' and 'image_ids')")
@@ -195,15 +225,15 @@ class FeatureStore:
       raise FeatureStoreError(
           f"{self.path}: features have shape {self.shape} per image, the config expects {tuple(expected)}")
 
-  def read(self, rows: np.ndarray) -> np.ndarray:
-    """Features of `rows` (any order, repeats allowed), as float32; NaN or inf is an error."""
+  def read(self, rows: np.ndarray, dtype=np.float32) -> np.ndarray:
+    """Features of `rows` (any order, repeats allowed), as `dtype`; NaN or inf is an error."""
     unique, inverse = np.unique(rows, return_inverse=True)
-    features = np.asarray(self._features[unique], np.float32)
-    finite = np.isfinite(features.reshape(len(unique), -1)).all(axis=1)
+    features = self._features[unique]
+    finite = _finite_rows(features)
     if not finite.all():
       raise FeatureStoreError(f"{self.path}: the features of image_id "
                               f"{self.image_ids[unique[np.argmin(finite)]]} are not finite (NaN or inf)")
-    return features[inverse]
+    return features[inverse].astype(dtype, copy=False)
 
   def close(self) -> None:
     if self._file is not None:
@@ -225,6 +255,9 @@ def write_store_blocks(path: str, image_ids, row_shape, dtype, blocks: Iterable,
   are moved in first."""
   image_ids = np.asarray(image_ids, np.int64)
   dtype, shape = np.dtype(dtype), (len(image_ids),) + tuple(row_shape)
+  if fs.is_url(path):
+    raise FeatureStoreError(f"{path}: stores are written on a local disk; copy the finished store "
+                            "to the bucket (a .npy store is two files)")
   if dtype not in _FLOAT_DTYPES:
     raise FeatureStoreError(f"{path}: need float16/float32 features with one row per image id")
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -15,6 +15,11 @@ state. What makes it fast (bench/bench_train.py measures it):
   `lax.scan` cannot do: hence the custom VJP), and the backward accumulates the weight
   gradients inside its loop, so it too only touches active rows.
 
+That shape suits a CPU, where a step costs its FLOPs. On accelerators (WORKSPACE.md, "The
+LSTM on accelerators") `scan_lstm` is the plain one: every step on the whole batch, the
+same fused-gate matmul, `lax.scan` over all T steps, autodiff's backward
+(`config.model.lstm_impl = "scan"`; the outputs and gradients are the same).
+
 `dtype` is the matmul input type (bfloat16: f32 accumulation, state and gate math in f32).
 Gate order i, f, g, o as in flax's LSTM cells.
 """
@@ -27,6 +32,7 @@ import jax
 import jax.numpy as jnp
 
 CHUNK_ROWS = 32
+IMPLS = ("chunked", "scan")  # config.model.lstm_impl
 
 
 def _dot(a, b, dtype):
@@ -55,6 +61,14 @@ def _over_active(t, chunk_steps, chunk: int, fn, *args):
   return jax.lax.switch(active - 1, branches, *args)
 
 
+def _cell(x_t, h, c, w, b, dtype):
+  """One step's (h, c, gate activations) from the fused-gate matmul."""
+  a = _activations(_dot(jnp.concatenate([x_t, h], axis=-1), w, dtype) + b)
+  i, f, g, o = jnp.split(a, 4, axis=-1)
+  c_new = f * c + i * g
+  return o * jnp.tanh(c_new), c_new, a
+
+
 def _pad_rows(a, batch):
   return jnp.concatenate([a, jnp.zeros((batch - a.shape[0],) + a.shape[1:], a.dtype)])
 
@@ -67,11 +81,9 @@ def _forward(x, lengths, w, b, dtype, chunk):
 
   def body(t, carry):
     def step(rows, h, c):
-      a = _activations(_dot(jnp.concatenate([x[t, :rows], h[:rows]], axis=-1), w, dtype) + b)
-      i, f, g, o = jnp.split(a, 4, axis=-1)
-      c_new = f * c[:rows] + i * g
+      h_new, c_new, a = _cell(x[t, :rows], h[:rows], c[:rows], w, b, dtype)
       keep = (t < lengths[:rows])[:, None]
-      h = h.at[:rows].set(jnp.where(keep, o * jnp.tanh(c_new), h[:rows]))
+      h = h.at[:rows].set(jnp.where(keep, h_new, h[:rows]))
       return h, c.at[:rows].set(jnp.where(keep, c_new, c[:rows])), _pad_rows(a, batch)
 
     h, c, ys, cs, acts = carry
@@ -139,14 +151,38 @@ def _masked_lstm_bwd(dtype, chunk, residuals, cotangents):
 masked_lstm.defvjp(_masked_lstm_fwd, _masked_lstm_bwd)
 
 
-def encode(x, lengths, weights, dtype=jnp.float32, chunk: int = CHUNK_ROWS):
+def scan_lstm(x, lengths, w, b, dtype=jnp.float32):
+  """`masked_lstm`'s outputs for x [T, B, E] in any row order: all T steps on all B rows
+  (each row's state frozen past its length), differentiated by JAX."""
+
+  def step(carry, inputs):
+    h, c = carry
+    x_t, t = inputs
+    h_new, c_new, _ = _cell(x_t, h, c, w, b, dtype)
+    keep = (t < lengths)[:, None]
+    h, c = jnp.where(keep, h_new, h), jnp.where(keep, c_new, c)
+    return (h, c), jnp.where(keep, h, 0.0)
+
+  zeros = jnp.zeros((x.shape[1], w.shape[1] // 4), jnp.float32)
+  (h, c), ys = jax.lax.scan(step, (zeros, zeros), (x, jnp.arange(x.shape[0])))
+  return ys, c, h
+
+
+def encode(x, lengths, weights, dtype=jnp.float32, chunk: int = CHUNK_ROWS, impl: str = "chunked"):
   """Stacked masked LSTM over x [T, B, E] in any row order: the last (cell, hidden) of
   every layer, concatenated, [B, 2 * layers * H]. `weights`: (w, b) per layer.
 
-  The rows are sorted by length, longest first, and padded with empty rows to a multiple
-  of `chunk` for `masked_lstm`; the encodings come back in the input order. Under
-  `shard_map` this is per device: nothing crosses devices.
+  `impl` "chunked": the rows are sorted by length, longest first, and padded with empty
+  rows to a multiple of `chunk` for `masked_lstm`; the encodings come back in the input
+  order. "scan": `scan_lstm` on the rows as they are. Under `shard_map` this is per
+  device: nothing crosses devices.
   """
+  if impl == "scan":
+    states = []
+    for w, b in weights:
+      x, c, h = scan_lstm(x, lengths, w, b, dtype)
+      states += [c, h]
+    return jnp.concatenate(states, axis=-1)
   batch = x.shape[1]
   rows = -(-batch // chunk) * chunk
   order = jnp.argsort(-lengths, stable=True)

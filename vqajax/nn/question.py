@@ -54,20 +54,22 @@ class LSTMEncoder(nn.Module):
   (and an empty question encodes to zeros); the recurrence only computes the steps of
   words (`lstm.encode`). Traced under a mesh with a 'data' axis (`sharding.in_mesh`),
   each device encodes its own rows (`shard_map`), so the batch stays sharded. `dtype`
-  is the matmul input type of the recurrence (parameters stay float32).
+  is the matmul input type of the recurrence (parameters stay float32); `impl` the
+  recurrence's shape (`lstm.IMPLS`: "chunked" for CPUs, "scan" for accelerators).
   """
   vocab_size: int
   embed_dim: int = 300
   hidden: int = 512
   layers: int = 2
   dtype: jnp.dtype = jnp.float32
+  impl: str = "chunked"
 
   @nn.compact
   def __call__(self, tokens, lengths):
     x = WordEmbedding(self.vocab_size, self.embed_dim)(tokens.T)  # time-major [T, B, E]
     weights = [_LSTMLayer(self.hidden, name=f"lstm_{layer}")(self.embed_dim if layer == 0 else self.hidden)
                for layer in range(self.layers)]
-    encode = functools.partial(lstm.encode, dtype=self.dtype)
+    encode = functools.partial(lstm.encode, dtype=self.dtype, impl=self.impl)
     mesh = jax.sharding.get_abstract_mesh()
     if mesh.shape.get("data", 1) > 1:
       encode = jax.shard_map(encode, mesh=mesh, in_specs=(P(None, "data"), P("data"), P()),

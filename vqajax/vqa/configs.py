@@ -39,6 +39,7 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   data.val_captions = ""
   data.features = "features/fc7.h5"
   data.feature_shape = ()               # per image, checked against the store; () -> the store's
+  data.features_on_device = "auto"      # the feature table on the devices: auto | true | false | sharded
   data.num_answers = 1000               # K
   data.vocab_min_count = 1              # 5 / 11: the vocabulary ablations
   data.max_question_len = 26
@@ -68,6 +69,7 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   m.attention_dim = 512                 # its 1x1 convolution's width
   m.attention_dropout = 0.2             # on the attention's inputs
   m.dtype = "float32"                   # matmul inputs; "bfloat16": parameters stay float32
+  m.lstm_impl = "chunked"               # the recurrence: "chunked" (CPU) | "scan" (TPU / GPU; nn/lstm.py)
   m.targets = "answer"                  # the loss: "answer" (the paper's: the most common
                                         # answer) or "soft" (the annotators' answers' distribution)
   unknown = set(model) - set(m.keys())

@@ -12,7 +12,7 @@ import os
 import numpy as np
 from absl import logging
 
-from vqajax.core import official_files, text
+from vqajax.core import fs, official_files, text
 from vqajax.core.errors import InputError
 from vqajax.core.files import SAFE_NAME
 from vqajax.core.official_files import DATA_SOURCES
@@ -39,7 +39,7 @@ class VQAData:
 
 def resolve(config_data, name: str) -> str:
   path = config_data[name]
-  return path if os.path.isabs(path) else os.path.join(config_data.dir, path)
+  return path if fs.isabs(path) else os.path.join(config_data.dir, path)
 
 
 OUT_OF_TABLE = -2  # an annotator's answer outside the answer table (answer_index)
@@ -75,8 +75,8 @@ def read_split(config_data, split: str):
       annotations = official_files.read_annotations(annotations_path)
     if mc_name == MC_AUTO:  # VQA v1's file where it is (v2 and VizWiz have none)
       mc_name = f"MultipleChoice_mscoco_{split}2014_questions.json" if config_data.format == "vqa" else ""
-      with_choices = bool(mc_name) and os.path.exists(os.path.join(config_data.dir, mc_name))
-    mc_path = (mc_name if os.path.isabs(mc_name) else os.path.join(config_data.dir, mc_name)) if with_choices else ""
+      with_choices = bool(mc_name) and fs.exists(os.path.join(config_data.dir, mc_name))
+    mc_path = (mc_name if fs.isabs(mc_name) else os.path.join(config_data.dir, mc_name)) if with_choices else ""
     mc_questions = official_files.read_questions(mc_path) if with_choices else None
   for i, a in enumerate(annotations["annotations"]):
     if a["answer_type"] not in ANSWER_TYPES:

@@ -43,6 +43,7 @@ import jax
 import jax.numpy as jnp
 
 from vqajax.core.errors import InputError
+from vqajax.nn import lstm
 from vqajax.nn.attention import GlimpseAttention
 from vqajax.nn.question import LSTMEncoder
 
@@ -77,12 +78,13 @@ class LateFusionVQA(nn.Module):
   mlp_dims: tuple[int, ...] = (1000, 1000)
   dropout: float = 0.5
   dtype: str = "float32"                # matmul inputs (bfloat16: parameters stay float32)
+  lstm_impl: str = "chunked"            # nn/lstm.IMPLS
 
   def _inputs(self, batch) -> dict:
     inputs = {}
     if self.question == "lstm":
       inputs["question"] = LSTMEncoder(self.vocab_size, self.embed_dim, self.lstm_dim, self.lstm_layers,
-                                       jnp.dtype(self.dtype), name="question")(batch["tokens"], batch["length"])
+                                       jnp.dtype(self.dtype), self.lstm_impl, name="question")(batch["tokens"], batch["length"])
     elif self.question == "bow":
       inputs["question"] = bag_of_words(batch["question_bow"], self.question_bow_size)
     if self.use_image:
@@ -132,11 +134,12 @@ class AttentionVQA(nn.Module):
   mlp_dims: tuple[int, ...] = (1024,)
   dropout: float = 0.5
   dtype: str = "float32"
+  lstm_impl: str = "chunked"            # nn/lstm.IMPLS
 
   @nn.compact
   def __call__(self, batch, *, train: bool):
     dtype = jnp.dtype(self.dtype)
-    question = LSTMEncoder(self.vocab_size, self.embed_dim, self.lstm_dim, self.lstm_layers, dtype,
+    question = LSTMEncoder(self.vocab_size, self.embed_dim, self.lstm_dim, self.lstm_layers, dtype, self.lstm_impl,
                            name="question")(batch["tokens"], batch["length"])
     image = batch["image"]
     grid = image.reshape(image.shape[0], -1, image.shape[-1]).astype(jnp.float32)  # [B, H * W, C]
@@ -152,7 +155,7 @@ class AttentionVQA(nn.Module):
     return nn.Dense(self.num_answers, dtype=dtype, name="classifier")(x).astype(jnp.float32)
 
 
-def _build_attention(cfg, data) -> AttentionVQA:
+def _build_attention(cfg, data, lstm_impl: str) -> AttentionVQA:
   if cfg.question != "lstm" or not cfg.use_image or cfg.caption:
     raise InputError("config.model.glimpses > 0 (attention over the image grid) needs question='lstm', "
                      "use_image=True and caption=False")
@@ -163,13 +166,16 @@ def _build_attention(cfg, data) -> AttentionVQA:
       num_answers=len(data.answers), vocab_size=len(data.vocab), embed_dim=cfg.embed_dim, lstm_dim=cfg.lstm_dim,
       lstm_layers=cfg.lstm_layers, image_norm=cfg.image_norm, attention_dim=cfg.attention_dim,
       glimpses=cfg.glimpses, attention_dropout=cfg.attention_dropout, mlp_dims=tuple(cfg.mlp_dims),
-      dropout=cfg.dropout, dtype=cfg.dtype)
+      dropout=cfg.dropout, dtype=cfg.dtype, lstm_impl=lstm_impl)
 
 
 def build(cfg, data) -> LateFusionVQA | AttentionVQA:
   """The model described by `config.model`, sized by the loaded data (`VQAData`)."""
   if cfg.question not in QUESTION_ENCODERS:
     raise InputError(f"config.model.question '{cfg.question}' is not one of {QUESTION_ENCODERS}")
+  lstm_impl = cfg.get("lstm_impl", "chunked")  # runs recorded before the switch: chunked
+  if lstm_impl not in lstm.IMPLS:
+    raise InputError(f"config.model.lstm_impl '{lstm_impl}' is not one of {lstm.IMPLS}")
   if cfg.fusion not in FUSIONS:
     raise InputError(f"config.model.fusion '{cfg.fusion}' is not one of {FUSIONS}")
   unknown = set(cfg.project) - {"question", "image", "caption"}
@@ -179,14 +185,15 @@ def build(cfg, data) -> LateFusionVQA | AttentionVQA:
     raise InputError("config.model.caption needs captions: set config.data.train_captions and val_captions")
   if cfg.question == "none" and not cfg.use_image and not cfg.caption:
     raise InputError("a VQA model needs a question encoder, the image, the captions, or several")
-  if cfg.glimpses < 0:
-    raise InputError(f"config.model.glimpses: expected 0 (late fusion) or more, got {cfg.glimpses}")
-  if cfg.glimpses:
-    return _build_attention(cfg, data)
+  glimpses = cfg.get("glimpses", 0)  # runs recorded before attention: late fusion
+  if glimpses < 0:
+    raise InputError(f"config.model.glimpses: expected 0 (late fusion) or more, got {glimpses}")
+  if glimpses:
+    return _build_attention(cfg, data, lstm_impl)
   return LateFusionVQA(
       num_answers=len(data.answers), question=cfg.question, vocab_size=len(data.vocab),
       embed_dim=cfg.embed_dim, lstm_dim=cfg.lstm_dim, lstm_layers=cfg.lstm_layers,
       question_bow_size=data.bag_sizes["question_bow"], use_image=cfg.use_image,
       image_norm=cfg.image_norm, image_scale=cfg.image_scale, caption_bow_size=data.bag_sizes["caption_bow"] if cfg.caption else 0,
       project=tuple(cfg.project), fusion=cfg.fusion, fused_dim=cfg.fused_dim,
-      mlp_dims=tuple(cfg.mlp_dims), dropout=cfg.dropout, dtype=cfg.dtype)
+      mlp_dims=tuple(cfg.mlp_dims), dropout=cfg.dropout, dtype=cfg.dtype, lstm_impl=lstm_impl)

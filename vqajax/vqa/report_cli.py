@@ -17,7 +17,7 @@ import argparse
 import os
 from typing import Sequence
 
-from vqajax.core import files, official_files, run_record, tables
+from vqajax.core import files, fs, official_files, run_record, tables
 from vqajax.core.errors import InputError, exit_status
 from vqajax.core.files import check_name
 from vqajax.vqa import answers, humans, reports
@@ -27,8 +27,8 @@ from vqajax.vqa import task as vqa_task
 def _evaluate_if_needed(path: str) -> None:
   """A training workdir with checkpoints but no results: evaluate its newest checkpoint."""
   config = run_record.read_config(path)
-  if (config is None or os.path.isdir(os.path.join(path, "results"))
-      or not os.path.isdir(os.path.join(path, "checkpoints"))):
+  if (config is None or fs.isdir(os.path.join(path, "results"))
+      or not fs.isdir(os.path.join(path, "checkpoints"))):
     return
   from vqajax.core import evaluate  # pylint: disable=g-import-not-at-top
   print(f"{path}: no results yet, evaluating the newest checkpoint")
@@ -39,10 +39,10 @@ def collect(runs: Sequence[str]) -> tuple[dict[str, str], list[str]]:
   """({row name: results dir}, workdirs) of the RUN arguments, in order."""
   found, workdirs = {}, []
   for run in runs:
-    name, _, path = ("", "", run) if os.path.exists(run) else run.partition("=")
+    name, _, path = ("", "", run) if fs.exists(run) else run.partition("=")
     if name:  # row names name the output files
       check_name(name, f"{run}: run name")
-    if not os.path.exists(path):
+    if not fs.exists(path):
       raise InputError(f"{run}: {path} not found")
     _evaluate_if_needed(path)
     rows = reports.find_results(path)

@@ -7,11 +7,12 @@ Markdown, CSV and JSON (a list of row objects) together.
 
 from __future__ import annotations
 
-import glob
+import fnmatch
 import os
 import re
 from typing import Sequence
 
+from vqajax.core import fs
 from vqajax.core.errors import InputError
 from vqajax.core.official_files import load_json
 
@@ -45,7 +46,9 @@ def metrics_from_official(scores: dict[str, dict]) -> dict[str, float]:
 # ---------------------------------------------------------------------------- results dirs
 
 def _official(results_dir: str, task: str, kind: str) -> str | None:
-  found = sorted(glob.glob(os.path.join(glob.escape(results_dir), f"*{task}_*_{kind}.json")))
+  names = fs.listdir(results_dir) if fs.isdir(results_dir) else []
+  found = [os.path.join(results_dir, n) for n in fnmatch.filter(names, f"*{task}_*_{kind}.json")
+           if not n.startswith(".")]  # as glob: no hidden files (nor temp files being written)
   if len(found) > 1:
     raise InputError(f"{results_dir}: several {task} {kind} files: {found}")
   return found[0] if found else None
@@ -79,7 +82,7 @@ def find_results(path: str) -> dict[str, str]:
   if _official(path, "OpenEnded", "accuracy"):
     return {os.path.basename(os.path.normpath(path)): path}
   results = os.path.join(path, "results")
-  entries = sorted(os.listdir(results)) if os.path.isdir(results) else []
+  entries = fs.listdir(results) if fs.isdir(results) else []
   steps = [e for e in entries if re.fullmatch(r"step_\d+", e)]
   name = os.path.basename(os.path.normpath(path))
   if steps:

@@ -26,7 +26,7 @@ import time
 from typing import Any, Callable, Mapping, Sequence
 
 from vqajax.core import config as config_lib
-from vqajax.core import files, official_files, run_record, tables
+from vqajax.core import files, fs, official_files, run_record, tables
 from vqajax.core.errors import InputError, exit_status
 from vqajax.vqa import reports
 
@@ -111,7 +111,7 @@ def is_finished(point: Point, config, workdir: str) -> bool:
       return "finished_step" in record and record["config"].get("num_epochs") == config.num_epochs
     return record.get("finished_step") == config.num_train_steps
   results = os.path.join(point_dir(workdir, point), "results")
-  return all(os.path.exists(os.path.join(results, d, "metrics.json")) for d in point.baselines)
+  return all(fs.exists(os.path.join(results, d, "metrics.json")) for d in point.baselines)
 
 
 def command_line(point: Point, workdir: str, sets: dict[str, Any]) -> str:
