@@ -66,6 +66,10 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   m.fused_dim = 1024
   m.mlp_dims = (1000, 1000)
   m.dropout = 0.5                       # before each layer of the MLP
+  m.glimpses = 0                        # > 0: attention over a grid store instead of late
+                                        # fusion (experiments/vqa/attention.py)
+  m.attention_dim = 512                 # its 1x1 convolution's width
+  m.attention_dropout = 0.2             # on the attention's inputs
   m.dtype = "float32"                   # matmul inputs; "bfloat16": parameters stay float32
   m.lstm_impl = "chunked"               # the recurrence: "chunked" (CPU) | "scan" (TPU / GPU; nn/lstm.py)
   m.targets = "answer"                  # the loss: "answer" (the paper's: the most common
@@ -94,14 +98,14 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   config.keep_checkpoints = 3           # the last k, plus the best by val accuracy
 
   if arg:  # "cpu", and "runlocal" on top of it
-    m.embed_dim, m.lstm_dim, m.fused_dim, m.mlp_dims = 64, 128, 256, (256, 256)
+    m.embed_dim, m.lstm_dim, m.fused_dim, m.mlp_dims, m.attention_dim = 64, 128, 256, (256, 256), 128
     opt.name, opt.learning_rate, opt.lr_decay_per_step, opt.grad_clip = "adam", 1e-3, 1.0, 0.0
     config.batch_size = config.eval_batch_size = 128
     config.num_train_steps = 1500
     config.eval_every_steps = 500
   if arg == "runlocal":
     data.num_answers = 100
-    m.embed_dim, m.lstm_dim, m.fused_dim, m.mlp_dims = 32, 32, 64, (64, 64)
+    m.embed_dim, m.lstm_dim, m.fused_dim, m.mlp_dims, m.attention_dim = 32, 32, 64, (64, 64), 32
     config.batch_size = config.eval_batch_size = 32
     config.num_train_steps = 40
     config.log_every_steps = 10

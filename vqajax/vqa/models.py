@@ -26,6 +26,12 @@ setting, 1000 steps: BoW Q + I 31.4 -> 67.2, LSTM Q + I 56.9 -> 61.0 open-ended.
   deeper LSTM Q + norm I   lstm x2   l2-normed  -        question, image    mul
   Caption                  -         -          bow      -                  -
   BoW Q + C                bow       -          bow      -                  concat
+
+Beyond the paper, `AttentionVQA` (config.model.glimpses > 0): "Show, Ask, Attend, and
+Answer" (Kazemi & Elqursh 2017) over a grid store [H, W, C] (conv5, ViT patches): the
+grid l2-normalised over channels at every location, the LSTM question encoding, G
+question-guided glimpses over the locations (`nn/attention.py`), [glimpses ; question]
+-> `mlp_dims` ReLU layers, each after dropout -> dropout -> the K answer logits.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ import jax.numpy as jnp
 
 from vqajax.core.errors import InputError
 from vqajax.nn import lstm
+from vqajax.nn.attention import GlimpseAttention
 from vqajax.nn.question import LSTMEncoder
 
 QUESTION_ENCODERS = ("none", "bow", "lstm")
@@ -47,6 +54,10 @@ FUSIONS = ("mul", "concat")
 def bag_of_words(indices, size: int):
   """Counts per bin from [B, W] bin indices; -1 (padding, unknown words) counts nowhere."""
   return jax.nn.one_hot(indices, size).sum(axis=1)
+
+
+def l2_normalise(x, axis: int = -1):
+  return x / jnp.maximum(jnp.linalg.norm(x, axis=axis, keepdims=True), 1e-12)
 
 
 class LateFusionVQA(nn.Module):
@@ -79,7 +90,7 @@ class LateFusionVQA(nn.Module):
     if self.use_image:
       image = batch["image"].reshape(batch["image"].shape[0], -1).astype(jnp.float32)
       if self.image_norm:
-        image = image / jnp.maximum(jnp.linalg.norm(image, axis=-1, keepdims=True), 1e-12)
+        image = l2_normalise(image)
       else:
         image = image * self.image_scale
       inputs["image"] = image
@@ -110,7 +121,55 @@ class LateFusionVQA(nn.Module):
     return dense(self.num_answers, name="classifier")(x).astype(jnp.float32)
 
 
-def build(cfg, data) -> LateFusionVQA:
+class AttentionVQA(nn.Module):
+  num_answers: int
+  vocab_size: int
+  embed_dim: int = 300
+  lstm_dim: int = 1024
+  lstm_layers: int = 1
+  image_norm: bool = True               # l2 over the channels of every location
+  attention_dim: int = 512
+  glimpses: int = 2
+  attention_dropout: float = 0.2
+  mlp_dims: tuple[int, ...] = (1024,)
+  dropout: float = 0.5
+  dtype: str = "float32"
+  lstm_impl: str = "chunked"            # nn/lstm.IMPLS
+
+  @nn.compact
+  def __call__(self, batch, *, train: bool):
+    dtype = jnp.dtype(self.dtype)
+    question = LSTMEncoder(self.vocab_size, self.embed_dim, self.lstm_dim, self.lstm_layers, dtype, self.lstm_impl,
+                           name="question")(batch["tokens"], batch["length"])
+    image = batch["image"]
+    grid = image.reshape(image.shape[0], -1, image.shape[-1]).astype(jnp.float32)  # [B, H * W, C]
+    if self.image_norm:
+      grid = l2_normalise(grid)
+    x = GlimpseAttention(self.attention_dim, self.glimpses, self.attention_dropout, dtype,
+                         name="attention")(grid, question, train=train)
+    x = jnp.concatenate([x, question], axis=-1)
+    for i, dim in enumerate(self.mlp_dims):
+      x = nn.Dropout(self.dropout, deterministic=not train)(x)
+      x = jax.nn.relu(nn.Dense(dim, dtype=dtype, name=f"mlp_{i}")(x))
+    x = nn.Dropout(self.dropout, deterministic=not train)(x)
+    return nn.Dense(self.num_answers, dtype=dtype, name="classifier")(x).astype(jnp.float32)
+
+
+def _build_attention(cfg, data, lstm_impl: str) -> AttentionVQA:
+  if cfg.question != "lstm" or not cfg.use_image or cfg.caption:
+    raise InputError("config.model.glimpses > 0 (attention over the image grid) needs question='lstm', "
+                     "use_image=True and caption=False")
+  if len(data.store.shape) != 3:
+    raise InputError(f"config.data.features: attention (config.model.glimpses > 0) reads a grid store of "
+                     f"[H, W, C] per image, got {data.store.shape} (e.g. features/conv5_grid.npy)")
+  return AttentionVQA(
+      num_answers=len(data.answers), vocab_size=len(data.vocab), embed_dim=cfg.embed_dim, lstm_dim=cfg.lstm_dim,
+      lstm_layers=cfg.lstm_layers, image_norm=cfg.image_norm, attention_dim=cfg.attention_dim,
+      glimpses=cfg.glimpses, attention_dropout=cfg.attention_dropout, mlp_dims=tuple(cfg.mlp_dims),
+      dropout=cfg.dropout, dtype=cfg.dtype, lstm_impl=lstm_impl)
+
+
+def build(cfg, data) -> LateFusionVQA | AttentionVQA:
   """The model described by `config.model`, sized by the loaded data (`VQAData`)."""
   if cfg.question not in QUESTION_ENCODERS:
     raise InputError(f"config.model.question '{cfg.question}' is not one of {QUESTION_ENCODERS}")
@@ -126,6 +185,11 @@ def build(cfg, data) -> LateFusionVQA:
     raise InputError("config.model.caption needs captions: set config.data.train_captions and val_captions")
   if cfg.question == "none" and not cfg.use_image and not cfg.caption:
     raise InputError("a VQA model needs a question encoder, the image, the captions, or several")
+  glimpses = cfg.get("glimpses", 0)  # runs recorded before attention: late fusion
+  if glimpses < 0:
+    raise InputError(f"config.model.glimpses: expected 0 (late fusion) or more, got {glimpses}")
+  if glimpses:
+    return _build_attention(cfg, data, lstm_impl)
   return LateFusionVQA(
       num_answers=len(data.answers), question=cfg.question, vocab_size=len(data.vocab),
       embed_dim=cfg.embed_dim, lstm_dim=cfg.lstm_dim, lstm_layers=cfg.lstm_layers,
