@@ -8,6 +8,7 @@ import glob
 import json
 import os
 import shutil
+import types
 
 import h5py
 import jax
@@ -164,7 +165,7 @@ def test_the_weights_must_be_the_recorded_ones(photo_run, tmp_path, capsys):
   status, out, _ = _ask(ask + ["--weights", str(moved)], capsys)
   assert status == 0 and out.startswith(f"{PHOTOS[0]}: what is it?\n  1. ")
   with pytest.raises(InputError, match="no extractor settings recorded"):
-    recorded.Extractor(None, "synthetic.h5")
+    recorded.Extractor(None, types.SimpleNamespace(path="synthetic.h5"))
 
 
 def test_a_batch_of_many_questions_equals_one_by_one(embedded_run, tiny_data):

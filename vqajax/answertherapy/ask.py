@@ -76,12 +76,8 @@ class Grounder:
   def features_of(self, image_paths: list[str]) -> np.ndarray:
     """Grid features of image files, made as the run's store's were."""
     if self._extractor is None:
-      self._extractor = Extractor(self._extractor_settings, self._data.store.path, self._weights)
-    features = self._extractor(list(image_paths))
-    if features.shape[1:] != self._data.store.shape:
-      raise InputError(f"{self._data.store.path}: holds features of shape {self._data.store.shape}, the "
-                       f"recorded extractor makes {features.shape[1:]}")
-    return features
+      self._extractor = Extractor(self._extractor_settings, self._data.store, self._weights)
+    return self._extractor(list(image_paths))
 
   def _image(self, image_id, features) -> np.ndarray:
     if (image_id is None) == (features is None):

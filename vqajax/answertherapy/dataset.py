@@ -167,7 +167,7 @@ class TestFile:
   name: str                          # the file's stem, e.g. VQA_test
   samples: list[therapy_files.Sample]
   arrays: dict[str, np.ndarray]
-  keys: tuple[str, ...] = ()         # the arrays the predict step reads (set by the task)
+  keys: tuple[str, ...] = TEXT_KEYS + ("question_id",)  # the arrays the predict step reads
 
 
 def read_test(config, data: TherapyData, path: str) -> TestFile:

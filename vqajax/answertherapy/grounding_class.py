@@ -105,10 +105,7 @@ def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) 
   tables.write_table(out_dir, "table4", *table4_rows(config.name, metrics))
 
 
-def read_test(config, data, path: str) -> therapy_dataset.TestFile:
-  test = therapy_dataset.read_test(config, data, path)
-  test.keys = TEXT_KEYS + ("question_id",)
-  return test
+read_test = therapy_dataset.read_test
 
 
 def make_predict_step(model, data, mesh):

@@ -195,10 +195,7 @@ def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) 
   return pixel
 
 
-def read_test(config, data, path: str) -> therapy_dataset.TestFile:
-  test = therapy_dataset.read_test(config, data, path)
-  test.keys = TEXT_KEYS + ("question_id",)
-  return test
+read_test = therapy_dataset.read_test
 
 
 def make_predict_step(model, data, mesh):

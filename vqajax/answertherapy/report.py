@@ -16,7 +16,7 @@ import re
 from typing import Sequence
 
 from vqajax.answertherapy import grounding_class, grounding_mask, table4
-from vqajax.core import files, run_record, tables
+from vqajax.core import files, tables, trained
 from vqajax.core.errors import InputError
 from vqajax.core.official_files import load_json
 
@@ -40,14 +40,7 @@ def _run(argument: str) -> tuple[str, str, object]:
   name, _, path = ("", "", argument) if os.path.exists(argument) else argument.partition("=")
   if name:
     files.check_name(name, f"{argument}: run name")
-  if not os.path.isdir(path):
-    raise InputError(f"{argument}: {path} is not a run folder")
-  config = run_record.read_config(path)
-  if config is None:
-    raise InputError(f"{argument}: no {run_record.RUN_FILE} (expected a training workdir)")
-  if config.task not in TASKS:
-    raise InputError(f"{argument}: config.task '{config.task}' is not one of {sorted(TASKS)}")
-  return name, path, config
+  return name, path, trained.read_config(path, TASKS)
 
 
 def collect(arguments: Sequence[str]) -> list[tuple[str, dict, str, str]]:

@@ -21,11 +21,13 @@ def settings(model: str, layer: str, preprocess: str, image_size: int, dtype: st
 
 
 class Extractor:
-  """Features of image files made as the store recorded by `recorded` was; `weights_file`
-  replaces the recorded path (a moved file; its sha256 must still match). Refuses (one
-  InputError) settings it cannot reproduce: missing fields, a missing or other file."""
+  """Features of image files made as `store`'s were (`recorded`: its extractor settings);
+  `weights_file` replaces the recorded path (a moved file; its sha256 must still match).
+  Refuses (one InputError) settings it cannot reproduce: missing fields, a missing or other
+  file, features of another shape than the store's."""
 
-  def __init__(self, recorded: dict | None, source: str, weights_file: str | None = None, batch: int = 32):
+  def __init__(self, recorded: dict | None, store, weights_file: str | None = None, batch: int = 32):
+    source = store.path
     if not recorded:
       raise InputError(f"{source}: the features were not extracted by vqajax features (no extractor "
                        "settings recorded, e.g. synthetic features): ask about its own image ids instead")
@@ -42,9 +44,13 @@ class Extractor:
       raise InputError(f"{path}: sha256 {found} differs from {recorded['weights_sha256']}, the weights the "
                        "features were extracted with: new images would not get comparable features")
     model = models.MODELS[recorded["model"]](layer=recorded["layer"])
-    self.settings = recorded
+    self.settings, self._store = recorded, store
     self._forward = extract.Forward(model, weights.load_params(path, model, recorded["model"]), batch)
 
   def __call__(self, paths: list[str]) -> np.ndarray:
     s = self.settings
-    return extract.features_of(paths, self._forward, s["preprocess"], s["image_size"], s["dtype"])
+    features = extract.features_of(paths, self._forward, s["preprocess"], s["image_size"], s["dtype"])
+    if features.shape[1:] != self._store.shape:
+      raise InputError(f"{self._store.path}: holds features of shape {self._store.shape}, the recorded "
+                       f"extractor makes {features.shape[1:]}")
+    return features

@@ -79,12 +79,8 @@ class Answerer:
   def features_of(self, image_paths: list[str]) -> np.ndarray:
     """Features of image files, made as the run's store's were (module docstring)."""
     if self._extractor is None:
-      self._extractor = Extractor(self._extractor_settings, self._data.store.path, self._weights)
-    features = self._extractor(list(image_paths))
-    if features.shape[1:] != self._data.store.shape:
-      raise InputError(f"{self._data.store.path}: holds features of shape {self._data.store.shape}, the "
-                       f"recorded extractor makes {features.shape[1:]}")
-    return features
+      self._extractor = Extractor(self._extractor_settings, self._data.store, self._weights)
+    return self._extractor(list(image_paths))
 
   def _check_ids(self, image_ids) -> None:
     unknown = next((i for i in image_ids if i not in self._known), None)

@@ -67,8 +67,10 @@ def _annotations(given: str | None, workdirs: Sequence[str]) -> list[dict]:
     config = next((c for c in map(run_record.read_config, workdirs) if c is not None), None)
     if config is None:
       raise InputError("no --annotations given and no run.json in the runs to take it from")
-    given = vqa_dataset.resolve(config.data, "val_annotations")
-  return official_files.read_annotations(given)["annotations"]
+    paths = vqa_dataset.resolve_all(config.data, "val_annotations")  # one or several files
+  else:
+    paths = [given]
+  return [a for path in paths for a in official_files.read_annotations(path)["annotations"]]
 
 
 def _results(results_dir: str) -> dict[int, str]:
