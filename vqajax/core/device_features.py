@@ -40,7 +40,7 @@ def layout(choice: str, table_bytes: int, mesh) -> str | None:
     raise InputError(f"config.data.features_on_device '{choice}' is not one of {CHOICES}")
   if choice in ("false", "sharded"):
     return None if choice == "false" else "sharded"
-  stats = mesh.devices.flat[0].memory_stats() or {}
+  stats = mesh.local_devices[0].memory_stats() or {}  # a device of this host (others' give no stats)
   budget = DEVICE_SHARE * stats["bytes_limit"] if "bytes_limit" in stats else None
   if budget is None:
     return "replicated" if choice == "true" else None
