@@ -37,7 +37,8 @@ class _Device:
 
 
 def _mesh(devices, stats):
-  return types.SimpleNamespace(devices=np.array([_Device(stats)] * devices))
+  every = [_Device(stats)] * devices
+  return types.SimpleNamespace(devices=np.array(every), local_devices=every)
 
 
 def test_auto_chooses_by_size_against_a_share_of_the_device_memory():
