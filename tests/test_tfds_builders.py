@@ -56,11 +56,15 @@ def vqa_v2(tiny_data, tmp_path_factory):
 def test_vqa_v2_round_trips_the_official_files(tiny_data, vqa_v2):
   assert vqa_v2.endswith(os.path.join("vqa", "v2", "1.0.0"))
   builder = tfds.builder_from_directory(vqa_v2)
-  assert sorted(builder.info.splits) == ["train", "val"]
+  assert sorted(builder.info.splits) == ["test", "test_dev", "train", "val"]
   for split, names in V2_FILES.items():
     questions, annotations, choices = (_json(os.path.join(tiny_data, name)) for name in names)
     assert builder.info.splits[split].num_examples == len(annotations["annotations"]) > 0
     assert tfds_records.vqa_objects(vqa_v2, split) == (questions, annotations, choices)
+  for split, subtype in (("test", "test2015"), ("test_dev", "test-dev2015")):  # questions only
+    questions = _json(os.path.join(tiny_data, f"v2_OpenEnded_mscoco_{subtype}_questions.json"))
+    assert builder.info.splits[split].num_examples == len(questions["questions"]) > 0
+    assert tfds_records.vqa_objects(vqa_v2, split)[:2] == (questions, None)
   first = _examples(vqa_v2, "val[:1]")[0]
   annotation = _json(os.path.join(tiny_data, V2_FILES["val"][1]))["annotations"][0]
   assert first["question_id"] == annotation["question_id"]
