@@ -12,11 +12,10 @@ The runs must have been evaluated on the same questions (the naive baselines agr
 from __future__ import annotations
 
 import os
-import re
 from typing import Sequence
 
 from vqajax.answertherapy import grounding_class, grounding_mask, table4
-from vqajax.core import files, tables, trained
+from vqajax.core import files, fs, run_record, tables, trained
 from vqajax.core.errors import InputError
 from vqajax.core.official_files import load_json
 
@@ -26,12 +25,10 @@ TASKS = {"grounding_class": (grounding_class, "", ""),
 
 def _newest_metrics(workdir: str) -> tuple[str, dict] | None:
   """(results dir, metrics) of the newest results/step_N holding metrics.json."""
-  results = os.path.join(workdir, "results")
-  steps = [e for e in os.listdir(results) if re.fullmatch(r"step_\d+", e)] if os.path.isdir(results) else []
-  for step in sorted(steps, key=lambda e: int(e[5:]), reverse=True):
-    path = os.path.join(results, step, "metrics.json")
-    if os.path.isfile(path):
-      return os.path.dirname(path), load_json(path)
+  for _, folder in run_record.result_steps(workdir):
+    path = os.path.join(folder, "metrics.json")
+    if fs.isfile(path):
+      return folder, load_json(path)
   return None
 
 

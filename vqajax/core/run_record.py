@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import socket
 import time
@@ -101,6 +102,15 @@ def check_same_run(workdir: str, config, sizes: dict,
 def finished_step(workdir: str) -> int | None:
   record = read_record(workdir)
   return None if record is None else record.get("finished_step")
+
+
+def result_steps(workdir: str) -> list[tuple[int, str]]:
+  """[(step, folder)] of `workdir`'s results/step_N folders (written by the evaluator),
+  newest first."""
+  results = os.path.join(workdir, "results")
+  names = fs.listdir(results) if fs.isdir(results) else []
+  steps = [(int(n[5:]), os.path.join(results, n)) for n in names if re.fullmatch(r"step_\d+", n)]
+  return sorted(steps, reverse=True)
 
 
 def _alive(pid: int) -> bool:

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
 from typing import Sequence
 
-from vqajax.core import fs
+from vqajax.core import fs, run_record
 from vqajax.core.errors import InputError
 from vqajax.core.official_files import load_json
 
@@ -71,10 +70,6 @@ def read_scores(results_dir: str) -> dict[str, float]:
   return metrics_from_official(scores)
 
 
-def _step(name: str) -> int:
-  return int(re.fullmatch(r"step_(\d+)", name).group(1))
-
-
 def find_results(path: str) -> dict[str, str]:
   """{row name: results dir} of a RUN argument: a results directory itself; a training
   workdir (its newest results/step_N); or a workdir of baselines (every results/<name>,
@@ -82,11 +77,11 @@ def find_results(path: str) -> dict[str, str]:
   if _official(path, "OpenEnded", "accuracy"):
     return {os.path.basename(os.path.normpath(path)): path}
   results = os.path.join(path, "results")
-  entries = fs.listdir(results) if fs.isdir(results) else []
-  steps = [e for e in entries if re.fullmatch(r"step_\d+", e)]
+  steps = run_record.result_steps(path)
   name = os.path.basename(os.path.normpath(path))
   if steps:
-    return {name: os.path.join(results, max(steps, key=_step))}
+    return {name: steps[0][1]}
+  entries = fs.listdir(results) if fs.isdir(results) else []
   found = {e: os.path.join(results, e) for e in entries
            if _official(os.path.join(results, e), "OpenEnded", "accuracy")}
   if not found:
