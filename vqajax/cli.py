@@ -282,7 +282,7 @@ def _export(argv: Sequence[str]) -> int:
   _setup_logging(args.verbosity)
 
   def run() -> None:
-    from vqajax.core import export  # pylint: disable=g-import-not-at-top
+    from vqajax import export  # pylint: disable=g-import-not-at-top
     paths = export.export(args.workdir, tasks(), args.out, args.step, args.best, args.with_weights)
     size = sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
     print(f"bundle of {args.workdir} in {args.out} ({len(paths)} files, {size / 2**20:.1f} MiB):")

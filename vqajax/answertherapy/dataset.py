@@ -152,6 +152,17 @@ def _arrays(samples, vocab: text.Vocab, config_data, store, grid: int | None) ->
   return out
 
 
+def open_store(config) -> FeatureStore | None:
+  """The feature store of `config.data` (`features`, relative to `dir`), None without one."""
+  data = config.data
+  if not data.features:
+    return None
+  store = FeatureStore(data.features if fs.isabs(data.features) else os.path.join(data.dir, data.features))
+  if data.feature_shape:
+    store.check_shape(tuple(data.feature_shape))
+  return store
+
+
 def load(config, grid_targets: bool = False) -> TherapyData:
   """Reads the train / val files and the feature store of `config.data`; with
   `grid_targets`, also the grid masks of the answers' groundings."""
@@ -161,12 +172,8 @@ def load(config, grid_targets: bool = False) -> TherapyData:
     val = _read(data, data.val_files)
   else:
     train, val = holdout_split(train, data.holdout, config.seed)
-  store = None
-  if data.features:
-    store = FeatureStore(data.features if fs.isabs(data.features) else os.path.join(data.dir, data.features))
-    if data.feature_shape:
-      store.check_shape(tuple(data.feature_shape))
-  elif grid_targets:
+  store = open_store(config)
+  if store is None and grid_targets:
     raise InputError("config.data.features: the mask predictor needs a grid feature store")
   vocab = text.Vocab.build((text.tokenize(t) for s in train for t in (s.question,) + s.answers),
                            data.vocab_min_count)

@@ -41,6 +41,7 @@ def build_model(cfg, enc):
 
 
 encoders_from_tables = therapy_dataset.Encoders.from_tables
+open_store = therapy_dataset.open_store
 
 
 def loss(logits, batch):

@@ -36,6 +36,9 @@ class Task(Protocol):
   def sizes(self, data) -> dict[str, int]:
     """Data sizes recorded in run.json."""
 
+  def open_store(self, config) -> Any:
+    """The `FeatureStore` `config.data` names (None for text-only data)."""
+
   def encoders_from_tables(self, tables: dict) -> Any:
     """The encoders of their recorded tables (`data.encoders.tables()`)."""
 

@@ -21,7 +21,6 @@ from absl import logging
 
 from vqajax.core import bundle, checkpoint, encoders, fs, run_record, sharding
 from vqajax.core.errors import InputError
-from vqajax.features.store import FeatureStore
 
 
 def read_config(path: str, tasks: Mapping[str, Any]):
@@ -68,16 +67,12 @@ class Trained:
   model: Any
 
   @functools.cached_property
-  def store(self) -> FeatureStore:
+  def store(self):
     """The run's feature store (its image ids' features), opened on first use."""
-    data = self.config.data
-    if not data.get("features"):
+    store = self.task.open_store(self.config)
+    if store is None:
       raise InputError(f"{self.path}: a text-only run has no feature store")
-    path = data.features if fs.isabs(data.features) else os.path.join(data.dir, data.features)
-    if not fs.isfile(path):
-      raise InputError(f"{path}: the run's feature store is not there (moved or on another machine): ask about "
-                       "image files instead, or put the store back")
-    return FeatureStore(path)
+    return store
 
   @property
   def batch(self) -> int:

@@ -3,7 +3,8 @@ computes the features of new images with exactly those settings (`vqajax ask`).
 
 The weights are identified by the digest of their tensors (`weights_tensors_sha256`), so a
 `.pth` and its `.npz` conversion are the same weights; stores recorded before that digest
-existed are checked by the file's sha256. The model, with its weights, is built once per
+existed are checked by the file's sha256, or by the tensors of the recorded file where it
+still is. The model, with its weights, is built once per
 process and file (`_forward`): the demo's uploads and repeated asks reuse it.
 """
 
@@ -29,24 +30,35 @@ def settings(model: str, layer: str, preprocess: str, image_size: int, dtype: st
           "weights_tensors_sha256": weights.tensors_sha256(state)}
 
 
+def _expected_tensors(recorded_path: str, file_sha256: str) -> str | None:
+  """For settings recorded before the tensors' digest: the digest of the recorded file's
+  tensors, when that very file (its sha256) is still where it was recorded."""
+  if not os.path.isfile(recorded_path) or weights.sha256(recorded_path) != file_sha256:
+    return None
+  return weights.tensors_sha256(weights.read_state(recorded_path))
+
+
 @functools.lru_cache(maxsize=2)
 def _forward(model_name: str, layer: str, path: str, identity: tuple, tensors_sha256: str | None,
-             file_sha256: str, batch: int) -> extract.Forward:
+             recorded_path: str, file_sha256: str, batch: int) -> extract.Forward:
   """The jitted model with the weights of `path` (`identity`: its mtime and size, so a
   replaced file is read again), verified against the recorded digest."""
   del identity
   model = models.MODELS[model_name](layer=layer)
-  if tensors_sha256 is not None:
-    source = weights.read_state(path)
-    found = weights.tensors_sha256(source)
-    expected, what = tensors_sha256, "tensors"
-  else:  # recorded before the tensors' digest: the file itself
-    source, found, expected, what = path, weights.sha256(path), file_sha256, "file"
-  if found != expected:
-    raise InputError(f"{path}: the sha256 of its {what} {found[:12]}... differs from {expected[:12]}..., the "
-                     "weights the features were extracted with: new images would not get comparable features"
-                     + ("" if tensors_sha256 else " (the store predates tensor digests: give its original file)"))
-  return extract.Forward(model, weights.load_params(source, model, model_name, where=path), batch)
+  if tensors_sha256 is None and weights.sha256(path) == file_sha256:  # the recorded file itself
+    state = weights.read_state(path)
+  else:
+    expected = tensors_sha256 or _expected_tensors(recorded_path, file_sha256)
+    if expected is None:
+      raise InputError(f"{path}: its sha256 differs from {file_sha256[:12]}..., the weights file the features "
+                       "were extracted with (recorded before vqajax compared tensors: give that file, or keep "
+                       "it at its recorded path beside a conversion)")
+    state = weights.read_state(path)
+    found = weights.tensors_sha256(state)
+    if found != expected:
+      raise InputError(f"{path}: the sha256 of its tensors {found[:12]}... differs from {expected[:12]}..., the "
+                       "weights the features were extracted with: new images would not get comparable features")
+  return extract.Forward(model, weights.load_params(state, model, model_name, where=path), batch)
 
 
 class Extractor:
@@ -72,7 +84,8 @@ class Extractor:
     stat = os.stat(path)
     self.settings, self.shape, self.source = recorded, tuple(shape), source
     self._forward = _forward(recorded["model"], recorded["layer"], path, (stat.st_mtime_ns, stat.st_size),
-                             recorded.get("weights_tensors_sha256"), recorded["weights_sha256"], batch)
+                             recorded.get("weights_tensors_sha256"), recorded["weights"], recorded["weights_sha256"],
+                             batch)
 
   def __call__(self, paths: list[str]) -> np.ndarray:
     s = self.settings

@@ -49,6 +49,11 @@ class Answerer:
     return self._run.step
 
   @property
+  def batch(self) -> int:
+    """Questions per device call (the run's eval batch, padded to the devices)."""
+    return self._run.batch
+
+  @property
   def image_ids(self) -> list[int]:
     """The run's feature store's image ids (empty when the store is not there)."""
     try:

@@ -300,6 +300,14 @@ def _read_captions(config_data, split: str):
   return captions, " + ".join(paths)
 
 
+def open_store(config_data) -> FeatureStore:
+  """The feature store of `config.data` (`features`, relative to `dir`), shape checked."""
+  store = FeatureStore(resolve(config_data, "features"))
+  if config_data.feature_shape:
+    store.check_shape(tuple(config_data.feature_shape))
+  return store
+
+
 def load(config_data) -> VQAData:
   """Reads train and val files and the feature store named by `config.data`."""
   train_records, train_source = read_train_records(config_data)
@@ -314,9 +322,7 @@ def load(config_data) -> VQAData:
   vocab = text.Vocab.build(train_tokens, config_data.vocab_min_count)
   logging.info("question vocabulary: %d entries (min count %d, with PAD and UNK)", len(vocab), config_data.vocab_min_count)
 
-  store = FeatureStore(resolve(config_data, "features"))
-  if config_data.feature_shape:
-    store.check_shape(tuple(config_data.feature_shape))
+  store = open_store(config_data)
   captions = {split: _read_captions(config_data, split) for split in ("train", "val")}
   if (captions["train"] is None) != (captions["val"] is None):
     raise official_files.DataFileError("config.data: give both train_captions and val_captions, or neither")

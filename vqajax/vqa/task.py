@@ -35,6 +35,12 @@ def sizes(data: vqa_dataset.VQAData) -> dict[str, int]:
 
 
 build_model = vqa_models.build
+
+
+def open_store(config):
+  return vqa_dataset.open_store(config.data)
+
+
 encoders_from_tables = vqa_dataset.Encoders.from_tables
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from vqajax.core import bundle, files, fs, trained
 from vqajax.core.errors import InputError
+from vqajax.features import weights
 
 _PIPELINE_TAGS = {"vqa": "visual-question-answering", "grounding_mask": "image-segmentation",
                   "grounding_class": "visual-question-answering"}
@@ -106,7 +107,6 @@ def export(path: str, tasks: Mapping[str, Any], out: str, step: int | None = Non
 
 def _weights(extractor: dict) -> tuple[dict, tuple[str, bytes]]:
   """The extractor's weights as `.npz` bytes, and its settings with their tensors' digest."""
-  from vqajax.features import weights  # pylint: disable=g-import-not-at-top
   path = extractor["weights"]
   if not os.path.isfile(path):
     raise InputError(f"{path}: the extractor's weights are not there; export without --with-weights")
