@@ -155,9 +155,11 @@ class Encoders:
       sizes["caption_bow"] = len(self.caption_words)
     return sizes
 
-  def questions(self, questions: list[str]) -> dict[str, np.ndarray]:
-    """The model's text inputs of question strings: tokens, length, question_bow."""
-    token_lists = [text.tokenize(q) for q in questions]
+  def questions(self, questions: list[str], token_lists: list[list[str]] | None = None) -> dict[str, np.ndarray]:
+    """The model's text inputs of question strings (or of their `text.tokenize` words, when
+    already made): tokens, length, question_bow."""
+    if token_lists is None:
+      token_lists = [text.tokenize(q) for q in questions]
     tokens, lengths = self.vocab.encode(token_lists, self.max_len)
     return {"tokens": tokens, "length": lengths, "question_bow": self.question_bag.indices(token_lists, self.max_len)}
 
@@ -194,20 +196,20 @@ def caption_bags(image_ids, captions: dict[int, list[str]], path: str, table: te
 def _answer_indices(annotations, answers: text.TopK) -> np.ndarray:
   """[N, A] each annotator's answer's index in the answer table (`OUT_OF_TABLE` if it is
   not there, -1 padding), for soft targets (`vqa/task.make_loss`)."""
-  width = max(len(a["answers"]) for a in annotations)
-  out = np.full((len(annotations), width), -1, np.int32)
-  for i, a in enumerate(annotations):
-    index = answers.index(x["answer"] for x in a["answers"])
-    out[i, :len(index)] = np.where(index >= 0, index, OUT_OF_TABLE)
+  counts = np.fromiter((len(a["answers"]) for a in annotations), np.int64, len(annotations))
+  index = answers.index(x["answer"] for a in annotations for x in a["answers"])
+  out = np.full((len(annotations), counts.max()), -1, np.int32)
+  out[np.arange(out.shape[1]) < counts[:, None]] = np.where(index >= 0, index, OUT_OF_TABLE)
   return out
 
 
-def _question_arrays(questions, source, enc: Encoders, store) -> dict[str, np.ndarray]:
-  """The arrays of the questions alone (the inputs, and the choices where they have them)."""
+def _question_arrays(questions, source, enc: Encoders, store, tokens=None) -> dict[str, np.ndarray]:
+  """The arrays of the questions alone (the inputs, and the choices where they have them);
+  `tokens`: their words, if already made."""
   out = {
       "question_id": np.array([q["question_id"] for q in questions], np.int64),
       "image_row": store.rows([q["image_id"] for q in questions], source).astype(np.int32),
-      **enc.questions([q["question"] for q in questions]),
+      **enc.questions([q["question"] for q in questions], tokens),
   }
   if "multiple_choices" in questions[0]:
     width = max(len(q["multiple_choices"]) for q in questions)
@@ -222,10 +224,10 @@ def _question_arrays(questions, source, enc: Encoders, store) -> dict[str, np.nd
   return out
 
 
-def _arrays(records, source, enc: Encoders, store, captions=None):
+def _arrays(records, source, enc: Encoders, store, captions=None, tokens=None):
   questions = [q for q, _ in records]
   annotations = [a for _, a in records]
-  out = _question_arrays(questions, source, enc, store)
+  out = _question_arrays(questions, source, enc, store, tokens)
   out.update({
       "label": enc.answers.index(a["multiple_choice_answer"] for a in annotations),
       "answer_index": _answer_indices(annotations, enc.answers),
@@ -337,7 +339,7 @@ def load(config_data) -> VQAData:
                   question_types={t: i for i, t in enumerate(question_types)},
                   interner=vqa_accuracy.Interner(), max_len=config_data.max_question_len, image_shape=store.shape)
   raw_ids, norm_ids = vqa_accuracy.encode_answer_table(answers.answers, enc.interner)
-  train = _arrays(train_records, train_source, enc, store, captions["train"])
+  train = _arrays(train_records, train_source, enc, store, captions["train"], train_tokens)
   if config_data.drop_unknown_answers:
     train = {k: v[train["label"] >= 0] for k, v in train.items()}
   return VQAData(train=train, val=_arrays(val_records, val_source, enc, store, captions["val"]),
