@@ -53,7 +53,8 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   data.results_prefix = "v2_"           # official naming: "" for v1 files
 
   config.model = m = ml_collections.ConfigDict()
-  m.question = "lstm"                   # "none" | "bow" | "lstm" (vqajax/vqa/models.py)
+  m.name = "late_fusion"                # or "attention" (vqajax/vqa/models.py MODELS)
+  m.question = "lstm"                   # "none" | "bow" | an encoder of vqajax/nn/question.py ENCODERS
   m.embed_dim = 300
   m.lstm_dim = 512
   m.lstm_layers = 2
@@ -66,8 +67,7 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   m.fused_dim = 1024
   m.mlp_dims = (1000, 1000)
   m.dropout = 0.5                       # before each layer of the MLP
-  m.glimpses = 0                        # > 0: attention over a grid store instead of late
-                                        # fusion (experiments/vqa/attention.py)
+  m.glimpses = 0                        # the attention model's glimpses (experiments/vqa/attention.py)
   m.attention_dim = 512                 # its 1x1 convolution's width
   m.attention_dropout = 0.2             # on the attention's inputs
   m.dtype = "float32"                   # matmul inputs; "bfloat16": parameters stay float32
