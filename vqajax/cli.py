@@ -325,6 +325,14 @@ def _usage() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+  from vqajax.core import files  # pylint: disable=g-import-not-at-top
+  try:
+    return _main(argv)
+  finally:
+    files.unprotect_all()  # the inputs were this command's only
+
+
+def _main(argv: Sequence[str] | None) -> int:
   argv = list(sys.argv[1:] if argv is None else argv)
   if not argv or argv[0] in ("-h", "--help"):
     sys.stdout.write(_usage())

@@ -33,7 +33,7 @@ from etils import epath
 from orbax.checkpoint import checkpoint_managers as policies
 
 from vqajax.core import fs
-from vqajax.core.errors import InputError
+from vqajax.core.errors import InputError, RunFailed
 from vqajax.core.official_files import load_json
 
 _CHECKSUM = "checksum"
@@ -42,7 +42,7 @@ _READ_TRIES = 3  # a reader racing a training that deletes the step it chose tri
 _ORBAX_SCHEMES = ("gs://", "s3://")
 
 
-class DamagedCheckpointError(InputError):
+class DamagedCheckpointError(RunFailed):
   """A checkpoint restored, but its contents differ from what was saved."""
 
 

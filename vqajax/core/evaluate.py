@@ -85,9 +85,9 @@ def _evaluate(task: Task, config, workdir: str, step: int | None, every: bool) -
   ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints, task.BEST_METRIC)
   saved = ckpt.steps()
   if not saved:
-    raise FileNotFoundError(f"{workdir}: no checkpoints to evaluate")
+    raise InputError(f"{workdir}: no checkpoints to evaluate")
   if step is not None and step not in saved:
-    raise FileNotFoundError(f"{workdir}: no checkpoint at step {step} (saved: {saved})")
+    raise InputError(f"{workdir}: no checkpoint at step {step} (saved: {saved})")
   steps = saved if every else [step if step is not None else max(saved)]
   exp = Experiment.build(task, config)
   hint = "eval writes the run's own results: evaluate with its recorded config and data"

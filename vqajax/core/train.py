@@ -22,12 +22,12 @@ from clu import periodic_actions
 from jax.experimental import multihost_utils
 
 from vqajax.core import checkpoint, device_features, encoders, evaluate, files, pipeline, run_record, sharding, writers
-from vqajax.core.errors import InputError
+from vqajax.core.errors import RunFailed
 from vqajax.core.experiment import Experiment, TrainState
 from vqajax.core.task import Task
 
 
-class NonFiniteLossError(InputError):
+class NonFiniteLossError(RunFailed):
   """The run diverged: one line for the user (learning rate, clipping, the inputs)."""
 
 
