@@ -50,7 +50,7 @@ def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.Co
   config.model = m = ml_collections.ConfigDict()
   m.name = "grounding_classifier" if task == "grounding_class" else "mask_predictor"  # models.py MODELS
   m.question = "lstm"                   # the text encoder: one of vqajax/nn/question.py ENCODERS
-  m.inputs = "i+q+a"                    # models/grounding.py: q, q+a, i+q, i+q+a | i+q, i+q+a, i+a
+  m.inputs = "i+q+a"                    # answertherapy/models.py: q, q+a, i+q, i+q+a | i+q, i+q+a, i+a
   m.embed_dim = 300
   m.lstm_dim = 512
   m.lstm_layers = 1

@@ -1,5 +1,5 @@
 """Challenge 1 of VQA-AnswerTherapy (paper section 4.1): is a visual question's answer
-grounding single (all answers on one region) or multiple? (Task contract: `tasks/__init__.py`.)
+grounding single (all answers on one region) or multiple? (Task contract: `core/task.py`.)
 
 Loss: softmax cross-entropy weighted by the class weight of each example's label
 (`therapy_dataset.class_weights`, from the train frequencies; ~16% multiple), normalised

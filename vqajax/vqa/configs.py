@@ -60,7 +60,7 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   m.lstm_layers = 2
   m.use_image = True
   m.image_norm = True
-  m.image_scale = 0.01                  # without image_norm: raw fc7 times this (models/vqa.py)
+  m.image_scale = 0.01                  # without image_norm: raw fc7 times this (vqa/models.py)
   m.caption = False
   m.project = ("question", "image")     # inputs that get fully-connected + tanh to fused_dim
   m.fusion = "mul"                      # or "concat"
