@@ -82,9 +82,9 @@ CASES = [
     ("float image ids in a store", lambda d, b, w: _train(d, w, f"--config.data.features={b / 'float_ids.h5'}"),
      "vqajax train", "float_ids.h5: image ids are float64, expected integers"),
     ("batch_size 0", lambda d, b, w: _train(d, w, "--config.batch_size=0"), "vqajax train",
-     "config.batch_size: expected a positive integer, got 0"),
+     "config.batch_size: expected a positive integer <= 2147483647, got 0"),
     ("batch_size -8", lambda d, b, w: _train(d, w, "--config.batch_size=-8"), "vqajax train",
-     "config.batch_size: expected a positive integer, got -8"),
+     "config.batch_size: expected a positive integer <= 2147483647, got -8"),
     ("batch not divisible by the devices", lambda d, b, w: _train(d, w, "--config.batch_size=7"), "vqajax train",
      "config.batch_size 7 does not split over 8 devices"),
     ("workdir that is a file", lambda d, b, w: _train(d, str(b / "a_file")), "vqajax train",
@@ -108,3 +108,92 @@ def test_bad_input_is_one_line_and_changes_nothing(name, argv, prog, expected, t
   assert not any("Traceback" in line for line in err), err
   assert {"data": digests(tiny_data), "bad": digests(bad)} == before
   assert not os.path.exists(workdir / "checkpoints")
+
+
+THERAPY = f"{ROOT}/experiments/therapy/grounding_mask.py:runlocal"
+POSITIVE = "expected a positive integer <= 2147483647, got"
+# (config file, field=value, what the line says): every constrained field, a bad value.
+CONFIG_CASES = [
+    (CONFIG, "model.mlp_dims=abc", "config.model.mlp_dims: expected a tuple of integers >= 1, e.g. (512, 512), got ('abc',)"),
+    (CONFIG, "model.mlp_dims=0", "config.model.mlp_dims: expected a tuple of integers >= 1, e.g. (512, 512), got (0,)"),
+    (CONFIG, "model.mlp_dims=-5", "config.model.mlp_dims: expected a tuple of integers >= 1"),
+    (CONFIG, "model.mlp_dims=(0,)", "config.model.mlp_dims: expected a tuple of integers >= 1"),
+    (CONFIG, "data.max_question_len=0", f"config.data.max_question_len: {POSITIVE} 0"),
+    (CONFIG, "data.max_question_len=-1", f"config.data.max_question_len: {POSITIVE} -1"),
+    (CONFIG, "model.lstm_layers=0", f"config.model.lstm_layers: {POSITIVE} 0"),
+    (CONFIG, "model.embed_dim=0", f"config.model.embed_dim: {POSITIVE} 0"),
+    (CONFIG, "model.fused_dim=0", f"config.model.fused_dim: {POSITIVE} 0"),
+    (CONFIG, "model.lstm_dim=-1", f"config.model.lstm_dim: {POSITIVE} -1"),
+    (CONFIG, "model.attention_dim=0", f"config.model.attention_dim: {POSITIVE} 0"),
+    (CONFIG, "model.glimpses=-1", "config.model.glimpses: expected an integer from 0 to 2147483647, got -1"),
+    (CONFIG, "model.dtype=float8", "config.model.dtype: expected one of ('float32', 'bfloat16', 'float16'), got 'float8'"),
+    (CONFIG, "model.question=gru", "config.model.question: expected one of ('none', 'bow', 'lstm'), got 'gru'"),
+    (CONFIG, "model.fusion=add", "config.model.fusion: expected one of ('mul', 'concat'), got 'add'"),
+    (CONFIG, "model.lstm_impl=cudnn", "config.model.lstm_impl: expected one of ('chunked', 'scan'), got 'cudnn'"),
+    (CONFIG, "model.targets=hard", "config.model.targets: expected one of ('answer', 'soft'), got 'hard'"),
+    (CONFIG, "model.dropout=2", "config.model.dropout: expected a number in [0, 1), got 2"),
+    (CONFIG, "model.dropout=-1", "config.model.dropout: expected a number in [0, 1), got -1"),
+    (CONFIG, "model.attention_dropout=1", "config.model.attention_dropout: expected a number in [0, 1), got 1"),
+    (CONFIG, "model.image_scale=0", "config.model.image_scale: expected a number > 0, got 0"),
+    (CONFIG, "seed=-1", "config.seed: expected an integer from 0 to 4294967295, got -1"),
+    (CONFIG, f"seed={2**70}", "config.seed: expected an integer from 0 to 4294967295, got 1180591620717411303424"),
+    (CONFIG, f"num_train_steps={10**20}", f"config.num_train_steps: {POSITIVE} 100000000000000000000"),
+    (CONFIG, "num_epochs=-1", "config.num_epochs: expected a number in [0, 1e+06], got -1"),
+    (CONFIG, "eval_batch_size=0", f"config.eval_batch_size: {POSITIVE} 0"),
+    (CONFIG, "log_every_steps=0", f"config.log_every_steps: {POSITIVE} 0"),
+    (CONFIG, "eval_every_steps=-2", f"config.eval_every_steps: {POSITIVE} -2"),
+    (CONFIG, "keep_checkpoints=0", f"config.keep_checkpoints: {POSITIVE} 0"),
+    (CONFIG, "optimizer.name=sgd", "config.optimizer.name: expected one of ('rmsprop', 'adam'), got 'sgd'"),
+    (CONFIG, "optimizer.learning_rate=-1", "config.optimizer.learning_rate: expected a number > 0, got -1"),
+    (CONFIG, "optimizer.eps=-1", "config.optimizer.eps: expected a number >= 0, got -1"),
+    (CONFIG, "optimizer.lr_decay_per_step=0", "config.optimizer.lr_decay_per_step: expected a number in (0, 1], got 0"),
+    (CONFIG, "optimizer.rmsprop_decay=1", "config.optimizer.rmsprop_decay: expected a number in [0, 1), got 1"),
+    (CONFIG, "optimizer.grad_clip=-1", "config.optimizer.grad_clip: expected a number >= 0, got -1"),
+    (CONFIG, "data.format=bogus", "config.data.format: expected one of ('vqa', 'vizwiz'), got 'bogus'"),
+    (CONFIG, "data.source=web", "config.data.source: expected one of ('raw', 'tfds'), got 'web'"),
+    (CONFIG, "data.dir=foo://bar", "config.data.dir: expected a local path or a URL (gs://, s3://, ram://, file://)"),
+    (CONFIG, "data.features=foo://x.h5", "config.data.features: expected a local path or a URL"),
+    (CONFIG, "data.feature_shape=(-1,)", "config.data.feature_shape: expected a tuple of integers >= 1"),
+    (CONFIG, "data.features_on_device=maybe", "config.data.features_on_device: expected one of"),
+    (CONFIG, "data.num_answers=0", f"config.data.num_answers: {POSITIVE} 0"),
+    (CONFIG, "data.vocab_min_count=0", f"config.data.vocab_min_count: {POSITIVE} 0"),
+    (CONFIG, "data.bow_words=0", f"config.data.bow_words: {POSITIVE} 0"),
+    (CONFIG, "data.bow_lead_words=-1", "config.data.bow_lead_words: expected an integer from 0 to 2147483647, got -1"),
+    (CONFIG, "data.caption_words=0", f"config.data.caption_words: {POSITIVE} 0"),
+    (CONFIG, "name=../x", "config.name: expected a plain name (letters, digits, '.', '-', '_', '+'), got '../x'"),
+    (THERAPY, "data.holdout=1", "config.data.holdout: expected a number in (0, 1), got 1"),
+    (THERAPY, "data.max_answers=0", f"config.data.max_answers: {POSITIVE} 0"),
+    (THERAPY, "data.max_answer_len=0", f"config.data.max_answer_len: {POSITIVE} 0"),
+    (THERAPY, "model.cell_dim=0", f"config.model.cell_dim: {POSITIVE} 0"),
+    (THERAPY, "model.dropout=1", "config.model.dropout: expected a number in [0, 1), got 1"),
+]
+
+
+@pytest.mark.parametrize("config, setting, expected", CONFIG_CASES, ids=[c[1] for c in CONFIG_CASES])
+@pytest.mark.parametrize("print_config", [False, True], ids=["train", "print-config"])
+def test_a_bad_config_field_is_refused_before_anything_is_written(config, setting, expected, print_config,
+                                                                  tmp_path, capsys):
+  workdir = tmp_path / "w"
+  argv = ["train", f"--config={config}", f"--workdir={workdir}", f"--config.data.dir={tmp_path / 'data'}",
+          f"--config.{setting}", *(["--print-config"] if print_config else [])]
+  assert cli.main(argv) == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert err == [f"vqajax train: error: {err[-1].partition('error: ')[2]}"] and expected in err[-1], err
+  assert not os.listdir(tmp_path)  # no run.json, no data written
+
+
+def test_every_config_field_has_a_rule():
+  """Each field of every experiment config (both papers, each argument) is declared with what it holds."""
+  from vqajax.core import config as config_lib
+  checked = 0
+  for folder, args in (("vqa", ("", "cpu", "runlocal")), ("therapy", ("", "cpu", "runlocal", "real"))):
+    for name in sorted(os.listdir(f"{ROOT}/experiments/{folder}")):
+      if not name.endswith(".py") or name.startswith("_"):
+        continue
+      for arg in args:
+        config = config_lib.load_config(f"{ROOT}/experiments/{folder}/{name}:{arg}")
+        rules = cli.task_of(config).FIELDS
+        assert set(config_lib.leaves(config)) <= set(rules), (name, arg, set(config_lib.leaves(config)) - set(rules))
+        config_lib.check(config, rules)  # the shipped configs pass
+        checked += 1
+  assert checked >= 11 * 3

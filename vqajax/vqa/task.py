@@ -10,13 +10,14 @@ import optax
 from vqajax.core import pipeline, sharding
 from vqajax.core.errors import InputError
 from vqajax.core.pipeline import INPUT_KEYS
+from vqajax.vqa import configs, reports, results
 from vqajax.vqa import dataset as vqa_dataset
 from vqajax.vqa import models as vqa_models
-from vqajax.vqa import reports, results
 from vqajax.vqa.accuracy import kernel as vqa_accuracy
 from vqajax.vqa.files import ANSWER_TYPES
 
 BEST_METRIC = "accuracy"
+FIELDS = configs.FIELDS
 TRAIN_KEYS = pipeline.TRAIN_KEYS + ("answer_index",)
 EVAL_KEYS = INPUT_KEYS + ("label", "question_id", "answer_type", "question_type",
                           "gt_ids", "gt_dup", "gt_valid", "unanimous")
