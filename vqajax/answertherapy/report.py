@@ -70,7 +70,8 @@ def write(arguments: Sequence[str], out_dir: str) -> str:
   """Writes out_dir/table4.{md,csv,json} of the runs; returns its Markdown."""
   files.check_output(out_dir, folder=True)
   runs = collect(arguments)
-  files.protect(*(where for _, _, _, where in runs))  # the tables never go over a run's results
+  for argument in arguments:  # read from here on: no table goes into a run or its data
+    run_record.protect(_run(argument)[1])
   files.check_output(out_dir, folder=True)
   rows = table4.baseline_rows(runs[0][1]) + [(name, metrics, prefix) for name, metrics, prefix, _ in runs]
   return tables.write_table(out_dir, "table4", *table4.table(rows))

@@ -27,7 +27,7 @@ import time
 
 import ml_collections
 
-from vqajax.core import fs
+from vqajax.core import files, fs
 from vqajax.core.errors import InputError
 from vqajax.core.files import write_json_atomic
 from vqajax.core.official_files import load_json
@@ -66,6 +66,13 @@ def read_config(workdir: str) -> ml_collections.ConfigDict | None:
   config = ml_collections.ConfigDict(record["config"])
   config.lock()
   return config
+
+
+def protect(workdir: str) -> None:
+  """Registers a run that a command only reads: no output goes into its workdir or its data
+  folder (`files.protect`)."""
+  config = read_config(workdir)
+  files.protect(workdir, config.data.get("dir") if config is not None else None)
 
 
 def _flat(tree: dict, prefix: str = "") -> dict:

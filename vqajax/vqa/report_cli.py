@@ -57,6 +57,8 @@ def collect(runs: Sequence[str]) -> tuple[dict[str, str], list[str]]:
       raise InputError(f"{run}: row name(s) {sorted(duplicate)} already used; name it NAME=PATH")
     found.update(rows)
     workdirs.append(path)
+  for path in workdirs:  # read from here on: no table goes into a run or its data
+    run_record.protect(path)
   return found, workdirs
 
 
