@@ -326,7 +326,8 @@ def test_links_planted_in_a_workdir_never_reach_the_data(tiny_data, tmp_path, ca
 def test_names_and_files_of_the_user_are_checked(tiny_data, tmp_path, capsys):
   argv = ["train", f"--config={CONFIG}", f"--config.data.dir={tiny_data}", *STEPS]
   assert cli.main([*argv, f"--workdir={tmp_path / 'w'}", "--config.name=../../escaped"]) == 2
-  assert "config.name '../../escaped': expected a plain name" in _error_line(capsys, "vqajax train")
+  line = _error_line(capsys, "vqajax train")
+  assert "config.name: expected a plain name (letters, digits, '.', '-', '_', '+'), got '../../escaped'" in line
   bad = tmp_path / "bad.py"
   bad.write_text("x = 1\n")
   assert cli.main(["train", f"--config={bad}", f"--workdir={tmp_path / 'w'}"]) == 2

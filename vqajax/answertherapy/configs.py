@@ -9,6 +9,7 @@ import ml_collections
 
 from vqajax.core import config as config_lib
 from vqajax.core.config import FLAG, TEXT, dims, file_list, integer, number, one_of, path
+from vqajax.core.official_files import DATA_SOURCES
 
 THERAPY_ARGS = ("cpu", "runlocal", "real")
 # The released train files: $VQAJAX_THERAPY_DIR, else ../shared/data/answertherapy beside the checkout.
@@ -20,7 +21,7 @@ FIELDS = {
     **config_lib.TRAINING,
     "data.synthetic": FLAG, "data.synthetic_scale": TEXT, "data.dir": path(),
     "data.train_files": file_list(), "data.val_files": file_list(), "data.holdout": number(0, 1, lo_open=True, hi_open=True),
-    "data.source": one_of("raw", "tfds"), "data.tfds_dir": TEXT, "data.features": path(),
+    "data.source": one_of(*DATA_SOURCES), "data.tfds_dir": TEXT, "data.features": path(),
     "data.feature_shape": dims(), "data.features_on_device": one_of("auto", "true", "false", "sharded"),
     "data.max_question_len": integer(), "data.max_answer_len": integer(), "data.max_answers": integer(),
     "data.vocab_min_count": integer(),

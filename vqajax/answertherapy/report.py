@@ -34,9 +34,7 @@ def _newest_metrics(workdir: str) -> tuple[str, dict] | None:
 
 def _run(argument: str) -> tuple[str, str, object]:
   """(row name or "", workdir, config) of a RUN argument."""
-  name, _, path = ("", "", argument) if os.path.exists(argument) else argument.partition("=")
-  if name:
-    files.check_name(name, f"{argument}: run name")
+  name, path = run_record.run_argument(argument)
   return name, path, trained.read_config(path, TASKS)
 
 

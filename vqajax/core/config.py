@@ -236,6 +236,11 @@ def check(config: ml_collections.ConfigDict, rules: dict[str, Rule]) -> None:
   """InputError naming the first field of `config` that breaks its rule (fields without a
   rule, or rules without a field, are another config's: not checked here)."""
   for key, value in leaves(config).items():
-    rule = rules.get(key)
-    if rule is not None and not rule.ok(value):
-      raise InputError(f"config.{key}: expected {rule.expected}, got {value!r}")
+    if key in rules:
+      check_value(f"config.{key}", value, rules[key])
+
+
+def check_value(what: str, value: Any, rule: Rule) -> None:
+  """InputError `what: expected ..., got value` unless `value` keeps `rule` (config fields, flags)."""
+  if not rule.ok(value):
+    raise InputError(f"{what}: expected {rule.expected}, got {value!r}")

@@ -28,6 +28,11 @@ def known_scheme(path: str) -> bool:
   return "://" not in path or path.partition("://")[0] in SCHEMES
 
 
+def outlives_process(path: str) -> bool:
+  """False for a path on a file system that ends with this process (TensorFlow's ram://)."""
+  return not path.startswith("ram://")
+
+
 def is_url(path: str) -> bool:
   """A URL of a known scheme; InputError for a scheme no file system here serves."""
   if "://" not in path:

@@ -41,8 +41,16 @@ BUDGET_FIELDS = ("num_train_steps", "num_epochs", "log_every_steps", "eval_every
 
 
 def read_record(workdir: str) -> dict | None:
+  """`workdir`'s run.json, None without one; InputError for a file that is not a run record
+  (edited, or a user's own run.json in a folder given as a workdir)."""
   path = os.path.join(workdir, RUN_FILE)
-  return load_json(path) if fs.exists(path) else None
+  if not fs.exists(path):
+    return None
+  record = load_json(path)
+  if not (isinstance(record, dict) and isinstance(record.get("config"), dict)):
+    raise InputError(f'{path}: not a vqajax run record (expected an object with a "config" object); '
+                     "is this folder a vqajax workdir?")
+  return record
 
 
 def write_run_file(workdir: str, config, sizes: dict, finished_step: int | None = None,
@@ -66,6 +74,15 @@ def read_config(workdir: str) -> ml_collections.ConfigDict | None:
   config = ml_collections.ConfigDict(record["config"])
   config.lock()
   return config
+
+
+def run_argument(argument: str) -> tuple[str, str]:
+  """(row name or "", path) of a report's [NAME=]PATH argument (an existing path is a path,
+  '=' or not); the name names output files: a plain name only."""
+  if fs.exists(argument) or "=" not in argument:
+    return "", argument
+  name, _, path = argument.partition("=")
+  return files.check_name(name, f"{argument}: run name"), path
 
 
 def protect(workdir: str) -> None:
@@ -121,6 +138,8 @@ def result_steps(workdir: str) -> list[tuple[int, str]]:
 
 
 def _alive(pid: int) -> bool:
+  if pid <= 0:  # no process has it (kill() would signal a process group)
+    return False
   try:
     os.kill(pid, 0)
   except (ProcessLookupError, OverflowError, ValueError):

@@ -11,6 +11,7 @@ import ml_collections
 
 from vqajax.core import config as config_lib
 from vqajax.core.config import FLAG, TEXT, dims, file_list, integer, names, number, one_of, path
+from vqajax.core.official_files import DATA_SOURCES
 
 ARGS = ("", "cpu", "runlocal")
 _FILES = ("train_questions", "train_annotations", "train_mc_questions", "val_questions", "val_annotations",
@@ -19,7 +20,7 @@ _FILES = ("train_questions", "train_annotations", "train_mc_questions", "val_que
 FIELDS = {
     **config_lib.TRAINING,
     "data.synthetic": FLAG, "data.synthetic_scale": TEXT, "data.dir": path(),
-    "data.format": one_of("vqa", "vizwiz"), "data.source": one_of("raw", "tfds"), "data.tfds_dir": TEXT,
+    "data.format": one_of("vqa", "vizwiz"), "data.source": one_of(*DATA_SOURCES), "data.tfds_dir": TEXT,
     **{f"data.{name}": file_list() for name in _FILES},
     "data.features": path(), "data.feature_shape": dims(),
     "data.features_on_device": one_of("auto", "true", "false", "sharded"),
