@@ -269,7 +269,8 @@ def get_sweep(arg):
   assert "bad_config: failed: config.model.dropout: expected a number in [0, 1), got 2.0" in out
   assert "bad_data: failed: " in out and "| prior |" in out
   last = err.strip().splitlines()[-1]
-  assert last.startswith("vqajax sweep: error: 2 of 3 points failed: bad_config: ") and "; bad_data: " in last
+  assert last.startswith("vqajax sweep: error: 2 of 3 points failed: point bad_config: config.model.dropout: ")
+  assert "; point bad_data: " in last
   assert os.path.exists(workdir / "base" / "results" / "prior" / "metrics.json")
   assert os.path.exists(workdir / "table2.md")
   assert not os.path.exists(workdir / "bad_config") and not os.path.exists(workdir / "bad_data" / "checkpoints")

@@ -205,7 +205,7 @@ def run(args, commands: Commands) -> int:
 
 def _failed(point: Point, error: InputError) -> str:
   print(f"{point.name}: failed: {error}", flush=True)
-  return f"{point.name}: {error}"
+  return f"point {point.name}: {error}"
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "vqajax sweep", commands=None) -> int:
