@@ -146,6 +146,9 @@ def test_features_of_many_files_prints_progress_with_an_eta(tmp_path, capsys):
   assert rows.shape == (20, HIDDEN) and all(", ETA " in line for line in lines)
   extract.features_of([GRACE] * 8, forward, "vqa", SIZE, "float32", log_every=8)
   assert capsys.readouterr().err == ""  # short work: no progress lines
+  os.mkfifo(tmp_path / "fifo_1.jpg")  # an ask questions file naming a fifo: one line, not a hang
+  with pytest.raises(InputError, match=r"fifo_1.jpg: not a readable image \(not a regular file\)"):
+    extract.features_of([GRACE, str(tmp_path / "fifo_1.jpg")], forward, "vqa", SIZE, "float32")
 
 
 def test_resume_after_a_subset_equals_one_run(photos, tmp_path):
