@@ -60,3 +60,14 @@ def test_bench_pipeline_measures_both_feature_modes_and_peak_rss():
   assert all(math.isfinite(v) and v > 0 for v in figures), figures
   assert out.count("(target >= 200k)") == len(readers) and out.count("(target >= 20k)") == 2 * len(readers)
   assert "(target >= 10x)" in out and "target <= 2 GiB" in out
+
+
+def test_bench_trained_measures_asking_a_bundle():
+  out = _run("bench_trained.py", "--scale", "0.001", "--rounds", "1", "--config-arg", "runlocal")
+  asks = re.findall(r"^ask one question (from the bundle|from the workdir|rebuilding from the data \(before\)) +"
+                    r"([\d.]+) s +([\d.]+) GiB peak RSS +([\d.]+)x faster", out, re.M)
+  assert [a[0] for a in asks] == ["from the bundle", "from the workdir", "rebuilding from the data (before)"]
+  many = re.search(r"^ask 1,000 questions from a file, bundle: ([\d.]+) s \(target <= 10 s\)$", out, re.M)
+  demo = re.search(r"^demo answer, store image ([\d.]+) ms, kept upload ([\d.]+) ms", out, re.M)
+  figures = [float(v) for a in asks for v in a[1:]] + [float(many[1]), float(demo[1]), float(demo[2])]
+  assert all(math.isfinite(v) and v > 0 for v in figures), out

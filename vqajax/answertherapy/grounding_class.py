@@ -37,8 +37,12 @@ load = therapy_dataset.load
 sizes = therapy_dataset.sizes
 
 
-def build_model(cfg, data):
-  return grounding.build(cfg, data, "grounding_class")
+def build_model(cfg, enc):
+  return grounding.build(cfg, enc, "grounding_class")
+
+
+encoders_from_tables = therapy_dataset.Encoders.from_tables
+open_store = therapy_dataset.open_store
 
 
 def loss(logits, batch):
@@ -109,15 +113,14 @@ def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) 
 read_test = therapy_dataset.read_test
 
 
-def make_predict_step(model, data, mesh):
+def make_predict_step(model):
   """(params, batch) -> {predicted, p_multiple}, to be jitted."""
-  del data, mesh
   return lambda params, batch: _predictions(model.apply({"params": params}, batch, train=False))
 
 
-def write_submission(out_dir: str, config, data, test, predictions: dict) -> list[str]:
+def write_submission(out_dir: str, config, enc, test, predictions: dict) -> list[str]:
   """Each test question's predicted `binary_label` and `p_multiple` (`answertherapy/submission.py`)."""
-  del data
+  del enc
   return submission.write(out_dir, config.name, test, [
       {"binary_label": LABELS[int(c)], "p_multiple": float(p)}
       for c, p in zip(predictions["predicted"], predictions["p_multiple"])])

@@ -121,7 +121,7 @@ class MaskPredictor(_TextInputs):
     return nn.Dense(1, name="cell_logit")(h)[..., 0]
 
 
-def build(cfg, data, task: str) -> nn.Module:
+def build(cfg, enc, task: str) -> nn.Module:
   """The model of `config.model` for `task` ('grounding_class' | 'grounding_mask')."""
   allowed = CLASSIFIER_INPUTS if task == "grounding_class" else MASK_INPUTS
   lstm_impl = cfg.get("lstm_impl", "chunked")  # runs recorded before the switch: chunked
@@ -129,9 +129,9 @@ def build(cfg, data, task: str) -> nn.Module:
     raise InputError(f"config.model.lstm_impl '{lstm_impl}' is not one of {lstm.IMPLS}")
   if cfg.inputs not in allowed:
     raise InputError(f"config.model.inputs '{cfg.inputs}' is not one of {allowed} ({task})")
-  if "i" in cfg.inputs.split("+") and data.store is None:
+  if "i" in cfg.inputs.split("+") and enc.image_shape is None:
     raise InputError(f"config.model.inputs '{cfg.inputs}' needs image features: set config.data.features")
-  text = dict(vocab_size=len(data.vocab), inputs=cfg.inputs, embed_dim=cfg.embed_dim,
+  text = dict(vocab_size=len(enc.vocab), inputs=cfg.inputs, embed_dim=cfg.embed_dim,
               lstm_dim=cfg.lstm_dim, lstm_layers=cfg.lstm_layers, lstm_impl=lstm_impl, dropout=cfg.dropout)
   if task == "grounding_class":
     return GroundingClassifier(fused_dim=cfg.fused_dim, attention_dim=cfg.attention_dim,

@@ -62,7 +62,7 @@ class Experiment:
       config.num_train_steps = max(1, math.ceil(config.num_epochs * len(data.train[LABEL]) / config.batch_size))
       logging.info("%g epochs of %d train examples: %d steps", config.num_epochs, len(data.train[LABEL]),
                    config.num_train_steps)
-    model = task.build_model(config.model, data)
+    model = task.build_model(config.model, data.encoders)
     features = device_features.place(config.data.get("features_on_device", "auto"), data, mesh)
     return cls(config, mesh, task, data, model, make_optimizer(config.optimizer), features)
 

@@ -49,13 +49,15 @@ def isabs(path: str) -> bool:
 
 
 def _gfile():
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel  # heavy: only for URLs
+  from vqajax.core import runtime  # pylint: disable=import-outside-toplevel  # heavy: only for URLs
+  tf = runtime.tensorflow()
   return tf.io.gfile
 
 
 @contextlib.contextmanager
 def _as_oserror() -> Iterator[None]:
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from vqajax.core import runtime  # pylint: disable=import-outside-toplevel
+  tf = runtime.tensorflow()
   try:
     yield
   except tf.errors.OpError as e:

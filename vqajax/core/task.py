@@ -6,8 +6,10 @@ A task is a module of a paper package (`vqa/task.py`, `answertherapy/grounding_c
 whose jitted train and eval steps are the same for every task.
 
 A task's data (`load`) holds `train` and `val`: dicts of numpy arrays with one row per
-example, and `store`: a `FeatureStore` (or None for text-only data). The arrays the core
-itself reads are named here.
+example, `store`: a `FeatureStore` (or None for text-only data), and `encoders`: what
+turned the records into arrays, whose `tables()` are recorded with the run
+(`core/encoders.py`) and give them back (`encoders_from_tables`) to answer without the
+data. The arrays the core itself reads are named here.
 """
 
 from __future__ import annotations
@@ -35,8 +37,14 @@ class Task(Protocol):
   def sizes(self, data) -> dict[str, int]:
     """Data sizes recorded in run.json."""
 
-  def build_model(self, model_config, data) -> Any:
-    """A flax module: `model.apply(vars, batch, train=...) -> outputs`."""
+  def open_store(self, config) -> Any:
+    """The `FeatureStore` `config.data` names (None for text-only data)."""
+
+  def encoders_from_tables(self, tables: dict) -> Any:
+    """The encoders of their recorded tables (`data.encoders.tables()`)."""
+
+  def build_model(self, model_config, encoders) -> Any:
+    """A flax module sized by the encoders: `model.apply(vars, batch, train=...) -> outputs`."""
 
   def make_loss(self, config) -> Any:
     """`(outputs, batch) -> scalar`, jittable: the training loss `config` asks for."""
@@ -64,13 +72,13 @@ class Predicts(Protocol):
   """What a task adds to predict a questions-only file for an evaluation server
   (`core/submission.py`)."""
 
-  def read_test(self, config, data, path: str) -> Any:
+  def read_test(self, config, encoders, store, path: str) -> Any:
     """The test file at `path`: `.arrays` (a split without labels: `question_id`, the
-    inputs, `image_row`), `.keys` (those the predict step reads) and `.name` (the
-    split's name, e.g. test-dev2015: the default output folder)."""
+    inputs, `image_row` of `store`), `.keys` (those the predict step reads) and `.name`
+    (the split's name, e.g. test-dev2015: the default output folder)."""
 
-  def make_predict_step(self, model, data, mesh) -> Any:
+  def make_predict_step(self, model) -> Any:
     """`(params, batch) -> predictions`, jittable."""
 
-  def write_submission(self, out_dir: str, config, data, test, predictions) -> list[str]:
+  def write_submission(self, out_dir: str, config, encoders, test, predictions) -> list[str]:
     """The server's files of the predictions (host arrays in test-file order); their paths."""

@@ -51,9 +51,10 @@ def run(args: argparse.Namespace) -> int:
   if not paths:
     raise InputError(f"{args.images}: no image files (extensions {', '.join(images.EXTENSIONS)})")
   model = models.MODELS[args.model](layer=args.layer)
-  params = weights.load_params(args.weights, model, args.model)
+  state = weights.read_state(args.weights)
+  params = weights.load_params(state, model, args.model, where=args.weights)
   settings = recorded.settings(args.model, args.layer, args.preprocess, weights.IMAGE_SIZE, args.dtype,
-                               args.weights)
+                               args.weights, state)
   summary = extract(paths, model, params, args.out, settings, preprocess=args.preprocess,
                     image_size=weights.IMAGE_SIZE, batch=args.batch, dtype=args.dtype,
                     chunk=args.chunk, log_every=args.log_every)

@@ -136,11 +136,13 @@ def check(state: Mapping[str, np.ndarray], layout: Layout, source: str, name: st
     raise WeightsError(f"{source}: does not fit {name}: {'; '.join(problems)}")
 
 
-def load_params(source: str | Mapping[str, np.ndarray], model: VGG | ViT, name: str) -> dict:
-  """Flax params of `model` (called `name` in errors) from a weights file or a state dict."""
+def load_params(source: str | Mapping[str, np.ndarray], model: VGG | ViT, name: str,
+                where: str = "state dict") -> dict:
+  """Flax params of `model` (called `name` in errors) from a weights file or a state dict
+  (read from the file `where`)."""
   state = read_state(source) if isinstance(source, str) else source
   layout = torch_layout(model)
-  check(state, layout, source if isinstance(source, str) else "state dict", name)
+  check(state, layout, source if isinstance(source, str) else where, name)
   params: dict = {}
   for key, (_, path, to_flax) in layout.items():
     if path is not None:
@@ -160,6 +162,17 @@ def sha256(path: str) -> str:
         digest.update(block)
   except OSError as e:
     raise WeightsError(f"{path}: cannot read the weights file ({e.strerror})") from None
+  return digest.hexdigest()
+
+
+def tensors_sha256(state: Mapping[str, np.ndarray]) -> str:
+  """The hex sha256 of a state dict's tensors (names in order, shapes, float32 bytes): the
+  same for a `.pth` and its `.npz` conversion, unlike the files' own digests."""
+  digest = hashlib.sha256()
+  for name in sorted(state):
+    tensor = np.ascontiguousarray(state[name], np.float32)
+    digest.update(f"{name} {tensor.shape}\n".encode())
+    digest.update(tensor.reshape(-1).view(np.uint8))
   return digest.hexdigest()
 
 

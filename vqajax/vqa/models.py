@@ -155,22 +155,22 @@ class AttentionVQA(nn.Module):
     return nn.Dense(self.num_answers, dtype=dtype, name="classifier")(x).astype(jnp.float32)
 
 
-def _build_attention(cfg, data, lstm_impl: str) -> AttentionVQA:
+def _build_attention(cfg, enc, lstm_impl: str) -> AttentionVQA:
   if cfg.question != "lstm" or not cfg.use_image or cfg.caption:
     raise InputError("config.model.glimpses > 0 (attention over the image grid) needs question='lstm', "
                      "use_image=True and caption=False")
-  if len(data.store.shape) != 3:
+  if len(enc.image_shape) != 3:
     raise InputError(f"config.data.features: attention (config.model.glimpses > 0) reads a grid store of "
-                     f"[H, W, C] per image, got {data.store.shape} (e.g. features/conv5_grid.npy)")
+                     f"[H, W, C] per image, got {enc.image_shape} (e.g. features/conv5_grid.npy)")
   return AttentionVQA(
-      num_answers=len(data.answers), vocab_size=len(data.vocab), embed_dim=cfg.embed_dim, lstm_dim=cfg.lstm_dim,
+      num_answers=len(enc.answers), vocab_size=len(enc.vocab), embed_dim=cfg.embed_dim, lstm_dim=cfg.lstm_dim,
       lstm_layers=cfg.lstm_layers, image_norm=cfg.image_norm, attention_dim=cfg.attention_dim,
       glimpses=cfg.glimpses, attention_dropout=cfg.attention_dropout, mlp_dims=tuple(cfg.mlp_dims),
       dropout=cfg.dropout, dtype=cfg.dtype, lstm_impl=lstm_impl)
 
 
-def build(cfg, data) -> LateFusionVQA | AttentionVQA:
-  """The model described by `config.model`, sized by the loaded data (`VQAData`)."""
+def build(cfg, enc) -> LateFusionVQA | AttentionVQA:
+  """The model described by `config.model`, sized by the run's encoders (`dataset.Encoders`)."""
   if cfg.question not in QUESTION_ENCODERS:
     raise InputError(f"config.model.question '{cfg.question}' is not one of {QUESTION_ENCODERS}")
   lstm_impl = cfg.get("lstm_impl", "chunked")  # runs recorded before the switch: chunked
@@ -181,7 +181,7 @@ def build(cfg, data) -> LateFusionVQA | AttentionVQA:
   unknown = set(cfg.project) - {"question", "image", "caption"}
   if unknown:
     raise InputError(f"config.model.project names unknown inputs {sorted(unknown)}")
-  if cfg.caption and "caption_bow" not in data.bag_sizes:
+  if cfg.caption and "caption_bow" not in enc.bag_sizes:
     raise InputError("config.model.caption needs captions: set config.data.train_captions and val_captions")
   if cfg.question == "none" and not cfg.use_image and not cfg.caption:
     raise InputError("a VQA model needs a question encoder, the image, the captions, or several")
@@ -189,11 +189,11 @@ def build(cfg, data) -> LateFusionVQA | AttentionVQA:
   if glimpses < 0:
     raise InputError(f"config.model.glimpses: expected 0 (late fusion) or more, got {glimpses}")
   if glimpses:
-    return _build_attention(cfg, data, lstm_impl)
+    return _build_attention(cfg, enc, lstm_impl)
   return LateFusionVQA(
-      num_answers=len(data.answers), question=cfg.question, vocab_size=len(data.vocab),
+      num_answers=len(enc.answers), question=cfg.question, vocab_size=len(enc.vocab),
       embed_dim=cfg.embed_dim, lstm_dim=cfg.lstm_dim, lstm_layers=cfg.lstm_layers,
-      question_bow_size=data.bag_sizes["question_bow"], use_image=cfg.use_image,
-      image_norm=cfg.image_norm, image_scale=cfg.image_scale, caption_bow_size=data.bag_sizes["caption_bow"] if cfg.caption else 0,
+      question_bow_size=enc.bag_sizes["question_bow"], use_image=cfg.use_image,
+      image_norm=cfg.image_norm, image_scale=cfg.image_scale, caption_bow_size=enc.bag_sizes["caption_bow"] if cfg.caption else 0,
       project=tuple(cfg.project), fusion=cfg.fusion, fused_dim=cfg.fused_dim,
       mlp_dims=tuple(cfg.mlp_dims), dropout=cfg.dropout, dtype=cfg.dtype, lstm_impl=lstm_impl)
