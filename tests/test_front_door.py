@@ -406,3 +406,20 @@ def test_readers_of_runs_write_neither_into_a_run_nor_into_its_data(verb, tiny_d
   assert {"data": digests(data), "run": digests(run)} == before
   assert cli.main([*verb.split(), str(run), "--out", str(tmp_path / "rep")]) == 0
   assert os.listdir(tmp_path / "rep")
+
+
+@pytest.mark.parametrize("verb", ["features", "tfds", "therapy construct"])
+def test_the_output_rule_for_the_preparing_verbs(verb, tiny_data, tmp_path, capsys):
+  """Issue 22.2: an output inside a folder the command reads (images, the official files) or
+  over an input file is refused before any work, nothing written."""
+  data = tmp_path / "data"
+  shutil.copytree(tiny_data, data)
+  annotations = str(data / "v2_mscoco_val2014_annotations.json")
+  argv = {"features": ["features", "--images", str(data / "features"), "--model", "vgg16", "--weights",
+                       str(tmp_path / "none.npz"), "--layer", "fc7", "--out", str(data / "features" / "new.h5")],
+          "tfds": ["tfds", "build", "vqa/v2", "--manual_dir", str(data), "--data_dir", str(data / "tfds")],
+          "therapy construct": ["therapy", "construct", "--groundings", annotations, "--out", annotations]}[verb]
+  before = digests(data)
+  assert cli.main(argv) == 2
+  assert "an input of this command" in _error_line(capsys, f"vqajax {verb}")
+  assert digests(data) == before
