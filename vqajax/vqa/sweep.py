@@ -11,7 +11,9 @@ results exist is skipped, so re-running resumes the sweep. `--print-commands` pr
 `vqajax train` / `vqajax baselines` command per unfinished point instead (for a cluster
 or pod queue); re-run without it to collect. Finished points go into DIR/table2.* (the
 paper's Table II shape) and, with a base point, DIR/table4.* (differences to the base).
-`--set` overrides apply to every point; `--points` keeps only the named ones.
+`--set` overrides apply to every point; `--points` keeps only the named ones. A point whose
+config is bad (each field is checked first) or whose run fails on bad input is reported as
+failed and the others go on; the sweep then exits 2 naming the failed points.
 """
 
 from __future__ import annotations
