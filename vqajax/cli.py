@@ -144,22 +144,23 @@ def _setup_logging(verbosity: str) -> None:
 
 def _resolved_config(verb: str, args, overrides):
   from vqajax.core import config as config_lib  # pylint: disable=g-import-not-at-top
-  from vqajax.core import (
-    files,  # pylint: disable=g-import-not-at-top
-    fs,  # pylint: disable=g-import-not-at-top
-    run_record,  # pylint: disable=g-import-not-at-top
-  )
+  from vqajax.core import fs, run_record  # pylint: disable=g-import-not-at-top
   from vqajax.core.errors import InputError  # pylint: disable=g-import-not-at-top
   if verb == "eval" and not fs.isdir(args.workdir):
     raise InputError(f"--workdir {args.workdir}: no such run")
-  if args.config:
+  if args.config is not None:
     config = config_lib.load_config(args.config)
   else:
     config = run_record.read_config(args.workdir)
     if config is None:
       raise InputError(f"--workdir {args.workdir}: no {run_record.RUN_FILE}; give --config")
-  config = config_lib.apply_overrides(config, overrides)
-  files.check_name(config.name, "config.name")  # it names the results files
+  return check_config(config_lib.apply_overrides(config, overrides))
+
+
+def check_config(config):
+  """`config` if each field holds what its task's configs declare (before anything is written)."""
+  from vqajax.core import config as config_lib  # pylint: disable=g-import-not-at-top
+  config_lib.check(config, task_of(config).FIELDS)
   return config
 
 
@@ -295,7 +296,7 @@ def _delegate(verb: str) -> Callable[[Sequence[str], str], int]:
   """The `main(argv, prog)` of a verb with its own parser."""
   if verb == "sweep":
     from vqajax.vqa import sweep  # pylint: disable=g-import-not-at-top
-    commands = {"train": train_config, "baselines": baselines_config}
+    commands = {"train": train_config, "baselines": baselines_config, "check": check_config}
     return lambda argv, prog: sweep.main(argv, prog, commands)
   if verb == "ask":
     from vqajax import ask_cli  # pylint: disable=g-import-not-at-top

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from vqajax.core import bundle, files, fs, trained
+from vqajax.core import bundle, files, fs, run_record, trained
 from vqajax.core.errors import InputError
 from vqajax.features import weights
 
@@ -87,7 +87,7 @@ def export(path: str, tasks: Mapping[str, Any], out: str, step: int | None = Non
   """Writes the bundle of `path`'s checkpoint into the new folder `out`; returns its files."""
   if bundle.is_bundle(path):
     raise InputError(f"{path}: already a bundle (copy the folder to share it)")
-  files.protect(path)
+  run_record.protect(path)  # the output rule: nothing into the run or its data folder
   if fs.exists(out) and (not fs.isdir(out) or fs.listdir(out)):
     raise InputError(f"--out {out}: already exists; a bundle is written into a new (or empty) folder")
   files.check_output(out, folder=True)

@@ -7,10 +7,29 @@ import os
 
 import ml_collections
 
+from vqajax.core import config as config_lib
+from vqajax.core.config import FLAG, TEXT, dims, file_list, integer, number, one_of, path
+from vqajax.core.official_files import DATA_SOURCES
+
 THERAPY_ARGS = ("cpu", "runlocal", "real")
 # The released train files: $VQAJAX_THERAPY_DIR, else ../shared/data/answertherapy beside the checkout.
 THERAPY_DIR = os.environ.get("VQAJAX_THERAPY_DIR", os.path.normpath(
     os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "answertherapy")))
+
+# What each field of `therapy_config` may hold (both tasks), checked before a command does anything.
+FIELDS = {
+    **config_lib.TRAINING,
+    "data.synthetic": FLAG, "data.synthetic_scale": TEXT, "data.dir": path(),
+    "data.train_files": file_list(), "data.val_files": file_list(), "data.holdout": number(0, 1, lo_open=True, hi_open=True),
+    "data.source": one_of(*DATA_SOURCES), "data.tfds_dir": TEXT, "data.features": path(),
+    "data.feature_shape": dims(), "data.features_on_device": one_of("auto", "true", "false", "sharded"),
+    "data.max_question_len": integer(), "data.max_answer_len": integer(), "data.max_answers": integer(),
+    "data.vocab_min_count": integer(),
+    "model.inputs": TEXT, "model.embed_dim": integer(), "model.lstm_dim": integer(), "model.lstm_layers": integer(),
+    "model.lstm_impl": one_of("chunked", "scan"), "model.dropout": number(0, 1, hi_open=True),
+    "model.fused_dim": integer(), "model.attention_dim": integer(), "model.mlp_dims": dims(),
+    "model.cell_dim": integer(),
+}
 
 
 def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.ConfigDict:

@@ -19,16 +19,17 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from vqajax.answertherapy import configs, submission, table4
 from vqajax.answertherapy import dataset as therapy_dataset
 from vqajax.answertherapy import groups as therapy_groups
 from vqajax.answertherapy import models as grounding
 from vqajax.answertherapy import precision_recall as pr
-from vqajax.answertherapy import submission, table4
 from vqajax.answertherapy.groups import LABELS
 from vqajax.core import tables
 from vqajax.core.files import write_atomic_many
 
 BEST_METRIC = "balanced_accuracy"
+FIELDS = configs.FIELDS
 TEXT_KEYS = therapy_dataset.TEXT_KEYS
 TRAIN_KEYS = TEXT_KEYS + ("label", "weight")
 

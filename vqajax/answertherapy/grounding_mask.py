@@ -34,8 +34,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from vqajax.answertherapy import configs, from_masks, iou, masks, pixel_iou, submission, table4
 from vqajax.answertherapy import dataset as therapy_dataset
-from vqajax.answertherapy import from_masks, iou, masks, pixel_iou, submission, table4
 from vqajax.answertherapy import groups as therapy_groups
 from vqajax.answertherapy import models as grounding
 from vqajax.answertherapy import precision_recall as pr
@@ -44,6 +44,7 @@ from vqajax.core import tables
 from vqajax.core.files import write_atomic_many
 
 BEST_METRIC = "iou_pq"
+FIELDS = configs.FIELDS
 TEXT_KEYS = therapy_dataset.TEXT_KEYS
 TRAIN_KEYS = TEXT_KEYS + ("grid_mask",)
 # (row name, sums, metric prefix) of Tables 5 and 6; the model's metrics have no prefix.

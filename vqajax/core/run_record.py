@@ -29,7 +29,7 @@ import time
 import ml_collections
 from absl import logging
 
-from vqajax.core import encoders, fs
+from vqajax.core import encoders, files, fs
 from vqajax.core.errors import InputError
 from vqajax.core.files import write_json_atomic
 from vqajax.core.official_files import load_json
@@ -43,8 +43,16 @@ BUDGET_FIELDS = ("num_train_steps", "num_epochs", "log_every_steps", "eval_every
 
 
 def read_record(workdir: str) -> dict | None:
+  """`workdir`'s run.json, None without one; InputError for a file that is not a run record
+  (edited, or a user's own run.json in a folder given as a workdir)."""
   path = os.path.join(workdir, RUN_FILE)
-  return load_json(path) if fs.exists(path) else None
+  if not fs.exists(path):
+    return None
+  record = load_json(path)
+  if not (isinstance(record, dict) and isinstance(record.get("config"), dict)):
+    raise InputError(f'{path}: not a vqajax run record (expected an object with a "config" object); '
+                     "is this folder a vqajax workdir?")
+  return record
 
 
 def write_run_file(workdir: str, config, sizes: dict, encoders_sha256: str | None = None, finished_step: int | None = None,
@@ -70,6 +78,22 @@ def read_config(workdir: str) -> ml_collections.ConfigDict | None:
   config = ml_collections.ConfigDict(record["config"])
   config.lock()
   return config
+
+
+def run_argument(argument: str) -> tuple[str, str]:
+  """(row name or "", path) of a report's [NAME=]PATH argument (an existing path is a path,
+  '=' or not); the name names output files: a plain name only."""
+  if fs.exists(argument) or "=" not in argument:
+    return "", argument
+  name, _, path = argument.partition("=")
+  return files.check_name(name, f"{argument}: run name"), path
+
+
+def protect(workdir: str) -> None:
+  """Registers a run that a command only reads: no output goes into its workdir or its data
+  folder (`files.protect`)."""
+  config = read_config(workdir)
+  files.protect(workdir, config.data.get("dir") if config is not None else None)
 
 
 def _flat(tree: dict, prefix: str = "") -> dict:
@@ -149,6 +173,8 @@ def result_steps(workdir: str) -> list[tuple[int, str]]:
 
 
 def _alive(pid: int) -> bool:
+  if pid <= 0:  # no process has it (kill() would signal a process group)
+    return False
   try:
     os.kill(pid, 0)
   except (ProcessLookupError, OverflowError, ValueError):

@@ -28,6 +28,7 @@ class Task(Protocol):
   """The members of a task module."""
 
   BEST_METRIC: str                 # the val metric that picks the best checkpoint
+  FIELDS: dict                     # {dotted config field: core.config.Rule}: what its configs may hold
   TRAIN_KEYS: Sequence[str]        # the split arrays the train step reads (those present)
 
   def load(self, config) -> Any:

@@ -20,7 +20,7 @@ from absl import logging
 
 from vqajax.core import files
 from vqajax.core.errors import InputError, exit_status
-from vqajax.features import images, models, recorded, weights
+from vqajax.features import images, models, recorded, store, weights
 from vqajax.features.extract import extract
 
 
@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     raise InputError(f"--layer {args.layer}: {args.model} has layers {', '.join(models.LAYERS[args.model])}")
   if args.batch < 1 or args.chunk < 1:
     raise InputError("--batch and --chunk must be positive")
+  store.check_local(args.out)  # before any work
   files.protect(args.images, args.weights)
   files.check_output(args.out)
   paths = images.list_images(args.images)

@@ -12,9 +12,10 @@ import collections
 import dataclasses
 import itertools
 import os
+import sys
 import time
 from concurrent import futures
-from typing import Iterator
+from typing import Callable, Iterator
 
 import flax.linen as nn
 import jax
@@ -86,10 +87,11 @@ def _decoded(todo: list[tuple[str, int]], preprocess: str, size: int, ahead: int
 
 
 class _Progress:
-  """A log line every `every` images: done / total, rate and ETA."""
+  """A line every `every` images (`say`: the log by default): done / total, rate and ETA."""
 
-  def __init__(self, total: int, every: int):
+  def __init__(self, total: int, every: int, say: Callable[[str], None] = logging.info):
     self.total, self.every, self.start, self.done, self._next = total, every, time.monotonic(), 0, every
+    self.say = say
 
   def add(self, count: int) -> None:
     self.done += count
@@ -97,7 +99,7 @@ class _Progress:
       self._next = self.done + self.every
       rate = self.done / max(time.monotonic() - self.start, 1e-9)
       eta = time.strftime("%H:%M:%S", time.gmtime((self.total - self.done) / rate))
-      logging.info("%d / %d images, %.1f images/s, ETA %s", self.done, self.total, rate, eta)
+      self.say(f"{self.done} / {self.total} images, {rate:.1f} images/s, ETA {eta}")
 
 
 class Forward:
@@ -118,9 +120,13 @@ class Forward:
     return self._forward(self._params, jax.device_put(inputs, self._data))
 
 
-def features_of(paths: list[str], forward: Forward, preprocess: str, image_size: int, dtype: str) -> np.ndarray:
+def features_of(paths: list[str], forward: Forward, preprocess: str, image_size: int, dtype: str,
+                log_every: int = 256) -> np.ndarray:
   """[len(paths), ...] float32 features of image files as `extract` stores them (cast to
-  its `dtype`); a file that cannot be decoded is an InputError naming it."""
+  its `dtype`); a file that cannot be decoded is an InputError naming it. More than
+  `log_every` images (long work: `vqajax ask` over a folder) print progress on stderr."""
+  say = lambda line: print(f"image features: {line}", file=sys.stderr, flush=True)
+  progress = _Progress(len(paths), log_every, say) if len(paths) > log_every else None
   out = []
   for start in range(0, len(paths), forward.batch):
     chunk = paths[start:start + forward.batch]
@@ -131,6 +137,8 @@ def features_of(paths: list[str], forward: Forward, preprocess: str, image_size:
       except images.UnreadableImage as e:
         raise InputError(f"{path}: not a readable image ({e})") from None
     out.append(np.asarray(jax.device_get(forward(inputs)))[:len(chunk)].astype(dtype))
+    if progress is not None:
+      progress.add(len(chunk))
   return np.concatenate(out).astype(np.float32)
 
 

@@ -240,6 +240,13 @@ class FeatureStore:
       self._file.close()
 
 
+def check_local(path: str) -> None:
+  """Stores are written on a local disk: a URL is refused (before any work, by the extractor)."""
+  if fs.is_url(path):
+    raise FeatureStoreError(f"{path}: stores are written on a local disk; copy the finished store "
+                            "to the bucket (a .npy store is two files)")
+
+
 def write_store(path: str, image_ids, features, settings: dict | None = None,
                 image_paths: list[str] | None = None) -> None:
   """Writes a store atomically (a failed write leaves no file behind)."""
@@ -255,9 +262,7 @@ def write_store_blocks(path: str, image_ids, row_shape, dtype, blocks: Iterable,
   are moved in first."""
   image_ids = np.asarray(image_ids, np.int64)
   dtype, shape = np.dtype(dtype), (len(image_ids),) + tuple(row_shape)
-  if fs.is_url(path):
-    raise FeatureStoreError(f"{path}: stores are written on a local disk; copy the finished store "
-                            "to the bucket (a .npy store is two files)")
+  check_local(path)
   if dtype not in _FLOAT_DTYPES:
     raise FeatureStoreError(f"{path}: need float16/float32 features with one row per image id")
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

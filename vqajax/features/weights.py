@@ -10,6 +10,7 @@ imported only to read `.pth` files; `convert` writes the `.npz` that needs no to
 from __future__ import annotations
 
 import hashlib
+import zipfile
 from typing import Callable, Mapping
 
 import numpy as np
@@ -99,8 +100,8 @@ def read_state(path: str) -> dict[str, np.ndarray]:
     try:
       with np.load(path, allow_pickle=False) as arrays:
         return {name: arrays[name] for name in arrays.files}
-    except (OSError, ValueError) as e:
-      raise WeightsError(f"{path}: not a readable .npz of weights ({e})") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:  # a truncated zip: BadZipFile
+      raise WeightsError(f"{path}: not a readable .npz of weights ({type(e).__name__}: {e})") from None
   if not path.endswith((".pth", ".pt")):
     raise WeightsError(f"{path}: unknown weights file type (expected .pth, .pt or .npz)")
   try:
@@ -111,7 +112,8 @@ def read_state(path: str) -> dict[str, np.ndarray]:
   try:
     state = torch.load(path, map_location="cpu", weights_only=True)
   except Exception as e:  # pylint: disable=broad-except  (torch raises many kinds)
-    raise WeightsError(f"{path}: not a readable torch state dict ({type(e).__name__}: {e})") from None
+    reason = next((line for line in str(e).splitlines() if line.strip()), "")  # not its paragraphs of advice
+    raise WeightsError(f"{path}: not a readable torch state dict ({type(e).__name__}: {reason})") from None
   if not isinstance(state, Mapping) or not all(isinstance(v, torch.Tensor) for v in state.values()):
     raise WeightsError(f"{path}: expected a state dict (names -> tensors), got {type(state).__name__}")
   return {name: tensor.detach().float().numpy() for name, tensor in state.items()}

@@ -19,7 +19,9 @@ import os
 import time
 from typing import Sequence
 
-from vqajax.core.errors import exit_status
+from vqajax.core import config as config_lib
+from vqajax.core import fs
+from vqajax.core.errors import InputError, exit_status
 from vqajax.synthetic import folder
 from vqajax.synthetic.answertherapy import raw as synthetic_raw
 from vqajax.synthetic.answertherapy import write as synthetic_therapy
@@ -94,4 +96,12 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, prog: str = "vqajax data") -> int:
   args = build_parser(prog).parse_args(argv)
-  return exit_status(prog, lambda: args.func(args))
+
+  def run() -> int | None:
+    config_lib.check_value("--seed", args.seed, config_lib.TRAINING["seed"])  # the runs' own seed
+    if not fs.outlives_process(args.out):
+      raise InputError(f"--out {args.out}: that file system ends with this process; write the dataset to a "
+                       "folder or a bucket")
+    return args.func(args)
+
+  return exit_status(prog, run)

@@ -9,7 +9,32 @@ from __future__ import annotations
 
 import ml_collections
 
+from vqajax.core import config as config_lib
+from vqajax.core.config import FLAG, TEXT, dims, file_list, integer, names, number, one_of, path
+from vqajax.core.official_files import DATA_SOURCES
+
 ARGS = ("", "cpu", "runlocal")
+_FILES = ("train_questions", "train_annotations", "train_mc_questions", "val_questions", "val_annotations",
+          "val_mc_questions", "train_captions", "val_captions")
+# What each field of `vqa_config` may hold, checked before a command does anything (`config_lib.check`).
+FIELDS = {
+    **config_lib.TRAINING,
+    "data.synthetic": FLAG, "data.synthetic_scale": TEXT, "data.dir": path(),
+    "data.format": one_of("vqa", "vizwiz"), "data.source": one_of(*DATA_SOURCES), "data.tfds_dir": TEXT,
+    **{f"data.{name}": file_list() for name in _FILES},
+    "data.features": path(), "data.feature_shape": dims(),
+    "data.features_on_device": one_of("auto", "true", "false", "sharded"),
+    "data.num_answers": integer(), "data.vocab_min_count": integer(), "data.max_question_len": integer(),
+    "data.bow_words": integer(), "data.bow_lead_words": integer(0), "data.caption_words": integer(),
+    "data.drop_unknown_answers": FLAG, "data.confident_only": FLAG, "data.results_prefix": TEXT,
+    "model.question": one_of("none", "bow", "lstm"), "model.embed_dim": integer(), "model.lstm_dim": integer(),
+    "model.lstm_layers": integer(), "model.use_image": FLAG, "model.image_norm": FLAG,
+    "model.image_scale": number(0, lo_open=True), "model.caption": FLAG, "model.project": names(),
+    "model.fusion": one_of("mul", "concat"), "model.fused_dim": integer(), "model.mlp_dims": dims(),
+    "model.dropout": number(0, 1, hi_open=True), "model.glimpses": integer(0), "model.attention_dim": integer(),
+    "model.attention_dropout": number(0, 1, hi_open=True), "model.dtype": one_of("float32", "bfloat16", "float16"),
+    "model.lstm_impl": one_of("chunked", "scan"), "model.targets": one_of("answer", "soft"),
+}
 
 
 def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:

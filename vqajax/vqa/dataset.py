@@ -19,6 +19,7 @@ from vqajax.core.files import SAFE_NAME
 from vqajax.core.official_files import DATA_SOURCES
 from vqajax.features.store import FeatureStore
 from vqajax.vqa import files as vqa_files
+from vqajax.vqa import results
 from vqajax.vqa.accuracy import kernel as vqa_accuracy
 from vqajax.vqa.files import ANSWER_TYPES
 
@@ -261,6 +262,7 @@ def read_test(config, enc: Encoders, store, path: str) -> TestFile:
                      "submissions are for the models without captions")
   raw = official_files.read_bytes(path)
   content = official_files.load_json(path, raw)
+  _check_dataset(config, path, content)
   if config.data.format == "vizwiz" or isinstance(content, list):
     questions = vqa_files.read_vizwiz_questions(path, content)
     for q, record in zip(questions["questions"], content):  # the results name the image
@@ -271,11 +273,23 @@ def read_test(config, enc: Encoders, store, path: str) -> TestFile:
     version = "v2" if os.path.basename(path).startswith("v2_") else "v1"
     info = {"data_type": questions.get("data_type", "mscoco"), "data_subtype": questions.get("data_subtype", "")}
   check_info(info, path)
+  if version != "vizwiz" and info["data_subtype"] not in results.COCO_SPLITS:
+    raise official_files.DataFileError(f'{path}: "data_subtype" {info["data_subtype"]!r}: expected a split of '
+                                       f"the evaluation server, one of {results.COCO_SPLITS}")
   if not questions["questions"]:
     raise official_files.DataFileError(f"{path}: holds no questions")
   arrays = _question_arrays(questions["questions"], path, enc, store)
   return TestFile(path=path, name=info["data_subtype"], version=version, questions=questions["questions"],
                   arrays=arrays, info=info)
+
+
+def _check_dataset(config, path: str, content) -> None:
+  """A VQA-AnswerTherapy file (a list of records with "image_id", not "image") given to a VQA run."""
+  first = content[0] if isinstance(content, list) and content else None
+  if isinstance(first, dict) and "image_id" in first and "image" not in first:
+    raise InputError(f'{path}: a VQA-AnswerTherapy file (records with "image_id" and answers), while this run is '
+                     f"a {config.task} run on {config.data.format} data: it predicts VQA questions files "
+                     "(or VizWiz-VQA lists); give AnswerTherapy files to a grounding_class or grounding_mask run")
 
 
 def read_train_records(config_data):

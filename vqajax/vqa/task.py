@@ -9,13 +9,14 @@ import optax
 
 from vqajax.core import sharding
 from vqajax.core.errors import InputError
+from vqajax.vqa import configs, reports, results
 from vqajax.vqa import dataset as vqa_dataset
 from vqajax.vqa import models as vqa_models
-from vqajax.vqa import reports, results
 from vqajax.vqa.accuracy import kernel as vqa_accuracy
 from vqajax.vqa.files import ANSWER_TYPES
 
 BEST_METRIC = "accuracy"
+FIELDS = configs.FIELDS
 INPUT_KEYS = ("tokens", "length", "question_bow", "caption_bow")  # those the split has
 TRAIN_KEYS = INPUT_KEYS + ("label", "answer_index")
 EVAL_KEYS = INPUT_KEYS + ("label", "question_id", "answer_type", "question_type",
