@@ -10,11 +10,14 @@ import pytest
 
 from experiments.therapy import grounding_class
 from experiments.vqa import deeper_lstm_norm_i
+from vqajax.answertherapy import configs as therapy_configs
 from vqajax.answertherapy import models as therapy_models
+from vqajax.core import config as config_lib
 from vqajax.core.errors import InputError
 from vqajax.nn import question
 from vqajax.nn.lstm import IMPLS, masked_lstm, scan_lstm
 from vqajax.nn.question import LSTMEncoder
+from vqajax.vqa import configs as vqa_configs
 from vqajax.vqa import models as vqa_models
 
 
@@ -95,15 +98,16 @@ def test_both_lstm_impls_encode_alike_with_the_same_gradients():
   jax.tree.map(functools.partial(np.testing.assert_allclose, rtol=1e-5, atol=1e-6), grads["scan"], grads["chunked"])
 
 
-def test_an_unknown_lstm_impl_is_a_clear_error():
-  cfg = deeper_lstm_norm_i.get_config("runlocal").model
-  cfg.lstm_impl = "cudnn"
-  with pytest.raises(InputError, match="config.model.lstm_impl 'cudnn' is not one of"):
-    vqa_models.build(cfg, _data())
-  therapy = grounding_class.get_config("runlocal").model
-  therapy.lstm_impl = "cudnn"
-  with pytest.raises(InputError, match="config.model.lstm_impl 'cudnn' is not one of"):
-    therapy_models.build(therapy, _data(), "grounding_class")
+def test_unknown_encoders_and_models_are_clear_errors():
+  for make, fields in ((deeper_lstm_norm_i.get_config, vqa_configs.FIELDS),
+                       (grounding_class.get_config, therapy_configs.FIELDS)):
+    for field, value in (("lstm_impl", "cudnn"), ("question", "gru"), ("name", "resnet")):
+      changed = config_lib.override(make("runlocal"), {f"model.{field}": value})
+      with pytest.raises(InputError, match=rf"config.model.{field}: expected one of .*, got '{value}'"):
+        config_lib.check(changed, fields)
+  mask_model = config_lib.override(grounding_class.get_config("runlocal"), {"model.name": "mask_predictor"})
+  with pytest.raises(InputError, match="the grounding_class task trains a 'grounding_classifier'"):
+    therapy_models.build(mask_model.model, _data(), "grounding_class")
 
 
 def _data(vocab=10, answers=7, question_bow=1030, caption_bow=1000):

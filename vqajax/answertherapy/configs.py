@@ -7,9 +7,11 @@ import os
 
 import ml_collections
 
+from vqajax.answertherapy import models as therapy_models
 from vqajax.core import config as config_lib
 from vqajax.core.config import FLAG, TEXT, dims, file_list, integer, number, one_of, path
 from vqajax.core.official_files import DATA_SOURCES
+from vqajax.nn import lstm, question
 
 THERAPY_ARGS = ("cpu", "runlocal", "real")
 # The released train files: $VQAJAX_THERAPY_DIR, else ../shared/data/answertherapy beside the checkout.
@@ -25,10 +27,11 @@ FIELDS = {
     "data.feature_shape": dims(), "data.features_on_device": one_of("auto", "true", "false", "sharded"),
     "data.max_question_len": integer(), "data.max_answer_len": integer(), "data.max_answers": integer(),
     "data.vocab_min_count": integer(),
+    "model.name": one_of(*therapy_models.MODELS), "model.question": one_of(*question.ENCODERS),
     "model.inputs": TEXT, "model.embed_dim": integer(), "model.lstm_dim": integer(), "model.lstm_layers": integer(),
-    "model.lstm_impl": one_of("chunked", "scan"), "model.dropout": number(0, 1, hi_open=True),
+    "model.lstm_impl": one_of(*lstm.IMPLS), "model.dropout": number(0, 1, hi_open=True),
     "model.fused_dim": integer(), "model.attention_dim": integer(), "model.mlp_dims": dims(),
-    "model.cell_dim": integer(),
+    "model.cell_dim": integer(), **config_lib.TRANSFORMER,
 }
 
 

@@ -25,7 +25,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from vqajax.core.errors import InputError
-from vqajax.nn import lstm, question
+from vqajax.nn import question
 
 CLASSIFIER_INPUTS = ("q", "q+a", "i+q", "i+q+a")
 MASK_INPUTS = ("i+q", "i+q+a", "i+a")
@@ -119,12 +119,7 @@ def build(cfg, enc, task: str) -> nn.Module:
   if name != _TASK_MODELS[task]:
     raise InputError(f"config.model.name '{name}': the {task} task trains a '{_TASK_MODELS[task]}'")
   allowed = CLASSIFIER_INPUTS if task == "grounding_class" else MASK_INPUTS
-  encoder = cfg.get("question", "lstm")
-  if encoder not in question.ENCODERS:
-    raise InputError(f"config.model.question '{encoder}' is not one of {tuple(question.ENCODERS)}")
-  lstm_impl = cfg.get("lstm_impl", "chunked")  # runs recorded before the switch: chunked
-  if lstm_impl not in lstm.IMPLS:
-    raise InputError(f"config.model.lstm_impl '{lstm_impl}' is not one of {lstm.IMPLS}")
+  encoder = cfg.get("question", "lstm")  # names and values checked with the config (configs.FIELDS)
   if cfg.inputs not in allowed:
     raise InputError(f"config.model.inputs '{cfg.inputs}' is not one of {allowed} ({task})")
   if "i" in cfg.inputs.split("+") and enc.image_shape is None:

@@ -221,6 +221,14 @@ TRAINING = {
 }
 
 
+# The settings of the Transformer question encoder (nn/question.py), in either paper's config.
+TRANSFORMER = {
+    "model.transformer.width": integer(), "model.transformer.layers": integer(),
+    "model.transformer.heads": integer(), "model.transformer.dropout": number(0, 1, hi_open=True),
+    "model.transformer.positions": integer(),
+}
+
+
 def leaves(config: ml_collections.ConfigDict, prefix: str = "") -> dict[str, Any]:
   """{dotted field: value} of every field that is not a group."""
   out = {}

@@ -12,6 +12,8 @@ import ml_collections
 from vqajax.core import config as config_lib
 from vqajax.core.config import FLAG, TEXT, dims, file_list, integer, names, number, one_of, path
 from vqajax.core.official_files import DATA_SOURCES
+from vqajax.nn import lstm
+from vqajax.vqa import models as vqa_models
 
 ARGS = ("", "cpu", "runlocal")
 _FILES = ("train_questions", "train_annotations", "train_mc_questions", "val_questions", "val_annotations",
@@ -27,13 +29,15 @@ FIELDS = {
     "data.num_answers": integer(), "data.vocab_min_count": integer(), "data.max_question_len": integer(),
     "data.bow_words": integer(), "data.bow_lead_words": integer(0), "data.caption_words": integer(),
     "data.drop_unknown_answers": FLAG, "data.confident_only": FLAG, "data.results_prefix": TEXT,
-    "model.question": one_of("none", "bow", "lstm"), "model.embed_dim": integer(), "model.lstm_dim": integer(),
+    "model.name": one_of(*vqa_models.MODELS), "model.question": one_of(*vqa_models.QUESTION_ENCODERS),
+    "model.embed_dim": integer(), "model.lstm_dim": integer(),
     "model.lstm_layers": integer(), "model.use_image": FLAG, "model.image_norm": FLAG,
     "model.image_scale": number(0, lo_open=True), "model.caption": FLAG, "model.project": names(),
-    "model.fusion": one_of("mul", "concat"), "model.fused_dim": integer(), "model.mlp_dims": dims(),
+    "model.fusion": one_of(*vqa_models.FUSIONS), "model.fused_dim": integer(), "model.mlp_dims": dims(),
     "model.dropout": number(0, 1, hi_open=True), "model.glimpses": integer(0), "model.attention_dim": integer(),
     "model.attention_dropout": number(0, 1, hi_open=True), "model.dtype": one_of("float32", "bfloat16", "float16"),
-    "model.lstm_impl": one_of("chunked", "scan"), "model.targets": one_of("answer", "soft"),
+    "model.lstm_impl": one_of(*lstm.IMPLS), "model.targets": one_of("answer", "soft"),
+    **config_lib.TRANSFORMER,
 }
 
 

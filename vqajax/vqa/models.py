@@ -46,7 +46,7 @@ import jax
 import jax.numpy as jnp
 
 from vqajax.core.errors import InputError
-from vqajax.nn import lstm, question
+from vqajax.nn import question
 from vqajax.nn.attention import GlimpseAttention
 
 QUESTION_ENCODERS = ("none", "bow", *question.ENCODERS)
@@ -147,9 +147,9 @@ class AttentionVQA(nn.Module):
 
 
 def _attention(cfg, enc) -> AttentionVQA:
-  if cfg.question not in question.ENCODERS or not cfg.use_image or cfg.caption:
+  if cfg.question not in question.ENCODERS or cfg.glimpses < 1 or not cfg.use_image or cfg.caption:
     raise InputError(f"config.model.name 'attention' (over the image grid) needs a question encoder of "
-                     f"{tuple(question.ENCODERS)}, use_image=True and caption=False")
+                     f"{tuple(question.ENCODERS)}, glimpses >= 1, use_image=True and caption=False")
   if len(enc.image_shape) != 3:
     raise InputError(f"config.data.features: attention (config.model.name 'attention') reads a grid store of "
                      f"[H, W, C] per image, got {enc.image_shape} (e.g. features/conv5_grid.npy)")
@@ -163,8 +163,6 @@ def _late_fusion(cfg, enc) -> LateFusionVQA:
   unknown = set(cfg.project) - {"question", "image", "caption"}
   if unknown:
     raise InputError(f"config.model.project names unknown inputs {sorted(unknown)}")
-  if cfg.fusion not in FUSIONS:
-    raise InputError(f"config.model.fusion '{cfg.fusion}' is not one of {FUSIONS}")
   if cfg.caption and "caption_bow" not in enc.bag_sizes:
     raise InputError("config.model.caption needs captions: set config.data.train_captions and val_captions")
   if cfg.question == "none" and not cfg.use_image and not cfg.caption:
@@ -188,12 +186,4 @@ def model_name(cfg) -> str:
 
 def build(cfg, enc) -> LateFusionVQA | AttentionVQA:
   """The model `config.model` names, sized by the run's encoders (`dataset.Encoders`)."""
-  name = model_name(cfg)
-  if name not in MODELS:
-    raise InputError(f"config.model.name '{name}' is not one of {tuple(MODELS)}")
-  if cfg.question not in QUESTION_ENCODERS:
-    raise InputError(f"config.model.question '{cfg.question}' is not one of {QUESTION_ENCODERS}")
-  impl = cfg.get("lstm_impl", "chunked")
-  if impl not in lstm.IMPLS:
-    raise InputError(f"config.model.lstm_impl '{impl}' is not one of {lstm.IMPLS}")
-  return MODELS[name](cfg, enc)
+  return MODELS[model_name(cfg)](cfg, enc)  # names and values checked with the config (configs.FIELDS)
