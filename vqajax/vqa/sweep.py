@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from vqajax.core import config as config_lib
 from vqajax.core import files, fs, official_files, run_record, tables
-from vqajax.core.errors import InputError, exit_status
+from vqajax.core.errors import InputError, RunFailed, exit_status
 from vqajax.vqa import reports
 
 # {'train': fn(config, workdir), 'baselines': fn(config, workdir, names), 'check': fn(config)}:
@@ -185,7 +185,7 @@ def run(args, commands: Commands) -> int:
       print(f"[{done + 1}/{todo}] {point.name}: running  ({command_line(point, args.workdir, sets)})", flush=True)
       try:
         run_point(point, configs[point.name], args.workdir, commands)
-      except InputError as e:
+      except (InputError, RunFailed) as e:  # a bad or a diverged point; the others go on
         failed[point.name] = _failed(point, e)
         todo -= 1
         continue
@@ -205,7 +205,7 @@ def run(args, commands: Commands) -> int:
   return 0
 
 
-def _failed(point: Point, error: InputError) -> str:
+def _failed(point: Point, error: InputError | RunFailed) -> str:
   print(f"{point.name}: failed: {error}", flush=True)
   return f"point {point.name}: {error}"
 
