@@ -118,19 +118,26 @@ class Forward:
     return self._forward(self._params, jax.device_put(inputs, self._data))
 
 
-def features_of(paths: list[str], forward: Forward, preprocess: str, image_size: int, dtype: str) -> np.ndarray:
-  """[len(paths), ...] float32 features of image files as `extract` stores them (cast to
-  its `dtype`); a file that cannot be decoded is an InputError naming it."""
-  out = []
-  for start in range(0, len(paths), forward.batch):
-    chunk = paths[start:start + forward.batch]
-    inputs = np.zeros((forward.batch, image_size, image_size, 3), np.float32)
+def input_batches(paths: list[str], batch: int, preprocess: str, image_size: int
+                  ) -> Iterator[tuple[int, np.ndarray]]:
+  """(n, [batch, size, size, 3] inputs of the next n image files, zeros after them) in order;
+  a file that cannot be decoded is an InputError naming it."""
+  for start in range(0, len(paths), batch):
+    chunk = paths[start:start + batch]
+    inputs = np.zeros((batch, image_size, image_size, 3), np.float32)
     for i, path in enumerate(chunk):
       try:
         inputs[i] = images.load(path, preprocess, image_size)
       except images.UnreadableImage as e:
         raise InputError(f"{path}: not a readable image ({e})") from None
-    out.append(np.asarray(jax.device_get(forward(inputs)))[:len(chunk)].astype(dtype))
+    yield len(chunk), inputs
+
+
+def features_of(paths: list[str], forward: Forward, preprocess: str, image_size: int, dtype: str) -> np.ndarray:
+  """[len(paths), ...] float32 features of image files as `extract` stores them (cast to
+  its `dtype`); a file that cannot be decoded is an InputError naming it."""
+  out = [np.asarray(jax.device_get(forward(inputs)))[:n].astype(dtype)
+         for n, inputs in input_batches(paths, forward.batch, preprocess, image_size)]
   return np.concatenate(out).astype(np.float32)
 
 
