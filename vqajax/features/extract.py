@@ -120,17 +120,21 @@ class Forward:
 
 def input_batches(paths: list[str], batch: int, preprocess: str, image_size: int
                   ) -> Iterator[tuple[int, np.ndarray]]:
-  """(n, [batch, size, size, 3] inputs of the next n image files, zeros after them) in order;
-  a file that cannot be decoded is an InputError naming it."""
-  for start in range(0, len(paths), batch):
-    chunk = paths[start:start + batch]
-    inputs = np.zeros((batch, image_size, image_size, 3), np.float32)
-    for i, path in enumerate(chunk):
-      try:
-        inputs[i] = images.load(path, preprocess, image_size)
-      except images.UnreadableImage as e:
-        raise InputError(f"{path}: not a readable image ({e})") from None
-    yield len(chunk), inputs
+  """(n, [batch, size, size, 3] inputs of the next n image files, zeros after them) in order,
+  decoded by a thread pool; a file that cannot be decoded is an InputError naming it."""
+  def load(path: str) -> np.ndarray:
+    try:
+      return images.load(path, preprocess, image_size)
+    except images.UnreadableImage as e:
+      raise InputError(f"{path}: not a readable image ({e})") from None
+
+  with futures.ThreadPoolExecutor(os.cpu_count()) as pool:
+    for start in range(0, len(paths), batch):
+      chunk = paths[start:start + batch]
+      inputs = np.zeros((batch, image_size, image_size, 3), np.float32)
+      for i, pixels in enumerate(pool.map(load, chunk)):
+        inputs[i] = pixels
+      yield len(chunk), inputs
 
 
 def features_of(paths: list[str], forward: Forward, preprocess: str, image_size: int, dtype: str) -> np.ndarray:

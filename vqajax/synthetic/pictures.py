@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import zlib
+from concurrent import futures
+from typing import Callable, TypeVar
 
 import jax
 import numpy as np
@@ -24,6 +27,7 @@ from vqajax.features import extract, models, recorded
 from vqajax.features.store import write_store
 from vqajax.synthetic.vqa import world as W
 
+T = TypeVar("T")
 STEP = 255 // (models.PALETTE_LEVELS - 1)
 RGB = tuple[int, int, int]
 
@@ -52,6 +56,7 @@ _MARKERS = sorted({_cube(r, g, b) for r in range(6) for g in range(6) for b in r
                   key=lambda c: zlib.crc32(bytes(c)))
 _LABELS = W.CATEGORY_NAMES + W.SECONDARY_NAMES + W.PERSONS
 _MARKER_OF = {label: _MARKERS[i] for i, label in enumerate(_LABELS)}
+_TEXT_LOCK = threading.Lock()
 IMAGE_SIZE = 224  # the extractor's input (`features.weights.IMAGE_SIZE`)
 
 
@@ -75,7 +80,8 @@ def _font(size: int) -> ImageFont.FreeTypeFont:
 
 def tag(image: Image.Image, centre: tuple[float, float], width: float, height: float, text: str, fill: RGB) -> None:
   """A `fill` label of a fixed size centred at `centre`, `text` written in it (black or white)."""
-  label = _tag(text, round(width), round(height), fill)
+  with _TEXT_LOCK:  # one FreeType face is not for two threads at once
+    label = _tag(text, round(width), round(height), fill)
   image.paste(label, (round(centre[0] - label.width / 2), round(centre[1] - label.height / 2)))
 
 
@@ -99,9 +105,15 @@ def striped(image: Image.Image, shape: Image.Image, colours: list[RGB], stripe: 
   image.paste(Image.fromarray(pattern, "RGB"), (x0, y0), shape.crop(box))
 
 
-def save(image: Image.Image, path: str) -> None:
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  image.save(path, "JPEG", quality=92, subsampling=0)
+def write(draw: Callable[[T], Image.Image], things: list[T], paths: list[str]) -> None:
+  """Saves `draw(thing)` at each path (a thread pool: PIL's encoder frees the interpreter)."""
+  def save(thing: T, path: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    draw(thing).save(path, "JPEG", quality=92, subsampling=0)
+
+  with futures.ThreadPoolExecutor(os.cpu_count()) as pool:
+    for done in [pool.submit(save, thing, path) for thing, path in zip(things, paths)]:
+      done.result()
 
 
 def extract_stores(paths: list[str], keys: np.ndarray, stores: dict[str, str], batch: int = 64) -> None:

@@ -177,8 +177,7 @@ def _write(out_dir: str, seed: int, scale: str) -> dict[str, str]:
       counts[f"{prefix}_{split}"] = {"samples": len(part), "multiple": sum(it.label == "multiple" for it in part)}
   keys = np.array([feature_key(it.image_id) for it in items], np.int64)
   files = [os.path.join(out_dir, picture_path(it)) for it in items]
-  for item, path in zip(items, files):
-    pictures.save(picture(item), path)
+  pictures.write(picture, items, files)
   pictures.extract_stores(files, keys, {"grid14": paths["grid_features"]})
   families = {f: sum(it.family == f for it in items) for f in TQ.FAMILIES}
   write_json_atomic(manifest_path, {

@@ -320,8 +320,7 @@ def _write(out_dir: str, seed: int, scale: str) -> dict[str, str]:
   images = world.images["train"] + world.images["val"] + world.images["test"]
   ids = np.array([img.image_id for img in images], np.int64)
   files = [os.path.join(out_dir, picture_path(img)) for img in images]
-  for img, path in zip(images, files):
-    pictures.save(picture(img, seed), path)
+  pictures.write(lambda img: picture(img, seed), images, files)
   pictures.extract_stores(files, ids, {"global": paths["features"], "grid7": paths["grid_features"]})
   _write_json(paths["grid_layout"], {
       "grid_size": W.GRID, "box_format": "[label, x0, y0, x1, y1] in grid cells, x1 and y1 exclusive",
