@@ -1,6 +1,7 @@
 """`vqajax demo`: the page's logic on small fakes of the ask API, then the real page in headless
 Chromium on a tiny synthetic run (skipped only when chromium / chromedriver cannot be found)."""
 
+import glob
 import json
 import os
 import shutil
@@ -232,6 +233,8 @@ def page(tiny_data, tiny_therapy, tmp_path_factory):
     assert cli.main(["train", f"--config={ROOT}/experiments/{config}.py:runlocal", f"--workdir={out}",
                      f"--config.data.dir={data}", "--config.num_train_steps=2", "--verbosity=warning"]) == 0
   port = _free_port()
+  private = os.path.join(tempfile.gettempdir(), "vqajax-demo-*")  # the server's own Gradio folder
+  before = set(glob.glob(private))
   log = open(root / "demo.log", "w+")
   server = subprocess.Popen([sys.executable, "-m", "vqajax", "demo", f"--workdir={workdir}",
                              f"--therapy-workdir={mask_workdir}", f"--port={port}"],
@@ -258,6 +261,7 @@ def page(tiny_data, tiny_therapy, tmp_path_factory):
     server.terminate()
     server.wait(30)
     log.close()
+  assert set(glob.glob(private)) <= before  # removed when the server stopped (SIGTERM)
 
 
 def _open(driver, url):

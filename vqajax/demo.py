@@ -29,6 +29,7 @@ import hashlib
 import html
 import os
 import shutil
+import signal
 import tempfile
 from typing import Sequence
 
@@ -300,6 +301,10 @@ def _private_gradio_folder() -> str:
   return folder
 
 
+def _interrupt(signum, frame):
+  raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str], prog: str = "vqajax demo") -> int:
   args = _parser(prog).parse_args(argv)
   folder = None
@@ -326,6 +331,7 @@ def main(argv: Sequence[str], prog: str = "vqajax demo") -> int:
     except OSError as e:  # the port is taken, the host is not this machine's
       raise InputError(f"--host {args.host} --port {args.port}: cannot serve there ({e})") from None
     print(f"{prog}: serving on http://{args.host}:{args.port} (Ctrl-C stops it)", flush=True)
+    signal.signal(signal.SIGTERM, _interrupt)  # a SIGTERM stops it as Ctrl-C does: the folder is removed
     try:
       blocks.block_thread()
     finally:
