@@ -285,6 +285,26 @@ def test_command_exit_status_and_convert_free_npz(photos, tmp_path, monkeypatch,
   assert "--layer cls: vgg16 has layers fc7, conv5" in capsys.readouterr().err
 
 
+def test_the_embedded_extractor_needs_no_weights_and_matches_the_embedded_store(tiny_data, tmp_path, capsys):
+  """`vqajax features --model colour_cells` over the embedded pictures rebuilds the embedded
+  grid store row for row, with the same recorded settings."""
+  embedded = FeatureStore(os.path.join(tiny_data, "features/conv5_grid.npy"))
+  folder = os.path.join(tiny_data, "val2014")
+  out = str(tmp_path / "grid.npy")
+  assert cli.main(["--images", folder, "--model", "colour_cells", "--layer", "grid7", "--out", out]) == 0
+  made = FeatureStore(out)
+  assert made.settings == embedded.settings and len(made.image_ids) == len(os.listdir(folder)) == 60
+  np.testing.assert_array_equal(made.read(made.rows(made.image_ids)), embedded.read(embedded.rows(made.image_ids)))
+  command = ["--images", folder, "--layer", "grid7", "--out", str(tmp_path / "x.npy")]
+  for extra, message in [(["--model", "colour_cells", "--weights", out], "--weights: colour_cells takes none"),
+                         (["--model", "vgg16", "--layer", "fc7"], "--weights: vgg16 needs its weights file"),
+                         (["--model", "colour_cells", "--preprocess", "torchvision"],
+                          "--preprocess torchvision: colour_cells reads the vqa preprocessing")]:
+    assert cli.main(command + extra) == 2
+    assert capsys.readouterr().err == f"vqajax features: error: {message}\n"
+  assert not os.path.exists(tmp_path / "x.npy")
+
+
 def test_the_extracted_store_trains(tiny_data, tmp_path):
   config = image_only.get_config("runlocal")  # the image-only row: the features are all it sees
   config.data.dir = tiny_data

@@ -120,6 +120,25 @@ class Forward:
     return self._forward(self._params, jax.device_put(inputs, self._data))
 
 
+def input_batches(paths: list[str], batch: int, preprocess: str, image_size: int
+                  ) -> Iterator[tuple[int, np.ndarray]]:
+  """(n, [batch, size, size, 3] inputs of the next n image files, zeros after them) in order,
+  decoded by a thread pool; a file that cannot be decoded is an InputError naming it."""
+  def load(path: str) -> np.ndarray:
+    try:
+      return images.load(path, preprocess, image_size)
+    except images.UnreadableImage as e:
+      raise InputError(f"{path}: not a readable image ({e})") from None
+
+  with futures.ThreadPoolExecutor(os.cpu_count()) as pool:
+    for start in range(0, len(paths), batch):
+      chunk = paths[start:start + batch]
+      inputs = np.zeros((batch, image_size, image_size, 3), np.float32)
+      for i, pixels in enumerate(pool.map(load, chunk)):
+        inputs[i] = pixels
+      yield len(chunk), inputs
+
+
 def features_of(paths: list[str], forward: Forward, preprocess: str, image_size: int, dtype: str,
                 log_every: int = 256) -> np.ndarray:
   """[len(paths), ...] float32 features of image files as `extract` stores them (cast to
@@ -128,17 +147,10 @@ def features_of(paths: list[str], forward: Forward, preprocess: str, image_size:
   say = lambda line: print(f"image features: {line}", file=sys.stderr, flush=True)
   progress = _Progress(len(paths), log_every, say) if len(paths) > log_every else None
   out = []
-  for start in range(0, len(paths), forward.batch):
-    chunk = paths[start:start + forward.batch]
-    inputs = np.zeros((forward.batch, image_size, image_size, 3), np.float32)
-    for i, path in enumerate(chunk):
-      try:
-        inputs[i] = images.load(path, preprocess, image_size)
-      except images.UnreadableImage as e:
-        raise InputError(f"{path}: not a readable image ({e})") from None
-    out.append(np.asarray(jax.device_get(forward(inputs)))[:len(chunk)].astype(dtype))
+  for n, inputs in input_batches(paths, forward.batch, preprocess, image_size):
+    out.append(np.asarray(jax.device_get(forward(inputs)))[:n].astype(dtype))
     if progress is not None:
-      progress.add(len(chunk))
+      progress.add(n)
   return np.concatenate(out).astype(np.float32)
 
 

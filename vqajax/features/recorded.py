@@ -21,10 +21,14 @@ from vqajax.features import extract, models, weights
 KEYS = ("model", "layer", "preprocess", "image_size", "dtype", "weights", "weights_sha256")
 
 
-def settings(model: str, layer: str, preprocess: str, image_size: int, dtype: str, weights_file: str,
-             state) -> dict:
+def settings(model: str, layer: str, preprocess: str, image_size: int, dtype: str, weights_file: str | None,
+             state=None) -> dict:
   """What `vqajax features` records: the model and how images became its input, and the
-  weights file (absolute path) with its sha256 and its tensors' (`state`) digest."""
+  weights file (absolute path) with its sha256 and its tensors' (`state`) digest (None for
+  a model of `models.NO_WEIGHTS`)."""
+  if weights_file is None:
+    return {"model": model, "layer": layer, "preprocess": preprocess, "image_size": image_size, "dtype": dtype,
+            "weights": None, "weights_sha256": None, "weights_tensors_sha256": None}
   return {"model": model, "layer": layer, "preprocess": preprocess, "image_size": image_size, "dtype": dtype,
           "weights": os.path.abspath(weights_file), "weights_sha256": weights.sha256(weights_file),
           "weights_tensors_sha256": weights.tensors_sha256(state)}
@@ -61,6 +65,11 @@ def _forward(model_name: str, layer: str, path: str, identity: tuple, tensors_sh
   return extract.Forward(model, weights.load_params(state, model, model_name, where=path), batch)
 
 
+@functools.lru_cache(maxsize=2)
+def _weightless(model_name: str, layer: str, batch: int) -> extract.Forward:
+  return extract.Forward(models.MODELS[model_name](layer=layer), {}, batch)
+
+
 class Extractor:
   """Features of image files made as a store's were (`recorded`: its extractor settings;
   `shape`: its features per image; `source`: what recorded them, for errors);
@@ -72,17 +81,20 @@ class Extractor:
                batch: int = 32):
     if not recorded:
       raise InputError(f"{source}: the features were not extracted by vqajax features (no extractor "
-                       "settings recorded, e.g. synthetic features): ask about its own image ids instead")
+                       "settings recorded): ask about its own image ids instead")
     missing = [k for k in KEYS if k not in recorded]
     if missing or recorded["model"] not in models.MODELS:
       raise InputError(f"{source}: extractor settings {recorded} lack {', '.join(missing)} or name an unknown "
                        f"model (expected fields {', '.join(KEYS)})")
+    self.settings, self.shape, self.source = recorded, tuple(shape), source
+    if recorded["model"] in models.NO_WEIGHTS:  # defined by its code alone (the embedded datasets')
+      self._forward = _weightless(recorded["model"], recorded["layer"], batch)
+      return
     path = os.path.abspath(weights_file or recorded["weights"])
     if not os.path.isfile(path):
       raise InputError(f"{path}: the weights the features were extracted with are not there; give the file "
                        f"(or its .npz conversion) with sha256 {recorded['weights_sha256']} (--weights)")
     stat = os.stat(path)
-    self.settings, self.shape, self.source = recorded, tuple(shape), source
     self._forward = _forward(recorded["model"], recorded["layer"], path, (stat.st_mtime_ns, stat.st_size),
                              recorded.get("weights_tensors_sha256"), recorded["weights"], recorded["weights_sha256"],
                              batch)

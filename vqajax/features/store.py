@@ -9,9 +9,9 @@ A store made by `vqajax features` also holds the extractor's settings (`settings
 layer, preprocessing, image size, dtype, the weights file and its sha256), so features of
 new images can be computed the same way (`vqajax ask`): the HDF5 attribute `settings`
 (JSON), or `NAME.settings.json` beside a `.npy` store; and the image file of each row
-(`image_paths`, "" where unknown): the HDF5 dataset `image_paths`, or
-`NAME.image_paths.json` (a list in row order). Other stores (the synthetic ones) have
-neither.
+(`image_paths`, "" where unknown, a relative path relative to the store's folder): the
+HDF5 dataset `image_paths`, or `NAME.image_paths.json` (a list in row order). Other stores
+have neither.
 
 Rows are read on demand into private buffers (HDF5, or `pread` for .npy, not a memory
 map: mapped pages that were read stay in the process's RSS), so a store larger than RAM
@@ -218,6 +218,7 @@ class FeatureStore:
     if self.image_paths is None:
       return None
     path = self.image_paths[int(self.rows([image_id])[0])]
+    path = path and os.path.join(os.path.dirname(self.path), path)  # a relative one: to the store's folder
     return path if path and os.path.isfile(path) else None
 
   def check_shape(self, expected: tuple[int, ...]) -> None:
