@@ -71,8 +71,9 @@ def read(path: str, task: str) -> tuple[dict, dict, dict]:
   _verified(path, encoders.FILE, record["files"])
   tables = encoders.read(path, task, record["encoders"])
   params = serialization.msgpack_restore(_verified(path, PARAMS, record["files"]))
-  if isinstance(record.get("extractor"), dict) and not fs.isabs(record["extractor"].get("weights", "")):
-    record["extractor"]["weights"] = os.path.join(path, record["extractor"]["weights"])  # shipped inside
+  weights = (record.get("extractor") or {}).get("weights")
+  if isinstance(weights, str) and not fs.isabs(weights):
+    record["extractor"]["weights"] = os.path.join(path, weights)  # shipped inside
   return record, tables, params
 
 
