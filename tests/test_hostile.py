@@ -12,6 +12,7 @@ import pytest
 
 from tests.digests import digests
 from vqajax import cli
+from vqajax.vqa import models as vqa_models
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = f"{ROOT}/experiments/vqa/deeper_lstm_norm_i.py:runlocal"
@@ -177,7 +178,7 @@ CONFIG_CASES = [
     (CONFIG, "model.attention_dim=0", f"config.model.attention_dim: {POSITIVE} 0"),
     (CONFIG, "model.glimpses=-1", "config.model.glimpses: expected an integer from 0 to 2147483647, got -1"),
     (CONFIG, "model.dtype=float8", "config.model.dtype: expected one of ('float32', 'bfloat16', 'float16'), got 'float8'"),
-    (CONFIG, "model.question=gru", "config.model.question: expected one of ('none', 'bow', 'lstm'), got 'gru'"),
+    (CONFIG, "model.question=gru", f"config.model.question: expected one of {vqa_models.QUESTION_ENCODERS}, got 'gru'"),
     (CONFIG, "model.fusion=add", "config.model.fusion: expected one of ('mul', 'concat'), got 'add'"),
     (CONFIG, "model.lstm_impl=cudnn", "config.model.lstm_impl: expected one of ('chunked', 'scan'), got 'cudnn'"),
     (CONFIG, "model.targets=hard", "config.model.targets: expected one of ('answer', 'soft'), got 'hard'"),

@@ -165,7 +165,8 @@ def test_bad_input_is_one_line_and_writes_nothing(run, tiny_data, tiny_therapy, 
   no_features.write_text(json.dumps(content))
   empty_run = tmp_path / "empty"
   empty_run.mkdir()
-  shutil.copy(os.path.join(run, "run.json"), empty_run)
+  for name in ("run.json", "encoders.json"):  # a run as training starts it, before its first checkpoint
+    shutil.copy(os.path.join(run, name), empty_run)
   bogus = tmp_path / "v2_OpenEnded_mscoco_bogus2099_questions.json"
   bogus.write_text(json.dumps({**content, "data_subtype": "bogus2099"}))
   cases = [
@@ -186,7 +187,7 @@ def test_bad_input_is_one_line_and_writes_nothing(run, tiny_data, tiny_therapy, 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and "Traceback" not in err, err
   assert digests(tiny_data) == before and digests(run) == run_before  # no submissions/bogus2099 either
-  assert os.listdir(empty_run) == ["run.json"]
+  assert sorted(os.listdir(empty_run)) == ["encoders.json", "run.json"]
 
 
 THERAPY = f"{ROOT}/experiments/therapy"
