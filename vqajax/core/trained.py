@@ -134,9 +134,9 @@ def read(path: str, tasks: Mapping[str, Any], step: int | None = None, best: boo
     record, tables, params = bundle.read(path, config.task)
     return Checkpoint(config, task, record, tables, params, record["step"], record.get("metrics") or {})
   record = run_record.read_record(path)
-  tables = _workdir_tables(path, config, task, record)
   directory = os.path.join(path, "checkpoints")
   chosen = chosen_step(directory, path, step, best, task.BEST_METRIC)
+  tables = _workdir_tables(path, config, task, record)
   params, _, chosen = checkpoint.read_params(directory, chosen, newest=step is None and not best)
   metrics = run_record.step_metrics(path, chosen)
   if not metrics and (value := checkpoint.step_metric(directory, chosen, task.BEST_METRIC)) is not None:
