@@ -3,6 +3,7 @@ import numpy as np
 
 from vqajax.core import pipeline, sharding
 from vqajax.features.store import FeatureStore, write_store
+from vqajax.vqa.task import TRAIN_KEYS as KEYS
 
 
 def _split(tmp_path, n=10):
@@ -23,8 +24,8 @@ def test_train_rows_visit_every_example_once_per_epoch_and_cross_epochs():
 
 def test_train_dataset_resumes_at_any_step_with_the_same_batches(tmp_path):
   arrays, store = _split(tmp_path)
-  full = list(pipeline.train_dataset(arrays, store, 4, seed=1, start_step=0).take(6).as_numpy_iterator())
-  resumed = list(pipeline.train_dataset(arrays, store, 4, seed=1, start_step=4).take(2).as_numpy_iterator())
+  full = list(pipeline.train_dataset(arrays, store, 4, seed=1, start_step=0, keys=KEYS).take(6).as_numpy_iterator())
+  resumed = list(pipeline.train_dataset(arrays, store, 4, seed=1, start_step=4, keys=KEYS).take(2).as_numpy_iterator())
   for a, b in zip(full[4:], resumed):
     for k in a:
       np.testing.assert_array_equal(a[k], b[k])
@@ -47,7 +48,7 @@ def test_global_batch_is_sharded_over_all_devices(tmp_path):
   arrays, store = _split(tmp_path, n=16)
   mesh = sharding.data_mesh()
   assert mesh.devices.size == 8
-  local = next(pipeline.train_dataset(arrays, store, 8, seed=0, start_step=0).as_numpy_iterator())
+  local = next(pipeline.train_dataset(arrays, store, 8, seed=0, start_step=0, keys=KEYS).as_numpy_iterator())
   batch = sharding.to_global(local, mesh)
   assert batch["image"].shape == (8, 3)
   assert len(batch["image"].addressable_shards) == 8

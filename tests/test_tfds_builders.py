@@ -115,7 +115,8 @@ def test_tfds_route_feeds_the_batches_and_losses_of_the_files(tiny_data, vqa_v2)
   assert raw.data.answers.answers == via_tfds.data.answers.answers
 
   def train_batches(exp):
-    ds = pipeline.train_dataset(exp.data.train, exp.data.store, 32, seed=0, start_step=3)
+    ds = pipeline.train_dataset(exp.data.train, exp.data.store, 32, seed=0, start_step=3,
+                                 keys=exp.task.TRAIN_KEYS)
     return list(ds.take(2).as_numpy_iterator())
 
   def eval_batches(exp):
@@ -129,7 +130,8 @@ def test_tfds_route_feeds_the_batches_and_losses_of_the_files(tiny_data, vqa_v2)
 
   def first_loss(exp):
     step = train.make_train_step(exp.model, exp.tx, exp.mesh, exp.task.make_loss(exp.config))
-    batch = next(iter(pipeline.train_dataset(exp.data.train, exp.data.store, 32, seed=0, start_step=0)))
+    batch = next(iter(pipeline.train_dataset(exp.data.train, exp.data.store, 32, seed=0, start_step=0,
+                                                 keys=exp.task.TRAIN_KEYS)))
     _, metrics = step(exp.initial_state(), sharding.to_global(jax.tree.map(np.asarray, batch), exp.mesh))
     return float(metrics["loss"])
 

@@ -88,8 +88,9 @@ class Checkpointer:
 
   def save(self, step: int, state: Any, meta: dict, metrics: Optional[dict] = None) -> None:
     metrics = {self._best_metric: float(metrics[self._best_metric])} if metrics else None
-    meta = {**meta, _PARAMS_CHECKSUM: checksum(state.params, {})}
-    meta[_CHECKSUM] = checksum(state, meta)
+    if hasattr(state, "params"):  # a train state: its parameters alone are what readers restore
+      meta = {**meta, _PARAMS_CHECKSUM: checksum(state.params, {})}
+    meta = {**meta, _CHECKSUM: checksum(state, meta)}
     try:
       self.manager.save(step, args=ocp.args.Composite(
           state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), metrics=metrics, force=True)
