@@ -14,9 +14,10 @@ from __future__ import annotations
 import os
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from vqajax.core import sharding, trained
+from vqajax.core import sharding, text, trained
 from vqajax.core.errors import InputError
 from vqajax.core.experiment import Experiment
 from vqajax.features.recorded import Extractor
@@ -49,8 +50,12 @@ class Answerer:
 
   def _top_k(self, params, batch, k: int):
     logits = self._exp.model.apply({"params": params}, batch, train=False)
-    probs, index = jax.lax.top_k(jax.nn.softmax(logits), k)
-    return probs, index, vqa_task.multiple_choice(logits, batch["choice_index"])
+    softmax = jax.nn.softmax(logits)
+    probs, index = jax.lax.top_k(softmax, k)
+    pick = vqa_task.multiple_choice(logits, batch["choice_index"])
+    picked = jnp.take_along_axis(batch["choice_index"], pick[:, None], axis=-1)  # -1: not in the answer table
+    pick_prob = jnp.where(picked >= 0, jnp.take_along_axis(softmax, jnp.maximum(picked, 0), axis=-1), 0.0)[:, 0]
+    return probs, index, pick, pick_prob
 
   # ------------------------------------------------------------------- images
 
@@ -81,6 +86,12 @@ class Answerer:
     if self._extractor is None:
       self._extractor = Extractor(self._extractor_settings, self._data.store, self._weights)
     return self._extractor(list(image_paths))
+
+  def unknown_words(self, question: str) -> list[str]:
+    """The words of `question` the run's vocabulary does not have (read as one unknown word)."""
+    words = text.tokenize(question)
+    tokens, _ = self._data.encoders.vocab.encode([words], max(1, len(words)))
+    return [w for w, t in zip(words, tokens[0].tolist()) if t == text.UNK]
 
   def _check_ids(self, image_ids) -> None:
     unknown = next((i for i in image_ids if i not in self._known), None)
@@ -129,7 +140,8 @@ class Answerer:
              features: np.ndarray | None = None, k: int = 5,
              choices: list[list[str]] | None = None) -> list[dict]:
     """Top-k answers (answer, probability) of each question about its image (a store id
-    or a row of `features`); with `choices`, also the model's pick among them."""
+    or a row of `features`); with `choices`, also the model's pick among them and its
+    probability (0 for a choice the answer table does not have)."""
     self._check(questions, image_ids, features, choices)
     if not isinstance(k, int) or k < 1:
       raise InputError(f"k: expected a positive integer, got {k!r}")
@@ -146,11 +158,11 @@ class Answerer:
       if features is None:  # store rows: read a batch at a time
         batch["image"] = store.read(batch["image"])
       dispatched.append(self._predict(self._params, sharding.to_global(batch, self._exp.mesh), k))
-    probs, index, picks = (np.concatenate(x)[:len(questions)] for x in zip(*jax.device_get(dispatched)))
+    probs, index, picks, pick_probs = (np.concatenate(x)[:len(questions)] for x in zip(*jax.device_get(dispatched)))
     out = []
     for q, (question, p, i) in enumerate(zip(questions, probs, index)):
       item = {"question": question, "answers": [(self.answers[a], float(v)) for a, v in zip(i, p)]}
       if choices is not None:
-        item["choice"] = choices[q][int(picks[q])]
+        item["choice"], item["choice_probability"] = choices[q][int(picks[q])], float(pick_probs[q])
       out.append(item)
     return out
