@@ -212,17 +212,50 @@ def test_the_embedded_run_answers_about_its_own_image_ids(embedded_run, tiny_dat
                          "--question", "is it red?", "--choices", "red,blue", "--top-k", "2"], capsys)
   lines = out.splitlines()
   assert status == 0 and len(lines) == 8 and lines[0] == f"image_id {key}: what color is it?"
-  assert lines[1].startswith("  1. ") and lines[3] in ("  multiple choice: red", "  multiple choice: blue")
+  assert lines[1].startswith("  1. ") and lines[3].startswith(("  multiple choice: red  0.", "  multiple choice: blue  0."))
   expected = answerer.answer(["is it red?"], image_ids=[key], k=2, choices=[["red", "blue"]])[0]
   assert lines[4:] == [f"image_id {key}: is it red?"] + [f"  {r}. {a}  {p:.3f}" for r, (a, p) in
                                                          enumerate(expected["answers"], 1)] + [
-                                                             f"  multiple choice: {expected['choice']}"]
+                                                             f"  multiple choice: {expected['choice']}  "
+                                                             f"{expected['choice_probability']:.3f}"]
+  top = dict(expected["answers"])
+  assert expected["choice"] not in top or top[expected["choice"]] == pytest.approx(expected["choice_probability"])
+
+
+def test_a_drawn_picture_is_answered_on_the_embedded_run_with_no_download(embedded_run, tmp_path, capsys):
+  """The embedded stores record their extractor (colour_cells, no weights file): a PNG drawn
+  here is answered from features made as the store's were; unknown words and choices the
+  answer table lacks are said, and an unreadable file in a folder is reported and skipped."""
+  from PIL import ImageDraw  # pylint: disable=g-import-not-at-top
+  picture = Image.new("RGB", (320, 240), (102, 204, 102))
+  ImageDraw.Draw(picture).ellipse((60, 50, 220, 190), fill=(153, 102, 51))
+  folder = tmp_path / "drawn"
+  folder.mkdir()
+  picture.save(folder / "dog_1.png")
+  (folder / "notes_2.png").write_text("not a picture")
+  answerer = Answerer.from_workdir(embedded_run)
+  question = "what color is the zorblax?"
+  status, out, err = _ask(["--workdir", embedded_run, "--image", str(folder), "--question", question,
+                           "--choices", "brown,glorp"], capsys)
+  [expected] = answerer.answer([question], features=answerer.features_of([str(folder / "dog_1.png")]),
+                               choices=[["brown", "glorp"]])
+  assert status == 0 and err == f"unreadable, skipped: {folder / 'notes_2.png'}: UnidentifiedImageError: " \
+      f"cannot identify image file '{folder / 'notes_2.png'}'\n"
+  assert out.splitlines() == [f"{folder / 'dog_1.png'}: {question}"] + [
+      f"  {r}. {a}  {p:.3f}" for r, (a, p) in enumerate(expected["answers"], 1)] + [
+      f"  multiple choice: {expected['choice']}  {expected['choice_probability']:.3f}",
+      "  note: not in the run's vocabulary (read as one unknown word): zorblax",
+      "  note: not in the run's answer table (the model has no score for them): glorp"]
+  assert expected["choice"] == "brown"  # the only choice it can score
+  questions = tmp_path / "q.jsonl"
+  questions.write_text('{"image": "drawn/dog_1.png", "question": "what?"}\n{"image": "gone.png", "question": "a?"}\n')
+  _one_line_error(["--workdir", embedded_run, "--questions", str(questions)], capsys,
+                  f'{questions}: records[1]: "image" {tmp_path / "gone.png"}: not found')
 
 
 def test_bad_input_is_one_line(embedded_run, mask_run, tmp_path, capsys):
   ask = ["--workdir", embedded_run, "--question", "what?"]
   _one_line_error(ask + ["--image-id", "999999999"], capsys, "image id 999999999: not in the run's feature store")
-  _one_line_error(ask + ["--image", PHOTOS[0]], capsys, "no extractor settings recorded")  # synthetic: ids only
   empty = tmp_path / "empty.json"
   empty.write_text("[]")
   _one_line_error(["--workdir", embedded_run, "--questions", str(empty)], capsys, f"{empty}: no questions")
@@ -267,7 +300,7 @@ def test_stores_record_the_extractor_settings(tmp_path):
   store.append(np.array([7]), np.ones((1, 4)))
   store.finish()
   assert FeatureStore(str(tmp_path / "x.npy")).settings == {"model": "a"}
-  with pytest.raises(InputError, match=r"x\.npy: was extracted with \{'model': 'a'\}, this run asks for"):
+  with pytest.raises(InputError, match=r"^[^{]*x\.npy: was extracted with other settings \(model: 'a' then, 'b' now\): "):
     ChunkedStore(str(tmp_path / "x.npy"), {"model": "b"}, (4,), "float16")  # adding to it with others
 
 
@@ -315,8 +348,11 @@ def test_groundings_of_a_mask_run(mask_run, tiny_therapy, tmp_path, capsys):
                              "--answers", "a cup", "a mug", "--out", str(out)], capsys)
   assert status == 0 and ("single grounding" in printed or "multiple groundings" in printed)
   written = _read(out / "masks.json")
-  assert [m["answer"] for m in written[0]["masks"]] == ["a cup", "a mug"]
-  assert Image.open(out / written[0]["masks"][1]["png"]).size == (224, 224)
+  assert [(m["answer"], m["png"]) for m in written[0]["masks"]] == [("a cup", "0000_a-cup.png"),
+                                                                    ("a mug", "0000_a-mug.png")]
+  size = Image.open(grounder.image_path(key)).size  # the store's picture: masks at its size
+  assert Image.open(out / "0000_a-mug.png").size == size
+  assert written[0]["masks"][0]["rle"]["size"] == [size[1], size[0]]
   _one_line_error(["--workdir", mask_run, "--image-id", str(key), "--question", "what?", "--answers", "a",
                    "--out", os.path.join(mask_run, "masks")], capsys, "an input of this command")
   _one_line_error(["--workdir", mask_run, "--image-id", str(key), "--question", "what?", "--out", str(out)],

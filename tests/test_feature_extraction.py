@@ -236,7 +236,8 @@ def test_other_settings_or_shapes_are_refused(photos, tmp_path):
   os.makedirs(out + ".partial")
   with open(os.path.join(out + ".partial", "meta.json"), "w") as f:
     f.write('{"model": "vgg19"}')
-  with pytest.raises(InputError, match=r"meta\.json: this extraction was started with \{'model': 'vgg19'\}"):
+  with pytest.raises(InputError, match=r"meta\.json: this extraction was started with other settings \(model: "
+                                       r"'vgg19' then, 'tiny' now\): rerun with those settings"):
     extract.extract(images.list_images(photos), model, params, out, SETTINGS, image_size=SIZE)
   out = str(tmp_path / "g.h5")
   extract.extract([os.path.join(photos, "upright_7.png")], model, params, out, SETTINGS, image_size=SIZE)

@@ -96,6 +96,28 @@ def test_real_files_without_a_manifest_are_never_generated_over(tiny_data, tmp_p
   assert digests(real) == before
 
 
+def test_a_store_written_in_the_current_folder_is_found(tiny_data, tmp_path, capsys, monkeypatch):
+  """README's extraction (`--out features/...` in the current folder) then its training
+  (`--config.data.features=features/...` beside `--config.data.dir=/data/VQA`) work as
+  typed; the run records the store's absolute path; a store in neither place says where
+  it looked."""
+  real = str(tmp_path / "VQA")
+  shutil.copytree(tiny_data, real, ignore=shutil.ignore_patterns("features"))
+  here = tmp_path / "here"
+  shutil.copytree(os.path.join(tiny_data, "features"), here / "features")
+  monkeypatch.chdir(here)
+  train = ["train", f"--config={CONFIG}", f"--workdir={tmp_path / 'w'}", f"--config.data.dir={real}",
+           "--config.data.synthetic=False", *STEPS]
+  assert cli.main(train + ["--config.data.features=features/fc7.h5"]) == 0
+  with open(tmp_path / "w" / "run.json") as f:
+    assert json.load(f)["config"]["data"]["features"] == str(here / "features" / "fc7.h5")
+  assert cli.main(train + ["--config.data.features=features/gone.h5"]) == 2
+  assert _error_line(capsys, "vqajax train") == (
+      f"vqajax train: error: config.data.features features/gone.h5: feature store not found: a relative path is "
+      f"looked for in config.data.dir ({real}/features/gone.h5), then in the current folder "
+      f"({here}/features/gone.h5)")
+
+
 def test_the_embedded_dataset_goes_into_a_new_folder_only(tmp_path, capsys):
   fresh = str(tmp_path / "fresh")
   assert cli.main(["train", f"--config={CONFIG}", f"--workdir={tmp_path / 'w'}", f"--config.data.dir={fresh}",

@@ -9,10 +9,15 @@ choices, its multiple-choice pick); every --question is asked about every image.
 questions file is a JSON list (or JSON lines) of {"image": PATH (relative to the file) or
 "image_id": N, "question": TEXT, optional "choices": [...], "answers": [...]}.
 
+A VQA answer also notes the question's words the run's vocabulary does not have and the
+choices its answer table does not have, and prints the pick's probability. An unreadable
+file in a folder given to --image is reported and skipped.
+
 A grounding_mask workdir (VQA-AnswerTherapy) takes the answers too (--answers, or
-"answers" in the file) and writes each answer's mask into --out: a PNG (the mask over the
-image, or the mask alone for a store image without pixels) and masks.json (a COCO RLE per
-answer at the image size); it prints whether the answers share one grounding
+"answers" in the file) and writes each answer's mask into --out: a PNG named after the
+answer (`0000_red.png`: the mask over the image, a store image's picture where the store
+recorded it, or the mask alone) and masks.json (a COCO RLE per answer at the image size,
+the grid's for a store image without a picture); it prints whether the answers share one grounding
 (--class-workdir: a grounding_class run decides, else the masks by IoU > 0.9).
 """
 
@@ -22,6 +27,8 @@ import argparse
 import io
 import json
 import os
+import re
+import sys
 from typing import Callable, Sequence
 
 import numpy as np
@@ -98,6 +105,8 @@ def read_questions(path: str) -> list[dict]:
       if not isinstance(record["image"], str):
         raise InputError(f'{where}: "image" expected a path')
       item["image"] = os.path.join(base, record["image"])
+      if not os.path.isfile(item["image"]):
+        raise InputError(f'{where}: "image" {item["image"]}: not found')
     else:
       if type(record["image_id"]) is not int:
         raise InputError(f'{where}: "image_id" expected an integer')
@@ -110,18 +119,32 @@ def read_questions(path: str) -> list[dict]:
 
 
 def _image_files(sources: list[str]) -> list[str]:
+  """The files named and the readable images of the folders named (an unreadable one is
+  reported on stderr and skipped, as `vqajax features` does)."""
   out = []
   for source in sources:
     if os.path.isdir(source):
       found = images.list_images(source)
       if not found:
         raise InputError(f"{source}: no image files (extensions {', '.join(images.EXTENSIONS)})")
-      out.extend(found)
+      readable = [path for path in found if _readable(path)]
+      if not readable:
+        raise InputError(f"{source}: none of its {len(found)} image files can be read")
+      out.extend(readable)
     elif os.path.isfile(source):
       out.append(source)
     else:
       raise InputError(f"{source}: no such image file or folder")
   return out
+
+
+def _readable(path: str) -> bool:
+  try:
+    images.decode(path)
+    return True
+  except images.UnreadableImage as e:
+    print(f"unreadable, skipped: {path}: {e}", file=sys.stderr)
+    return False
 
 
 def asked(args) -> list[dict]:
@@ -174,12 +197,22 @@ def answer_all(answerer, items: list[dict], k: int) -> list[dict]:
   return out
 
 
-def _print_answers(items: list[dict], results: list[dict], as_json: bool) -> None:
+def notes(answerer, item: dict) -> dict[str, list[str]]:
+  """What the run cannot read in an item: question words its vocabulary lacks, choices
+  its answer table lacks (the model has no score for them)."""
+  table = set(answerer.answers)
+  return {"unknown_words": answerer.unknown_words(item["question"]),
+          "choices_not_in_answer_table": [c for c in item.get("choices", []) if c not in table]}
+
+
+def _print_answers(answerer, items: list[dict], results: list[dict], as_json: bool) -> None:
   if as_json:
     print(json.dumps([{**{k: v for k, v in item.items() if k in ("image", "image_id")},
                        "question": r["question"],
                        "answers": [{"answer": a, "probability": p} for a, p in r["answers"]],
-                       **({"choice": r["choice"]} if "choice" in r else {})}
+                       **({"choice": r["choice"], "choice_probability": r["choice_probability"]} if "choice" in r
+                          else {}),
+                       **notes(answerer, item)}
                       for item, r in zip(items, results)], indent=1))
     return
   for item, r in zip(items, results):
@@ -187,7 +220,12 @@ def _print_answers(items: list[dict], results: list[dict], as_json: bool) -> Non
     for rank, (answer, p) in enumerate(r["answers"], 1):
       print(f"  {rank}. {answer}  {p:.3f}")
     if "choice" in r:
-      print(f"  multiple choice: {r['choice']}")
+      print(f"  multiple choice: {r['choice']}  {r['choice_probability']:.3f}")
+    unknown, outside = notes(answerer, item).values()
+    if unknown:
+      print(f"  note: not in the run's vocabulary (read as one unknown word): {', '.join(unknown)}")
+    if outside:
+      print(f"  note: not in the run's answer table (the model has no score for them): {', '.join(outside)}")
 
 
 # ----------------------------------------------------------------- AnswerTherapy
@@ -210,6 +248,11 @@ def _overlay(path: str | None, mask: np.ndarray, probs: np.ndarray) -> bytes:
   return buffer.getvalue()
 
 
+def _slug(answer: str) -> str:
+  """A file-name part from an answer: lower-case letters, digits and '-' only."""
+  return re.sub(r"[^a-z0-9]+", "-", answer.lower()).strip("-")[:40] or "answer"
+
+
 def ground_all(grounder, items: list[dict], out: str) -> list[dict]:
   """Grounds every item; writes its PNGs and masks.json into `out` (all or none)."""
   from pycocotools import mask as coco_mask  # pylint: disable=g-import-not-at-top
@@ -219,18 +262,20 @@ def ground_all(grounder, items: list[dict], out: str) -> list[dict]:
     if "answers" not in item:
       raise InputError(f"{_label(item)}: {item['question']!r}: a grounding_mask run grounds answers: give --answers "
                        '(or "answers" in the questions file)')
+    image = {"features": features[item["image"]]} if "image" in item else {"image_id": item["image_id"]}
+    path = item["image"] if "image" in item else grounder.image_path(item["image_id"])  # a store's picture
     size = None
-    if "image" in item:
-      width, height = images.decode(item["image"]).size
+    if path is not None:
+      width, height = images.decode(path).size
       size = (height, width)
-      result = grounder.ground(item["question"], item["answers"], features=features[item["image"]], image_size=size)
-    else:
-      result = grounder.ground(item["question"], item["answers"], image_id=item["image_id"])
-    masks_out = []
+    result = grounder.ground(item["question"], item["answers"], image_size=size, **image)
+    masks_out, names = [], set()
     for a, (answer, rle, probs) in enumerate(zip(item["answers"], result["rle"], result["masks"])):
-      name = f"{n:04d}_{a}.png"
+      name = f"{n:04d}_{_slug(answer)}.png"
+      name = name if name not in names else f"{n:04d}_{_slug(answer)}_{a}.png"
+      names.add(name)
       binary = coco_mask.decode({"size": rle["size"], "counts": rle["counts"].encode("ascii")}).astype(bool)
-      outputs[os.path.join(out, name)] = _overlay(item.get("image"), binary, probs)
+      outputs[os.path.join(out, name)] = _overlay(path, binary, probs)
       masks_out.append({"answer": answer, "png": name, "rle": rle})
     records.append({**{k: item[k] for k in ("image", "image_id") if k in item}, "question": item["question"],
                     "single": result["single"], "single_from": result["single_from"], "masks": masks_out})
@@ -262,7 +307,7 @@ def run(args, prepare_data: Callable) -> None:
   if config.task == "vqa":
     from vqajax.vqa.ask import Answerer  # pylint: disable=g-import-not-at-top
     answerer = Answerer.from_workdir(args.workdir, args.step, weights=args.weights)
-    _print_answers(items, answer_all(answerer, items, args.top_k), args.json)
+    _print_answers(answerer, items, answer_all(answerer, items, args.top_k), args.json)
     return
   if not args.out:
     raise InputError("a grounding_mask run writes masks: give --out FOLDER")

@@ -170,10 +170,27 @@ def prepare_data(config) -> None:
   from vqajax.core import files, fs  # pylint: disable=g-import-not-at-top
   from vqajax.synthetic import embedded  # pylint: disable=g-import-not-at-top
   embedded.prepare(config)
+  _resolve_features(config.data)
   from vqajax.core.config import file_names  # pylint: disable=g-import-not-at-top
   given = [name for value in config.data.values() if isinstance(value, (str, tuple, list))
            for name in file_names(value) if fs.isabs(name)]
   files.protect(config.data.dir, *given)  # no output goes into the data or over its files
+
+
+def _resolve_features(data) -> None:
+  """A relative `data.features` names a store in `data.dir` (as the configs' defaults do), else
+  one in the current folder (where `vqajax features --out features/x.h5` wrote it), then made
+  absolute, so the run records where it is; neither is an error saying where it looked."""
+  from vqajax.core import fs  # pylint: disable=g-import-not-at-top
+  from vqajax.core.errors import InputError  # pylint: disable=g-import-not-at-top
+  name = data.get("features") or ""
+  if not name or fs.isabs(name) or fs.exists(os.path.join(data.dir, name)):
+    return
+  here = os.path.abspath(name)
+  if not os.path.exists(here):
+    raise InputError(f"config.data.features {name}: feature store not found: a relative path is looked for in "
+                     f"config.data.dir ({os.path.join(data.dir, name)}), then in the current folder ({here})")
+  data.features = here
 
 
 def _check_workdir(workdir: str) -> None:

@@ -28,6 +28,12 @@ from vqajax.features.store import FeatureStore, ids_path, sidecars, write_store_
 _BLOCK_ROWS = 1024  # rows copied at a time from an existing store
 
 
+def differences(before: dict, now: dict) -> str:
+  """'field: before's value, now this run's value' for each field that differs."""
+  return "; ".join(f"{k}: {before.get(k)!r} then, {now.get(k)!r} now" for k in sorted(set(before) | set(now))
+                   if before.get(k) != now.get(k))
+
+
 class ChunkedStore:
   """The rows done so far (`done`) and the chunks still to merge into `out`."""
 
@@ -45,7 +51,7 @@ class ChunkedStore:
         raise InputError(f"{out}: holds {store.dtype} features of shape {store.shape}, this run makes "
                          f"{self.dtype} {self.row_shape}: extract into another store")
       if store.settings is not None and store.settings != settings:
-        raise InputError(f"{out}: was extracted with {store.settings}, this run asks for {settings}: "
+        raise InputError(f"{out}: was extracted with other settings ({differences(store.settings, settings)}): "
                          "extract into another store")
       self.done.update(store.image_ids.tolist())
       store.close()
@@ -54,8 +60,8 @@ class ChunkedStore:
       with open(meta, encoding="utf-8") as f:
         started = json.load(f)
       if started != settings:
-        raise InputError(f"{meta}: this extraction was started with {started}, this run asks for "
-                         f"{settings}: rerun with those settings or delete {self.partial}")
+        raise InputError(f"{meta}: this extraction was started with other settings ({differences(started, settings)}): "
+                         f"rerun with those settings or delete {self.partial}")
     else:
       write_json_atomic(meta, settings, make_dirs=True)
     self._chunks = sorted(glob.glob(os.path.join(self.partial, "chunk_*.npz")))

@@ -25,6 +25,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from vqajax.features import extract, models, recorded
 from vqajax.features.store import write_store
+from vqajax.features.weights import IMAGE_SIZE  # the extractor's input side
 from vqajax.synthetic.vqa import world as W
 
 T = TypeVar("T")
@@ -50,14 +51,13 @@ SCENES = {"kitchen": _cube(5, 5, 4), "living room": _cube(4, 3, 3), "bedroom": _
           "baseball field": _cube(4, 3, 1), "skate park": _cube(3, 2, 2)}
 SKIES = {"sunny": _cube(2, 4, 5), "cloudy": _cube(3, 3, 4), "rainy": _cube(1, 1, 2), "snowy": _cube(3, 4, 5),
          "night": _cube(0, 0, 1)}
-# colours other words than these are told by, in a fixed order
+# the marker colours: the rest of the cube, in a fixed order (a secondary object named as a category shares its)
 _MARKERS = sorted({_cube(r, g, b) for r in range(6) for g in range(6) for b in range(6)}
                   - set(COLOURS.values()) - set(SCENES.values()) - set(SKIES.values()),
                   key=lambda c: zlib.crc32(bytes(c)))
 _LABELS = W.CATEGORY_NAMES + W.SECONDARY_NAMES + W.PERSONS
 _MARKER_OF = {label: _MARKERS[i] for i, label in enumerate(_LABELS)}
 _TEXT_LOCK = threading.Lock()
-IMAGE_SIZE = 224  # the extractor's input (`features.weights.IMAGE_SIZE`)
 
 
 def colours(name: str) -> list[RGB]:

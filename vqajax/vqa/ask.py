@@ -15,8 +15,10 @@ from __future__ import annotations
 import os
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
+from vqajax.core import text
 from vqajax.core import trained as trained_runs
 from vqajax.core.errors import InputError
 from vqajax.features.recorded import Extractor
@@ -63,8 +65,12 @@ class Answerer:
 
   def _top_k(self, params, batch, k: int):
     logits = self._run.model.apply({"params": params}, batch, train=False)
-    probs, index = jax.lax.top_k(jax.nn.softmax(logits), k)
-    return probs, index, vqa_task.multiple_choice(logits, batch["choice_index"])
+    softmax = jax.nn.softmax(logits)
+    probs, index = jax.lax.top_k(softmax, k)
+    pick = vqa_task.multiple_choice(logits, batch["choice_index"])
+    picked = jnp.take_along_axis(batch["choice_index"], pick[:, None], axis=-1)  # -1: not in the answer table
+    pick_prob = jnp.where(picked >= 0, jnp.take_along_axis(softmax, jnp.maximum(picked, 0), axis=-1), 0.0)[:, 0]
+    return probs, index, pick, pick_prob
 
   # ------------------------------------------------------------------- images
 
@@ -95,6 +101,12 @@ class Answerer:
     if self._extractor is None:
       self._extractor = Extractor(self._run.extractor, self._enc.image_shape, self.path, self._weights)
     return self._extractor(list(image_paths))
+
+  def unknown_words(self, question: str) -> list[str]:
+    """The words of `question` the run's vocabulary does not have (read as one unknown word)."""
+    words = text.tokenize(question)
+    tokens, _ = self._enc.vocab.encode([words], max(1, len(words)))
+    return [w for w, t in zip(words, tokens[0].tolist()) if t == text.UNK]
 
   def _check_ids(self, image_ids) -> None:
     store = self._run.store
@@ -144,7 +156,8 @@ class Answerer:
              features: np.ndarray | None = None, k: int = 5,
              choices: list[list[str]] | None = None) -> list[dict]:
     """Top-k answers (answer, probability) of each question about its image (a store id
-    or a row of `features`); with `choices`, also the model's pick among them."""
+    or a row of `features`); with `choices`, also the model's pick among them and its
+    probability (0 for a choice the answer table does not have)."""
     self._check(questions, image_ids, features, choices)
     if not isinstance(k, int) or k < 1:
       raise InputError(f"k: expected a positive integer, got {k!r}")
@@ -155,11 +168,11 @@ class Answerer:
       inputs["image"] = np.asarray(features, np.float32)
     else:
       inputs["image_row"] = self._run.store.rows(image_ids)
-    probs, index, picks = self._run.predict(self._predict, inputs, k)
+    probs, index, picks, pick_probs = self._run.predict(self._predict, inputs, k)
     out = []
     for q, (question, p, i) in enumerate(zip(questions, probs, index)):
       item = {"question": question, "answers": [(self.answers[a], float(v)) for a, v in zip(i, p)]}
       if choices is not None:
-        item["choice"] = choices[q][int(picks[q])]
+        item["choice"], item["choice_probability"] = choices[q][int(picks[q])], float(pick_probs[q])
       out.append(item)
     return out
