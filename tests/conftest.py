@@ -31,6 +31,14 @@ def _fresh_command_state():
 
 
 @pytest.fixture(scope="session")
+def one_device_env():
+  """The environment for a subprocess on one CPU device (this session's without the 8 fake
+  devices): long runs with 8 fake devices on 2 cores can starve XLA's CPU collectives, and
+  compiling for one device is ~35% cheaper. The compilation cache stays shared."""
+  return {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+
+
+@pytest.fixture(scope="session")
 def tiny_data(tmp_path_factory):
   """The embedded synthetic dataset at scale 'tiny', written once per session."""
   from vqajax.synthetic.vqa import write as synthetic  # pylint: disable=g-import-not-at-top

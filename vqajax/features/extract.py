@@ -86,17 +86,22 @@ def _decoded(todo: list[tuple[str, int]], preprocess: str, size: int, ahead: int
 
 
 class _Progress:
-  """A log line every `every` images: done / total, rate and ETA."""
+  """A log line every `every` images: done / total, rate and ETA. The rate counts from the
+  end of the first batch on (its time is mostly compiling), so the first ETA holds."""
 
   def __init__(self, total: int, every: int):
-    self.total, self.every, self.start, self.done, self._next = total, every, time.monotonic(), 0, every
+    self.total, self.every, self.done, self._next = total, every, 0, every
+    self._since: tuple[float, int] | None = None  # (time, done) after the first batch
 
   def add(self, count: int) -> None:
     self.done += count
+    if self._since is None:
+      self._since = (time.monotonic(), self.done)
     if self.done >= self._next or self.done == self.total:
       self._next = self.done + self.every
-      rate = self.done / max(time.monotonic() - self.start, 1e-9)
-      eta = time.strftime("%H:%M:%S", time.gmtime((self.total - self.done) / rate))
+      start, before = self._since
+      rate = (self.done - before) / max(time.monotonic() - start, 1e-9)
+      eta = time.strftime("%H:%M:%S", time.gmtime((self.total - self.done) / rate)) if rate else "unknown"
       logging.info("%d / %d images, %.1f images/s, ETA %s", self.done, self.total, rate, eta)
 
 
