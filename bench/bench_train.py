@@ -173,7 +173,7 @@ def main():
 
   def row_config(**model):
     config = deeper_lstm_norm_i.get_config().unlock()
-    config.model.update(lstm_impl=impl, **model)
+    config.model.update({"lstm_impl": impl, **model})
     return config
 
   config, bf16_config = row_config(), row_config(dtype="bfloat16")
