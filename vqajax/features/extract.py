@@ -86,23 +86,24 @@ def _decoded(todo: list[tuple[str, int]], preprocess: str, size: int, ahead: int
 
 
 class _Progress:
-  """A log line every `every` images: done / total, rate and ETA. The rate counts from the
-  end of the first batch on (its time is mostly compiling), so the first ETA holds."""
+  """A log line every `every` images: done / total, rate and ETA. From the `warmup`-th
+  image on, the rate counts from there (the first batches pay compiling, and the decoder
+  filled its lookahead meanwhile), so the first ETA holds."""
 
-  def __init__(self, total: int, every: int):
-    self.total, self.every, self.done, self._next = total, every, 0, every
-    self._since: tuple[float, int] | None = None  # (time, done) after the first batch
+  def __init__(self, total: int, every: int, warmup: int):
+    self.total, self.every, self.warmup, self.done, self._next = total, every, warmup, 0, every
+    self._start = (time.monotonic(), 0)  # (time, images done then)
 
   def add(self, count: int) -> None:
     self.done += count
-    if self._since is None:
-      self._since = (time.monotonic(), self.done)
     if self.done >= self._next or self.done == self.total:
       self._next = self.done + self.every
-      start, before = self._since
+      start, before = self._start
       rate = (self.done - before) / max(time.monotonic() - start, 1e-9)
-      eta = time.strftime("%H:%M:%S", time.gmtime((self.total - self.done) / rate)) if rate else "unknown"
+      eta = time.strftime("%H:%M:%S", time.gmtime((self.total - self.done) / rate))
       logging.info("%d / %d images, %.1f images/s, ETA %s", self.done, self.total, rate, eta)
+    if not self._start[1] and self.done >= self.warmup:
+      self._start = (time.monotonic(), self.done)
 
 
 class Forward:
@@ -154,7 +155,8 @@ def extract(paths: list[str], model: nn.Module, params, out: str, settings: dict
 
   forward = Forward(model, params, batch)
   batch = forward.batch
-  progress = _Progress(len(todo), log_every)
+  ahead = 2 * batch  # images decoded ahead of the forward
+  progress = _Progress(len(todo), log_every, warmup=ahead)
   rows: list[tuple[list[int], np.ndarray]] = []  # fetched, not yet in a chunk
   path_of = {key: path for path, key in todo}
 
@@ -170,7 +172,7 @@ def extract(paths: list[str], model: nn.Module, params, out: str, settings: dict
       rows.clear()
 
   in_flight = None
-  decoded = _decoded(todo, preprocess, image_size, 2 * batch)
+  decoded = _decoded(todo, preprocess, image_size, ahead)
   while True:
     keys, inputs = [], np.zeros((batch, image_size, image_size, 3), np.float32)
     for path, key, pixels, reason in decoded:
