@@ -29,10 +29,10 @@ if [ "$TINY" = 1 ]; then  # seconds per script, then its arguments
   IOU=(600 --rounds 1 --scale 0.05)
   EXTRACT=(600 --size 32 --batch 4 --images 12 --rounds 1)
 else  # 470 s in all at most
-  TRAIN=(200 --batch 500 --rounds 3 --steps 3 --lstm-impls chunked,scan)
-  PIPELINE=(150 --store-gb 4)
-  IOU=(45 --rounds 3)
-  EXTRACT=(75 --batch 64 --images 512 --rounds 3)
+  TRAIN=(240 --batch 500 --rounds 3 --steps 3 --lstm-impls chunked,scan)
+  PIPELINE=(120 --store-gb 4)
+  IOU=(40 --rounds 3)
+  EXTRACT=(70 --batch 64 --images 512 --rounds 3)
 fi
 
 {
