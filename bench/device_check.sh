@@ -23,11 +23,11 @@ while [ $# -gt 0 ]; do
 done
 
 if [ "$TINY" = 1 ]; then  # seconds per script, then its arguments
-  TRAIN=(600 --batch 32 --rounds 1 --steps 1 --vocab 200 --answers 20 --lstm-impls chunked,scan)
-  PIPELINE=(600 --rows 3000 --grid-rows 300 --min-batches 4 --batch 256 --store-gb 0.03 --train-steps 1
+  TRAIN=(1500 --batch 32 --rounds 1 --steps 1 --vocab 200 --answers 20 --lstm-impls chunked,scan)
+  PIPELINE=(1500 --rows 3000 --grid-rows 300 --min-batches 4 --batch 256 --store-gb 0.03 --train-steps 1
             --grid-steps 1 --config-arg runlocal)
-  IOU=(600 --rounds 1 --scale 0.05)
-  EXTRACT=(600 --size 32 --batch 4 --images 12 --rounds 1)
+  IOU=(1500 --rounds 1 --scale 0.05)
+  EXTRACT=(1500 --size 32 --batch 4 --images 12 --rounds 1)
 else  # 470 s in all at most
   TRAIN=(240 --batch 500 --rounds 3 --steps 3 --lstm-impls chunked,scan)
   PIPELINE=(120 --store-gb 4)

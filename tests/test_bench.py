@@ -23,7 +23,7 @@ def device_check(one_device_env, tmp_path_factory):
   """{script: its section of the report} of `bench/device_check.sh --tiny`."""
   report = tmp_path_factory.mktemp("device_check") / "report.txt"
   done = subprocess.run(["bash", "bench/device_check.sh", "--tiny", "--out", str(report)], cwd=ROOT,
-                        env=one_device_env, capture_output=True, text=True, timeout=2400)
+                        env=one_device_env, capture_output=True, text=True, timeout=4 * 1500)
   assert report.exists(), done.stderr[-3000:]  # its status counts the failed scripts: each test checks its own
   parts = re.split(r"^=== (\S+) .*===$", report.read_text(), flags=re.M)
   return dict(zip(parts[1::2], parts[2::2]))
