@@ -167,12 +167,13 @@ def device_resident(rows: int, batch: int, steps: int, readers: list[int], confi
   from experiments.vqa import deeper_lstm_norm_i
   from vqajax.core import device_features, pipeline, sharding
   from vqajax.core.task import IMAGE_ROW
+  from vqajax.vqa import task as vqa_task
   rng = np.random.default_rng(0)
   arrays = question_arrays(rng, rows)
   mesh = sharding.data_mesh()
   table = jax.device_put(rng.random((rows, DIM), np.float32).astype(np.float16), sharding.replicated(mesh))
   features = device_features.DeviceFeatures(table, sharded=False, splits={"train": arrays})
-  keys = pipeline.TRAIN_KEYS + (IMAGE_ROW,)
+  keys = vqa_task.TRAIN_KEYS + (IMAGE_ROW,)
 
   def check(rows_, got):
     if "image" in got or not np.array_equal(got[IMAGE_ROW], arrays[IMAGE_ROW][rows_]):
@@ -196,8 +197,9 @@ def streamed_grid(tmp: str, grid: int, rows: int, batch: int, steps: int, reader
   from experiments.therapy import grounding_class as grounding_config
   from vqajax.answertherapy import grounding_class
   from vqajax.answertherapy import models as grounding
-  from vqajax.core import pipeline, sharding
+  from vqajax.core import sharding
   from vqajax.features.store import FeatureStore, write_store_blocks
+  from vqajax.vqa import task as vqa_task
   shape, rng = (grid, grid, GRID_CHANNELS), np.random.default_rng(grid)
   path = os.path.join(tmp, f"grid{grid}.npy")
   block = rng.random((256,) + shape, np.float32).astype(np.float16)
@@ -210,11 +212,12 @@ def streamed_grid(tmp: str, grid: int, rows: int, batch: int, steps: int, reader
       raise RuntimeError("the streamed batch is not its rows of the store")
 
   name = f"streamed grid {grid}x{grid}x{GRID_CHANNELS}"
-  rates = {k: host_rate(arrays, store, pipeline.TRAIN_KEYS, batch, k, check, min_batches) for k in readers}
+  rates = {k: host_rate(arrays, store, vqa_task.TRAIN_KEYS, batch, k, check, min_batches) for k in readers}
   lines = [f"{name:22} host {rate:9.0f} examples/s with {k} reader{'s' * (k > 1)} (target >= 20k)"
            for k, rate in rates.items()]
   config = grounding_config.get_config(config_arg)
-  model = grounding.build(config.model, types.SimpleNamespace(vocab=range(VOCAB), store=store), "grounding_class")
+  model = grounding.build(config.model, types.SimpleNamespace(vocab=range(VOCAB), image_shape=store.shape),
+                          "grounding_class")
   lengths = arrays["length"][:GRID_BATCH]
   example = {"tokens": arrays["tokens"][:GRID_BATCH, :16], "length": np.minimum(lengths, 16),
              "answer_tokens": rng.integers(2, VOCAB, (GRID_BATCH, ANSWERS_PER_QUESTION, ANSWER_LEN)).astype(np.int32),

@@ -47,7 +47,7 @@ class JaxTrainer:
     """Deeper LSTM Q + norm I of `config` (or `model`, trained on `loss`); with `features`
     (`core.device_features`), batches carry `image_row` and `example` its `image`."""
     sizes = types.SimpleNamespace(vocab=range(vocab), answers=range(answers),
-                                  bag_sizes={"question_bow": 1030})  # what build reads of VQAData
+                                  bag_sizes={"question_bow": 1030}, image_shape=(4096,))  # what build reads
     model, tx = model or vqa_models.build(config.model, sizes), make_optimizer(config.optimizer)
     example = {k: v[:2] for k, v in example.items()}  # shapes only, as `Experiment.initial_state`
     params = jax.jit(lambda: model.init(jax.random.key(0), example, train=False)["params"])()

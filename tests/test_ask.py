@@ -5,10 +5,10 @@ groundings of AnswerTherapy runs, and bad input is one line with exit status 2."
 
 import functools
 import glob
+import hashlib
 import json
 import os
 import shutil
-import types
 
 import h5py
 import jax
@@ -65,7 +65,8 @@ def _initialised(config, workdir):
   saver = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"))
   saver.save(0, exp.initial_state(), {"input_step": 0, "seed": config.seed})
   saver.close()
-  run_record.write_run_file(str(workdir), config, task.sizes(exp.data))
+  digest = run_record.record_encoders(str(workdir), config.task, exp.data.encoders.tables())
+  run_record.write_run_file(str(workdir), config, task.sizes(exp.data), digest)
   return str(workdir)
 
 
@@ -84,7 +85,7 @@ def photo_run(tiny_data, tmp_path_factory):
       source = PHOTOS[i % 3]
       os.symlink(source, photos / f"COCO_train2014_{key:012d}{os.path.splitext(source)[1]}")
     model = models.MODELS[TINY]()
-    settings = recorded.settings(TINY, "fc7", "vqa", SIZE, "float16", npz)
+    settings = recorded.settings(TINY, "fc7", "vqa", SIZE, "float16", npz, weights.read_state(npz))
     store = str(root / "fc7.h5")
     extract.extract(sorted(glob.glob(str(photos / "*"))), model, weights.load_params(npz, model, TINY), store,
                     settings, image_size=SIZE, batch=64)
@@ -153,19 +154,33 @@ def test_real_photos_give_the_eval_path_answers(photo_run, tiny_data, tmp_path, 
 
 def test_the_weights_must_be_the_recorded_ones(photo_run, tmp_path, capsys):
   record = _read(os.path.join(photo_run["workdir"], "run.json"))["extractor"]
+  with np.load(photo_run["weights"]) as state:  # the tensors' digest, computed here
+    digest = hashlib.sha256()
+    for name in sorted(state.files):
+      digest.update(f"{name} {state[name].shape}\n".encode() + state[name].astype(np.float32).tobytes())
   assert record == {"model": TINY, "layer": "fc7", "preprocess": "vqa", "image_size": SIZE, "dtype": "float16",
-                    "weights": photo_run["weights"], "weights_sha256": weights.sha256(photo_run["weights"])}
+                    "weights": photo_run["weights"], "weights_sha256": weights.sha256(photo_run["weights"]),
+                    "weights_tensors_sha256": digest.hexdigest()}
   assert FeatureStore(photo_run["store"]).settings == record
   other = _weights(tmp_path / "other.npz", seed=1)
   ask = ["--workdir", photo_run["workdir"], "--image", PHOTOS[0], "--question", "what is it?"]
-  _one_line_error(ask + ["--weights", other], capsys, f"{other}: sha256 {weights.sha256(other)} differs from")
+  _one_line_error(ask + ["--weights", other], capsys, f"{other}: the sha256 of its tensors")
   _one_line_error(ask + ["--weights", str(tmp_path / "gone.npz")], capsys, "gone.npz: the weights the features "
                                                                             "were extracted with are not there")
   moved = shutil.copy(photo_run["weights"], tmp_path / "moved.npz")  # the same file elsewhere is accepted
   status, out, _ = _ask(ask + ["--weights", str(moved)], capsys)
   assert status == 0 and out.startswith(f"{PHOTOS[0]}: what is it?\n  1. ")
+  with np.load(photo_run["weights"]) as state:  # the same tensors in another file: the same weights
+    np.savez(tmp_path / "resaved.npz", **{k: state[k] for k in reversed(state.files)})
+  assert weights.sha256(str(tmp_path / "resaved.npz")) != record["weights_sha256"]
+  assert _ask(ask + ["--weights", str(tmp_path / "resaved.npz")], capsys)[1] == out
+  del record["weights_tensors_sha256"]  # a store recorded before the tensors' digest: by the recorded file
+  recorded.Extractor(record, (HIDDEN,), "old.h5", str(tmp_path / "resaved.npz"))
+  gone = {**record, "weights": str(tmp_path / "gone.npz")}  # that file gone: its bytes are the test
+  with pytest.raises(InputError, match="recorded before vqajax compared tensors"):
+    recorded.Extractor(gone, (HIDDEN,), "old.h5", str(tmp_path / "resaved.npz"))
   with pytest.raises(InputError, match="no extractor settings recorded"):
-    recorded.Extractor(None, types.SimpleNamespace(path="synthetic.h5"))
+    recorded.Extractor(None, (HIDDEN,), "synthetic.h5")
 
 
 def test_a_batch_of_many_questions_equals_one_by_one(embedded_run, tiny_data):
@@ -286,7 +301,9 @@ def test_groundings_of_a_mask_run(mask_run, tiny_therapy, tmp_path, capsys):
   params = exp.initial_state().params
   evaluate.Evaluator(grounding_class, config, exp.data, exp.model, exp.mesh).run(params, 0, str(tmp_path / "class"))
   predictions = _read(tmp_path / "class" / "results" / "step_0" / "predictions.json")
-  both = Grounder(trained.load(mask_run, {"grounding_mask": grounding_mask}), (exp, params, {}))
+  class_run = trained.Trained(path="class", config=config, task=grounding_class, encoders=exp.data.encoders,
+                              params=params, step=0, extractor=None, metrics={}, mesh=exp.mesh, model=exp.model)
+  both = Grounder(trained.open_run(mask_run, {"grounding_mask": grounding_mask}), class_run)
   for p in predictions[:6]:
     call = both.ground(p["question"], p["answers"], image_id=feature_key(p["image_id"]))
     assert call["single"] == (p["predicted"] == "single") and call["single_from"] == "classifier"

@@ -53,7 +53,7 @@ def test_glimpse_attention_matches_numpy():
 
 
 def _data(store_shape, vocab=50, answers=1000):
-  return types.SimpleNamespace(vocab=range(vocab), answers=range(answers), store=types.SimpleNamespace(shape=store_shape),
+  return types.SimpleNamespace(vocab=range(vocab), answers=range(answers), image_shape=store_shape,
                                bag_sizes={"question_bow": 1030, "caption_bow": 1000})
 
 

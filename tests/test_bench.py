@@ -35,11 +35,15 @@ def _section(device_check, script):
   return out
 
 
-def test_bench_score_agrees_with_the_official_loop(one_device_env):
-  done = subprocess.run([sys.executable, "bench/bench_score.py", "--questions", "3000", "--rounds", "1"], cwd=ROOT,
-                        env=one_device_env, capture_output=True, text=True, timeout=600)
+def _run(env, script, *args):
+  done = subprocess.run([sys.executable, os.path.join("bench", script), *args], cwd=ROOT, env=env,
+                        capture_output=True, text=True, timeout=600)
   assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-  out = done.stdout
+  return done.stdout
+
+
+def test_bench_score_agrees_with_the_official_loop(one_device_env):
+  out = _run(one_device_env, "bench_score.py", "--questions", "3000", "--rounds", "1")
   assert "identical: overall" in out
   assert out.count("(target >= 10x)") == 3 and out.count("vs the reference with the GC on") == 3
   assert "median vs median (target >= 1000x)" in out
@@ -96,3 +100,14 @@ def test_bench_extract_runs_against_torchvision(device_check):
 
 def test_device_check_report_has_every_section(device_check):
   assert list(device_check) == ["bench_train.py", "bench_pipeline.py", "bench_iou.py", "bench_extract.py"]
+
+
+def test_bench_trained_measures_asking_a_bundle(one_device_env):
+  out = _run(one_device_env, "bench_trained.py", "--scale", "0.001", "--rounds", "1", "--config-arg", "runlocal")
+  asks = re.findall(r"^ask one question (from the bundle|from the workdir|rebuilding from the data \(before\)) +"
+                    r"([\d.]+) s +([\d.]+) GiB peak RSS +([\d.]+)x faster", out, re.M)
+  assert [a[0] for a in asks] == ["from the bundle", "from the workdir", "rebuilding from the data (before)"]
+  many = re.search(r"^ask 1,000 questions from a file, bundle: ([\d.]+) s \(target <= 10 s\)$", out, re.M)
+  demo = re.search(r"^demo answer, store image ([\d.]+) ms, kept upload ([\d.]+) ms", out, re.M)
+  figures = [float(v) for a in asks for v in a[1:]] + [float(many[1]), float(demo[1]), float(demo[2])]
+  assert all(math.isfinite(v) and v > 0 for v in figures), out

@@ -69,7 +69,7 @@ def test_wrong_feature_dimension(data_copy, tmp_path):
 
 @pytest.mark.parametrize("flag, expected", [
     ("--config.model.fusoin=concat", "the config has no field 'model.fusoin' (did you mean \"model.fusion\"?)"),
-    ("--config.model.fusion=sum", "config.model.fusion 'sum' is not one of ('mul', 'concat')"),
+    ("--config.model.fusion=sum", "config.model.fusion: expected one of ('mul', 'concat'), got 'sum'"),
 ])
 def test_config_mistakes_are_one_error_line(tiny_data, tmp_path, flag, expected):
   _fails_cleanly(_train_cmd(tiny_data, tmp_path / "w", flag), expected, tmp_path / "w")

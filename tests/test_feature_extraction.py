@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import jax
@@ -109,6 +110,45 @@ def test_real_photos_in_every_mode_and_the_unreadable_ones(photos, tmp_path, cap
   composite = rgba[:, :, :3] * alpha + 255 * (1 - alpha)
   decoded = np.asarray(images.decode(os.path.join(photos, "COCO_val2014_000000000003.png")), np.float64)
   assert (alpha < 1).any() and np.abs(decoded - composite).max() <= 1
+
+
+@pytest.mark.parametrize("given", ["folder", "list file"])
+def test_a_fifo_or_a_broken_link_is_counted_unreadable_never_waited_on(given, tmp_path):
+  """Issue 22.4: opening a fifo would wait forever for a writer; a broken link was left out silently."""
+  folder = tmp_path / "images"
+  folder.mkdir()
+  (folder / "COCO_val2014_000000000001.jpg").write_bytes(open(GRACE, "rb").read())
+  os.mkfifo(folder / "fifo_2.jpg")
+  os.symlink(tmp_path / "missing.jpg", folder / "broken_3.jpg")
+  (tmp_path / "list.txt").write_text("images/COCO_val2014_000000000001.jpg\nimages/fifo_2.jpg\nimages/broken_3.jpg\n")
+  paths = images.list_images(str(folder if given == "folder" else tmp_path / "list.txt"))
+  assert sorted(map(os.path.basename, paths)) == ["COCO_val2014_000000000001.jpg", "broken_3.jpg", "fifo_2.jpg"]
+  model, params = _tiny()
+  done = []
+  worker = threading.Thread(target=lambda: done.append(extract.extract(
+      paths, model, params, str(tmp_path / "fc7.h5"), SETTINGS, image_size=SIZE, batch=8, dtype="float32")),
+      daemon=True)
+  worker.start()
+  worker.join(timeout=300)
+  assert done, "the extraction hung"
+  unreadable = {os.path.basename(p): r for p, r in done[0].unreadable}
+  assert unreadable["fifo_2.jpg"] == "not a regular file" and "FileNotFoundError" in unreadable["broken_3.jpg"]
+  assert done[0].rows == 1
+
+
+def test_features_of_many_files_prints_progress_with_an_eta(tmp_path, capsys):
+  """Issue 22.4: `vqajax ask --image DIR` over many images says how far it is (stderr), as `features` does."""
+  model, params = _tiny()
+  forward = extract.Forward(model, params, 8)  # batches of 8
+  rows = extract.features_of([GRACE] * 20, forward, "vqa", SIZE, "float32", log_every=8)
+  lines = capsys.readouterr().err.strip().splitlines()
+  assert [line.split(",")[0] for line in lines] == [f"image features: {n} / 20 images" for n in (8, 16, 20)]
+  assert rows.shape == (20, HIDDEN) and all(", ETA " in line for line in lines)
+  extract.features_of([GRACE] * 8, forward, "vqa", SIZE, "float32", log_every=8)
+  assert capsys.readouterr().err == ""  # short work: no progress lines
+  os.mkfifo(tmp_path / "fifo_1.jpg")  # an ask questions file naming a fifo: one line, not a hang
+  with pytest.raises(InputError, match=r"fifo_1.jpg: not a readable image \(not a regular file\)"):
+    extract.features_of([GRACE, str(tmp_path / "fifo_1.jpg")], forward, "vqa", SIZE, "float32")
 
 
 def test_resume_after_a_subset_equals_one_run(photos, tmp_path):
@@ -243,6 +283,26 @@ def test_command_exit_status_and_convert_free_npz(photos, tmp_path, monkeypatch,
   assert not os.path.exists(tmp_path / "g.h5") and not os.path.exists(tmp_path / "g.h5.partial")
   assert cli.main(command(photos, "cls", "h.h5")) == 2
   assert "--layer cls: vgg16 has layers fc7, conv5" in capsys.readouterr().err
+
+
+def test_the_embedded_extractor_needs_no_weights_and_matches_the_embedded_store(tiny_data, tmp_path, capsys):
+  """`vqajax features --model colour_cells` over the embedded pictures rebuilds the embedded
+  grid store row for row, with the same recorded settings."""
+  embedded = FeatureStore(os.path.join(tiny_data, "features/conv5_grid.npy"))
+  folder = os.path.join(tiny_data, "val2014")
+  out = str(tmp_path / "grid.npy")
+  assert cli.main(["--images", folder, "--model", "colour_cells", "--layer", "grid7", "--out", out]) == 0
+  made = FeatureStore(out)
+  assert made.settings == embedded.settings and len(made.image_ids) == len(os.listdir(folder)) == 60
+  np.testing.assert_array_equal(made.read(made.rows(made.image_ids)), embedded.read(embedded.rows(made.image_ids)))
+  command = ["--images", folder, "--layer", "grid7", "--out", str(tmp_path / "x.npy")]
+  for extra, message in [(["--model", "colour_cells", "--weights", out], "--weights: colour_cells takes none"),
+                         (["--model", "vgg16", "--layer", "fc7"], "--weights: vgg16 needs its weights file"),
+                         (["--model", "colour_cells", "--preprocess", "torchvision"],
+                          "--preprocess torchvision: colour_cells reads the vqa preprocessing")]:
+    assert cli.main(command + extra) == 2
+    assert capsys.readouterr().err == f"vqajax features: error: {message}\n"
+  assert not os.path.exists(tmp_path / "x.npy")
 
 
 def test_the_extracted_store_trains(tiny_data, tmp_path):

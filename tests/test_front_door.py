@@ -148,14 +148,23 @@ def test_score_never_writes_over_its_inputs(tiny_data, tmp_path, results_file, c
   assert "are one file" in _error_line(capsys, "vqajax score")
 
 
-def test_score_follows_symlinks_and_refuses_special_files(tiny_data, tmp_path, results_file, capsys):
+def test_score_replaces_only_what_it_wrote_and_refuses_special_files(tiny_data, tmp_path, results_file, capsys):
+  """Issue 22.2: an existing output is replaced only when it is a plain file of its own:
+  a symlink (its target is someone else's) and a hard-linked file are refused, unchanged."""
   args = _score_args(tiny_data, results_file)
-  target, link = tmp_path / "target.json", tmp_path / "out.json"
+  target, link, hard = tmp_path / "target.json", tmp_path / "out.json", tmp_path / "hard.json"
   target.write_text("old")
   os.symlink(target, link)
-  assert cli.main([*args, "--out", str(link)]) == 0  # followed: the target gets the scores
+  os.link(target, hard)
+  for out, what in ((link, "is a link"), (hard, "is a file with other hard links")):
+    assert cli.main([*args, "--out", str(out)]) == 2
+    assert what in _error_line(capsys, "vqajax score")
+  assert os.path.islink(link) and target.read_text() == "old"
+  mine = tmp_path / "mine.json"
+  for _ in range(2):  # written, then replaced by the rerun
+    assert cli.main([*args, "--out", str(mine)]) == 0
+    assert "overall" in json.loads(mine.read_text())
   capsys.readouterr()
-  assert os.path.islink(link) and "overall" in json.loads(target.read_text())
   fifo = str(tmp_path / "fifo")
   os.mkfifo(fifo)
   assert cli.main([*args, "--out", fifo]) == 2
@@ -312,7 +321,8 @@ def test_links_planted_in_a_workdir_never_reach_the_data(tiny_data, tmp_path, ca
 def test_names_and_files_of_the_user_are_checked(tiny_data, tmp_path, capsys):
   argv = ["train", f"--config={CONFIG}", f"--config.data.dir={tiny_data}", *STEPS]
   assert cli.main([*argv, f"--workdir={tmp_path / 'w'}", "--config.name=../../escaped"]) == 2
-  assert "config.name '../../escaped': expected a plain name" in _error_line(capsys, "vqajax train")
+  line = _error_line(capsys, "vqajax train")
+  assert "config.name: expected a plain name (letters, digits, '.', '-', '_', '+'), got '../../escaped'" in line
   bad = tmp_path / "bad.py"
   bad.write_text("x = 1\n")
   assert cli.main(["train", f"--config={bad}", f"--workdir={tmp_path / 'w'}"]) == 2
@@ -334,10 +344,77 @@ def test_an_unreadable_lock_is_taken_over(tiny_data, tmp_path, capsys):
   assert not os.path.exists(workdir / "lock")
 
 
-def test_therapy_analyze_never_writes_beside_its_inputs(tiny_therapy, tmp_path, capsys):
+def test_therapy_analyze_writes_beside_its_inputs_never_over_them(tiny_therapy, tmp_path, capsys):
+  """Issue 22.2: a new folder beside the input files is the common habit: written; the inputs never."""
   files_dir = tmp_path / "t"
   shutil.copytree(tiny_therapy, files_dir)
   before = digests(files_dir)
-  assert cli.main(["therapy", "analyze", str(files_dir / "VQA_val.json"), "--out", str(files_dir)]) == 2
-  assert "an input of this command" in _error_line(capsys, "vqajax therapy")
-  assert digests(files_dir) == before
+  val = str(files_dir / "VQA_val.json")
+  assert cli.main(["therapy", "analyze", val, "--out", val]) == 2
+  assert "is an input of this command" in _error_line(capsys, "vqajax therapy")
+  assert cli.main(["therapy", "analyze", val, "--out", str(files_dir / "analysis")]) == 0
+  assert os.listdir(files_dir / "analysis")
+  assert {k: v for k, v in digests(files_dir).items() if not k.startswith("analysis")} == before
+
+
+def _vqa_run(workdir, data_dir):
+  """A VQA workdir as training leaves it (run.json naming its data, results/step_4 with the
+  official accuracy files)."""
+  from vqajax.core import config as config_lib
+  from vqajax.core import run_record
+  config = config_lib.override(config_lib.load_config(CONFIG), {"data.dir": str(data_dir)})
+  run_record.write_run_file(str(workdir), config, {"val_questions": 0})
+  results = workdir / "results" / "step_4"
+  os.makedirs(results)
+  with open(os.path.join(data_dir, "v2_mscoco_val2014_annotations.json")) as f:
+    types = sorted({a["question_type"] for a in json.load(f)["annotations"]})
+  accuracy = {"overall": 50.0, "perAnswerType": {"yes/no": 60.0, "number": 40.0, "other": 45.0},
+              "perQuestionType": dict.fromkeys(types, 50.0)}
+  (results / "v2_OpenEnded_mscoco_val2014_run_accuracy.json").write_text(json.dumps(accuracy))
+  return workdir
+
+
+def _therapy_run(workdir, data_dir):
+  """A grounding_class workdir as training leaves it (run.json naming its data, metrics.json)."""
+  from experiments.therapy import grounding_class
+  from vqajax.core import config as config_lib
+  from vqajax.core import run_record
+  config = config_lib.override(grounding_class.get_config("runlocal"), {"data.dir": str(data_dir)})
+  run_record.write_run_file(str(workdir), config, {"val_questions": 0})
+  os.makedirs(workdir / "results" / "step_5")
+  metrics = {"step": 5, "recall/single": 75.0, "always_single/recall/single": 100.0}
+  (workdir / "results" / "step_5" / "metrics.json").write_text(json.dumps(metrics))
+  return workdir
+
+
+@pytest.mark.parametrize("verb", ["report table2", "report question-types", "therapy table4"])
+def test_readers_of_runs_write_neither_into_a_run_nor_into_its_data(verb, tiny_data, tiny_therapy, tmp_path, capsys):
+  """Issue 22.2: a report reads its runs' workdirs and data folders as folders: an output
+  inside one is refused (nothing written), a path elsewhere is written."""
+  data = tmp_path / "data"
+  shutil.copytree(tiny_therapy if verb.startswith("therapy") else tiny_data, data)
+  run = (_therapy_run if verb.startswith("therapy") else _vqa_run)(tmp_path / "run", data)
+  before = {"data": digests(data), "run": digests(run)}
+  for out in (data, data / "rep", run / "results" / "step_4", run / "tables"):
+    assert cli.main([*verb.split(), str(run), "--out", str(out)]) == 2
+    assert "an input of this command" in _error_line(capsys, f"vqajax {verb.split()[0]}")
+  assert {"data": digests(data), "run": digests(run)} == before
+  assert cli.main([*verb.split(), str(run), "--out", str(tmp_path / "rep")]) == 0
+  assert os.listdir(tmp_path / "rep")
+
+
+@pytest.mark.parametrize("verb", ["features", "tfds", "therapy construct"])
+def test_the_output_rule_for_the_preparing_verbs(verb, tiny_data, tmp_path, capsys):
+  """Issue 22.2: an output inside a folder the command reads (images, the official files) or
+  over an input file is refused before any work, nothing written."""
+  data = tmp_path / "data"
+  shutil.copytree(tiny_data, data)
+  annotations = str(data / "v2_mscoco_val2014_annotations.json")
+  argv = {"features": ["features", "--images", str(data / "features"), "--model", "vgg16", "--weights",
+                       str(tmp_path / "none.npz"), "--layer", "fc7", "--out", str(data / "features" / "new.h5")],
+          "tfds": ["tfds", "build", "vqa/v2", "--manual_dir", str(data), "--data_dir", str(data / "tfds")],
+          "therapy construct": ["therapy", "construct", "--groundings", annotations, "--out", annotations]}[verb]
+  before = digests(data)
+  assert cli.main(argv) == 2
+  assert "an input of this command" in _error_line(capsys, f"vqajax {verb}")
+  assert digests(data) == before

@@ -4,6 +4,7 @@ file / record / field and what was expected, no traceback, every input byte-iden
 import json
 import os
 import shutil
+import socket
 
 import h5py
 import numpy as np
@@ -15,6 +16,7 @@ from vqajax import cli
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = f"{ROOT}/experiments/vqa/deeper_lstm_norm_i.py:runlocal"
 STEPS = ["--config.num_train_steps=2", "--config.eval_every_steps=2", "--config.log_every_steps=1"]
+GRACE = os.path.join(os.path.dirname(__import__("matplotlib").__file__), "mpl-data", "sample_data", "grace_hopper.jpg")
 VAL_Q, VAL_A = "v2_OpenEnded_mscoco_val2014_questions.json", "v2_mscoco_val2014_annotations.json"
 TRAIN_Q, TRAIN_A = "v2_OpenEnded_mscoco_train2014_questions.json", "v2_mscoco_train2014_annotations.json"
 
@@ -52,6 +54,16 @@ def bad(tiny_data, tmp_path_factory):
   questions["questions"][0]["image_id"] = annotations["annotations"][0]["image_id"] = 10**20
   _write(data / TRAIN_Q, questions)
   _write(data / TRAIN_A, annotations)
+  for name, record in (("run_list", []), ("run_without_config", {"data": {}}), ("user_folder", {"title": "notes"})):
+    os.makedirs(root / name)
+    _write(root / name / "run.json", record)
+  (root / "images").mkdir()
+  shutil.copy(GRACE, root / "images" / "COCO_val2014_000000000001.jpg")
+  np.savez(root / "weights.npz", w=np.zeros(10_000, np.float32))
+  _write(root / "truncated.npz", open(root / "weights.npz", "rb").read()[:3000].decode("latin-1"))
+  _write(root / "text.pth", "these are not weights\n")
+  _write(root / "exits.py", "import sys\nsys.exit(0)\n")
+  _write(root / "raises_sweep.py", "def get_sweep(arg):\n  raise RuntimeError('no points today')\n")
   return root
 
 
@@ -82,9 +94,9 @@ CASES = [
     ("float image ids in a store", lambda d, b, w: _train(d, w, f"--config.data.features={b / 'float_ids.h5'}"),
      "vqajax train", "float_ids.h5: image ids are float64, expected integers"),
     ("batch_size 0", lambda d, b, w: _train(d, w, "--config.batch_size=0"), "vqajax train",
-     "config.batch_size: expected a positive integer, got 0"),
+     "config.batch_size: expected a positive integer <= 2147483647, got 0"),
     ("batch_size -8", lambda d, b, w: _train(d, w, "--config.batch_size=-8"), "vqajax train",
-     "config.batch_size: expected a positive integer, got -8"),
+     "config.batch_size: expected a positive integer <= 2147483647, got -8"),
     ("batch not divisible by the devices", lambda d, b, w: _train(d, w, "--config.batch_size=7"), "vqajax train",
      "config.batch_size 7 does not split over 8 devices"),
     ("workdir that is a file", lambda d, b, w: _train(d, str(b / "a_file")), "vqajax train",
@@ -94,7 +106,45 @@ CASES = [
     ("a bad sweep argument", lambda d, b, w: ["sweep", f"{ROOT}/experiments/sweeps/vqa_table2.py:bogus",
                                               f"--workdir={w}"], "vqajax sweep", "unknown config argument 'bogus'"),
     ("eval of a missing run", lambda d, b, w: ["eval", f"--workdir={w}"], "vqajax eval", "no such run"),
+    # issue 22.6 / 22.7
+    ("run.json edited to []", lambda d, b, w: ["eval", f"--workdir={b / 'run_list'}"], "vqajax eval",
+     'run_list/run.json: not a vqajax run record (expected an object with a "config" object)'),
+    ("run.json without config", lambda d, b, w: ["eval", f"--workdir={b / 'run_without_config'}"], "vqajax eval",
+     "run_without_config/run.json: not a vqajax run record"),
+    ("a user folder with its own run.json", lambda d, b, w: _train(d, str(b / "user_folder")), "vqajax train",
+     "user_folder/run.json: not a vqajax run record"),
+    ("data.dir of an unknown scheme", lambda d, b, w: _train("foo://bar", w), "vqajax train",
+     "config.data.dir: expected a local path or a URL (gs://, s3://, ram://, file://), got 'foo://bar'"),
+    ("score --results of an unknown scheme", lambda d, b, w: _score(d, "foo://x.json"), "vqajax score",
+     "foo://x.json: unknown URL scheme 'foo'"),
+    ("a truncated .npz of weights", lambda d, b, w: _features(b, "truncated.npz", str(b / "out.h5")),
+     "vqajax features", "truncated.npz: not a readable .npz of weights (BadZipFile"),
+    ("a text file as .pth weights", lambda d, b, w: _features(b, "text.pth", str(b / "out.h5")),
+     "vqajax features", "text.pth: not a readable torch state dict"),
+    ("features --out ram://", lambda d, b, w: _features(b, "weights.npz", "ram://store.h5"), "vqajax features",
+     "ram://store.h5: stores are written on a local disk"),
+    ("data synth --out ram://", lambda d, b, w: ["data", "synth", "--out", "ram://synth"], "vqajax data",
+     "--out ram://synth: that file system ends with this process"),
+    ("data synth --seed -1", lambda d, b, w: ["data", "synth", "--out", str(w), "--seed", "-1"], "vqajax data",
+     "--seed: expected an integer from 0 to 4294967295, got -1"),
+    ("report answers --top 0", lambda d, b, w: ["report", "answers", str(w), "--out", str(b / "r"), "--top", "0"],
+     "vqajax report", "--top: expected a positive integer <= 2147483647, got 0"),
+    ("report answers --top -1", lambda d, b, w: ["report", "answers", str(w), "--out", str(b / "r"), "--top", "-1"],
+     "vqajax report", "--top: expected a positive integer <= 2147483647, got -1"),
+    ("table4 of a missing run", lambda d, b, w: ["therapy", "table4", str(w), "--out", str(b / "t4")],
+     "vqajax therapy", "w: no such run"),
+    ("an empty --config=", lambda d, b, w: ["train", "--config=", f"--workdir={w}"], "vqajax train",
+     "--config: expected FILE.py[:ARG], got an empty name"),
+    ("a config file calling sys.exit(0)", lambda d, b, w: ["train", f"--config={b / 'exits.py'}", f"--workdir={w}"],
+     "vqajax train", "exits.py: cannot load the config file (SystemExit: 0)"),
+    ("a sweep file that raises", lambda d, b, w: ["sweep", str(b / "raises_sweep.py"), f"--workdir={w}"],
+     "vqajax sweep", "raises_sweep.py (RuntimeError: no points today)"),
 ]
+
+
+def _features(bad, weights, out):
+  return ["features", "--images", str(bad / "images"), "--model", "vgg16", "--weights", str(bad / weights),
+          "--layer", "fc7", "--out", out]
 
 
 @pytest.mark.parametrize("name, argv, prog, expected", CASES, ids=[c[0] for c in CASES])
@@ -107,4 +157,140 @@ def test_bad_input_is_one_line_and_changes_nothing(name, argv, prog, expected, t
   assert err and err[-1].startswith(f"{prog}: error: ") and expected in err[-1], err[-3:]
   assert not any("Traceback" in line for line in err), err
   assert {"data": digests(tiny_data), "bad": digests(bad)} == before
-  assert not os.path.exists(workdir / "checkpoints")
+  assert not os.path.exists(workdir)
+
+
+THERAPY = f"{ROOT}/experiments/therapy/grounding_mask.py:runlocal"
+POSITIVE = "expected a positive integer <= 2147483647, got"
+# (config file, field=value, what the line says): every constrained field, a bad value.
+CONFIG_CASES = [
+    (CONFIG, "model.mlp_dims=abc", "config.model.mlp_dims: expected a tuple of integers >= 1, e.g. (512, 512), got ('abc',)"),
+    (CONFIG, "model.mlp_dims=0", "config.model.mlp_dims: expected a tuple of integers >= 1, e.g. (512, 512), got (0,)"),
+    (CONFIG, "model.mlp_dims=-5", "config.model.mlp_dims: expected a tuple of integers >= 1"),
+    (CONFIG, "model.mlp_dims=(0,)", "config.model.mlp_dims: expected a tuple of integers >= 1"),
+    (CONFIG, "data.max_question_len=0", f"config.data.max_question_len: {POSITIVE} 0"),
+    (CONFIG, "data.max_question_len=-1", f"config.data.max_question_len: {POSITIVE} -1"),
+    (CONFIG, "model.lstm_layers=0", f"config.model.lstm_layers: {POSITIVE} 0"),
+    (CONFIG, "model.embed_dim=0", f"config.model.embed_dim: {POSITIVE} 0"),
+    (CONFIG, "model.fused_dim=0", f"config.model.fused_dim: {POSITIVE} 0"),
+    (CONFIG, "model.lstm_dim=-1", f"config.model.lstm_dim: {POSITIVE} -1"),
+    (CONFIG, "model.attention_dim=0", f"config.model.attention_dim: {POSITIVE} 0"),
+    (CONFIG, "model.glimpses=-1", "config.model.glimpses: expected an integer from 0 to 2147483647, got -1"),
+    (CONFIG, "model.dtype=float8", "config.model.dtype: expected one of ('float32', 'bfloat16', 'float16'), got 'float8'"),
+    (CONFIG, "model.question=gru", "config.model.question: expected one of ('none', 'bow', 'lstm'), got 'gru'"),
+    (CONFIG, "model.fusion=add", "config.model.fusion: expected one of ('mul', 'concat'), got 'add'"),
+    (CONFIG, "model.lstm_impl=cudnn", "config.model.lstm_impl: expected one of ('chunked', 'scan'), got 'cudnn'"),
+    (CONFIG, "model.targets=hard", "config.model.targets: expected one of ('answer', 'soft'), got 'hard'"),
+    (CONFIG, "model.dropout=2", "config.model.dropout: expected a number in [0, 1), got 2"),
+    (CONFIG, "model.dropout=-1", "config.model.dropout: expected a number in [0, 1), got -1"),
+    (CONFIG, "model.attention_dropout=1", "config.model.attention_dropout: expected a number in [0, 1), got 1"),
+    (CONFIG, "model.image_scale=0", "config.model.image_scale: expected a number > 0, got 0"),
+    (CONFIG, "seed=-1", "config.seed: expected an integer from 0 to 4294967295, got -1"),
+    (CONFIG, f"seed={2**70}", "config.seed: expected an integer from 0 to 4294967295, got 1180591620717411303424"),
+    (CONFIG, f"num_train_steps={10**20}", f"config.num_train_steps: {POSITIVE} 100000000000000000000"),
+    (CONFIG, "num_epochs=-1", "config.num_epochs: expected a number in [0, 1e+06], got -1"),
+    (CONFIG, "eval_batch_size=0", f"config.eval_batch_size: {POSITIVE} 0"),
+    (CONFIG, "log_every_steps=0", f"config.log_every_steps: {POSITIVE} 0"),
+    (CONFIG, "eval_every_steps=-2", f"config.eval_every_steps: {POSITIVE} -2"),
+    (CONFIG, "keep_checkpoints=0", f"config.keep_checkpoints: {POSITIVE} 0"),
+    (CONFIG, "optimizer.name=sgd", "config.optimizer.name: expected one of ('rmsprop', 'adam'), got 'sgd'"),
+    (CONFIG, "optimizer.learning_rate=-1", "config.optimizer.learning_rate: expected a number > 0, got -1"),
+    (CONFIG, "optimizer.eps=-1", "config.optimizer.eps: expected a number >= 0, got -1"),
+    (CONFIG, "optimizer.lr_decay_per_step=0", "config.optimizer.lr_decay_per_step: expected a number in (0, 1], got 0"),
+    (CONFIG, "optimizer.rmsprop_decay=1", "config.optimizer.rmsprop_decay: expected a number in [0, 1), got 1"),
+    (CONFIG, "optimizer.grad_clip=-1", "config.optimizer.grad_clip: expected a number >= 0, got -1"),
+    (CONFIG, "data.format=bogus", "config.data.format: expected one of ('vqa', 'vizwiz'), got 'bogus'"),
+    (CONFIG, "data.source=web", "config.data.source: expected one of ('raw', 'tfds'), got 'web'"),
+    (CONFIG, "data.dir=foo://bar", "config.data.dir: expected a local path or a URL (gs://, s3://, ram://, file://)"),
+    (CONFIG, "data.features=foo://x.h5", "config.data.features: expected a local path or a URL"),
+    (CONFIG, "data.feature_shape=(-1,)", "config.data.feature_shape: expected a tuple of integers >= 1"),
+    (CONFIG, "data.features_on_device=maybe", "config.data.features_on_device: expected one of"),
+    (CONFIG, "data.num_answers=0", f"config.data.num_answers: {POSITIVE} 0"),
+    (CONFIG, "data.vocab_min_count=0", f"config.data.vocab_min_count: {POSITIVE} 0"),
+    (CONFIG, "data.bow_words=0", f"config.data.bow_words: {POSITIVE} 0"),
+    (CONFIG, "data.bow_lead_words=-1", "config.data.bow_lead_words: expected an integer from 0 to 2147483647, got -1"),
+    (CONFIG, "data.caption_words=0", f"config.data.caption_words: {POSITIVE} 0"),
+    (CONFIG, "name=../x", "config.name: expected a plain name (letters, digits, '.', '-', '_', '+'), got '../x'"),
+    (THERAPY, "data.holdout=1", "config.data.holdout: expected a number in (0, 1), got 1"),
+    (THERAPY, "data.max_answers=0", f"config.data.max_answers: {POSITIVE} 0"),
+    (THERAPY, "data.max_answer_len=0", f"config.data.max_answer_len: {POSITIVE} 0"),
+    (THERAPY, "model.cell_dim=0", f"config.model.cell_dim: {POSITIVE} 0"),
+    (THERAPY, "model.dropout=1", "config.model.dropout: expected a number in [0, 1), got 1"),
+]
+
+
+@pytest.mark.parametrize("config, setting, expected", CONFIG_CASES, ids=[c[1] for c in CONFIG_CASES])
+@pytest.mark.parametrize("print_config", [False, True], ids=["train", "print-config"])
+def test_a_bad_config_field_is_refused_before_anything_is_written(config, setting, expected, print_config,
+                                                                  tmp_path, capsys):
+  workdir = tmp_path / "w"
+  argv = ["train", f"--config={config}", f"--workdir={workdir}", f"--config.data.dir={tmp_path / 'data'}",
+          f"--config.{setting}", *(["--print-config"] if print_config else [])]
+  assert cli.main(argv) == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert err == [f"vqajax train: error: {err[-1].partition('error: ')[2]}"] and expected in err[-1], err
+  assert not os.listdir(tmp_path)  # no run.json, no data written
+
+
+def test_every_config_field_has_a_rule():
+  """Each field of every experiment config (both papers, each argument) is declared with what it holds."""
+  from vqajax.core import config as config_lib
+  checked = 0
+  for folder, args in (("vqa", ("", "cpu", "runlocal")), ("therapy", ("", "cpu", "runlocal", "real"))):
+    for name in sorted(os.listdir(f"{ROOT}/experiments/{folder}")):
+      if not name.endswith(".py") or name.startswith("_"):
+        continue
+      for arg in args:
+        config = config_lib.load_config(f"{ROOT}/experiments/{folder}/{name}:{arg}")
+        rules = cli.task_of(config).FIELDS
+        assert set(config_lib.leaves(config)) <= set(rules), (name, arg, set(config_lib.leaves(config)) - set(rules))
+        config_lib.check(config, rules)  # the shipped configs pass
+        checked += 1
+  assert checked >= 11 * 3
+
+
+def test_a_sweep_reports_its_failed_points_runs_the_others_and_exits_2(tiny_data, tmp_path, capsys):
+  """Issue 22.6: a point with a bad config field and one whose data is missing fail; the
+  baselines point still runs and is collected; no empty checkpoints/ is left."""
+  data = {"data.dir": str(tiny_data), "data.synthetic": False}
+  points = [("bad_config", "train", {**data, "model.dropout": 2.0}),
+            ("bad_data", "train", {**data, "data.dir": str(tmp_path / "missing")}),
+            ("base", "baselines", data)]
+  sweep = tmp_path / "sweep.py"
+  sweep.write_text(f"""
+def get_sweep(arg):
+  return {{"base": None, "points": [
+      {{"name": n, "command": c, "baselines": ["prior"], "overrides": o, "config": "{CONFIG}"}}
+      for n, c, o in {points!r}]}}
+""")
+  workdir = tmp_path / "w"
+  assert cli.main(["sweep", str(sweep), f"--workdir={workdir}"]) == 2
+  out, err = capsys.readouterr()
+  assert "bad_config: failed: config.model.dropout: expected a number in [0, 1), got 2.0" in out
+  assert "bad_data: failed: " in out and "| prior |" in out
+  last = err.strip().splitlines()[-1]
+  assert last.startswith("vqajax sweep: error: 2 of 3 points failed: point bad_config: config.model.dropout: ")
+  assert "; point bad_data: " in last
+  assert os.path.exists(workdir / "base" / "results" / "prior" / "metrics.json")
+  assert os.path.exists(workdir / "table2.md")
+  assert not os.path.exists(workdir / "bad_config") and not os.path.exists(workdir / "bad_data" / "checkpoints")
+
+
+def test_file_urls_are_local_paths(tiny_data, tmp_path, capsys):
+  """Issue 22.6: file:///x is read as the local file /x."""
+  annotations = json.load(open(os.path.join(tiny_data, VAL_A)))["annotations"]
+  results = tmp_path / "results.json"
+  _write(results, [{"question_id": a["question_id"], "answer": "yes"} for a in annotations])
+  assert cli.main(_score(tiny_data, f"file://{results}")) == 0
+  assert cli.main(_score(tiny_data, str(results))) == 0
+  local, url = capsys.readouterr().out.split("}\n{")
+  assert json.loads(local + "}")["overall"] == json.loads("{" + url)["overall"] > 0
+
+
+def test_a_lock_of_pid_0_is_stale(tmp_path):
+  """Issue 22.7: kill(0, 0) signals this process group, so pid 0 looked alive forever."""
+  from vqajax.core import run_record
+  _write(tmp_path / "lock", {"host": socket.gethostname(), "pid": 0, "command": "vqajax train", "since": "then"})
+  with run_record.WorkdirLock(str(tmp_path), "vqajax test"):
+    assert json.load(open(tmp_path / "lock"))["pid"] == os.getpid()
+  assert not os.path.exists(tmp_path / "lock")

@@ -10,10 +10,14 @@ import pytest
 
 from experiments.therapy import grounding_class
 from experiments.vqa import deeper_lstm_norm_i
+from vqajax.answertherapy import configs as therapy_configs
 from vqajax.answertherapy import models as therapy_models
+from vqajax.core import config as config_lib
 from vqajax.core.errors import InputError
+from vqajax.nn import question
 from vqajax.nn.lstm import IMPLS, masked_lstm, scan_lstm
 from vqajax.nn.question import LSTMEncoder
+from vqajax.vqa import configs as vqa_configs
 from vqajax.vqa import models as vqa_models
 
 
@@ -94,20 +98,21 @@ def test_both_lstm_impls_encode_alike_with_the_same_gradients():
   jax.tree.map(functools.partial(np.testing.assert_allclose, rtol=1e-5, atol=1e-6), grads["scan"], grads["chunked"])
 
 
-def test_an_unknown_lstm_impl_is_a_clear_error():
-  cfg = deeper_lstm_norm_i.get_config("runlocal").model
-  cfg.lstm_impl = "cudnn"
-  with pytest.raises(InputError, match="config.model.lstm_impl 'cudnn' is not one of"):
-    vqa_models.build(cfg, _data())
-  therapy = grounding_class.get_config("runlocal").model
-  therapy.lstm_impl = "cudnn"
-  with pytest.raises(InputError, match="config.model.lstm_impl 'cudnn' is not one of"):
-    therapy_models.build(therapy, _data(), "grounding_class")
+def test_unknown_encoders_and_models_are_clear_errors():
+  for make, fields in ((deeper_lstm_norm_i.get_config, vqa_configs.FIELDS),
+                       (grounding_class.get_config, therapy_configs.FIELDS)):
+    for field, value in (("lstm_impl", "cudnn"), ("question", "gru"), ("name", "resnet")):
+      changed = config_lib.override(make("runlocal"), {f"model.{field}": value})
+      with pytest.raises(InputError, match=rf"config.model.{field}: expected one of .*, got '{value}'"):
+        config_lib.check(changed, fields)
+  mask_model = config_lib.override(grounding_class.get_config("runlocal"), {"model.name": "mask_predictor"})
+  with pytest.raises(InputError, match="the grounding_class task trains a 'grounding_classifier'"):
+    therapy_models.build(mask_model.model, _data(), "grounding_class")
 
 
 def _data(vocab=10, answers=7, question_bow=1030, caption_bow=1000):
   """The sizes `vqa_models.build` reads from a `VQAData`."""
-  return types.SimpleNamespace(vocab=range(vocab), answers=range(answers),
+  return types.SimpleNamespace(vocab=range(vocab), answers=range(answers), image_shape=(4096,),
                                bag_sizes={"question_bow": question_bow, "caption_bow": caption_bow})
 
 
@@ -203,3 +208,47 @@ def test_soft_target_losses_by_hand():
   assert vqa_task.make_loss(config) is vqa_task.soft_loss
   with pytest.raises(InputError, match="config.model.targets 'fuzzy' is not one of"):
     vqa_task.make_loss(types.SimpleNamespace(model=types.SimpleNamespace(targets="fuzzy")))
+
+
+def _layer_norm(x, p, eps=1e-6):
+  mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+  return (x - mean) / np.sqrt(var + eps) * p["scale"] + p["bias"]
+
+
+def _transformer_by_hand(p, tokens, lengths, layers, heads):
+  """The pre-LN encoder in numpy: embeddings + positions; per block x += attention(LN(x)),
+  x += MLP(LN(x)); LN; the mean over the valid words."""
+  x = p["embed"]["embedding"][tokens] + p["positions"][:tokens.shape[1]]
+  valid = np.arange(tokens.shape[1])[None] < lengths[:, None]
+  for i in range(layers):
+    a = p[f"block_{i}_attention"]
+    h = _layer_norm(x, p[f"block_{i}_ln_attention"])
+    q, k, v = (np.einsum("btw,whd->bthd", h, a[n]["kernel"]) + a[n]["bias"] for n in ("query", "key", "value"))
+    logits = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(q.shape[-1])
+    logits = np.where((valid[:, None, :, None] & valid[:, None, None, :]), logits, np.finfo(np.float32).min)
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    attended = np.einsum("bhqk,bkhd->bqhd", weights, v)
+    x = x + np.einsum("bqhd,hdw->bqw", attended, a["out"]["kernel"]) + a["out"]["bias"]
+    h = _layer_norm(x, p[f"block_{i}_ln_mlp"])
+    h = h @ p[f"block_{i}_mlp_in"]["kernel"] + p[f"block_{i}_mlp_in"]["bias"]
+    h = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))  # gelu, tanh form
+    x = x + h @ p[f"block_{i}_mlp_out"]["kernel"] + p[f"block_{i}_mlp_out"]["bias"]
+  x = _layer_norm(x, p["ln_final"])
+  return (x * valid[..., None]).sum(1) / np.maximum(valid.sum(1), 1)[:, None]
+
+
+def test_the_transformer_encoder_is_the_pre_ln_formula_and_ignores_padding():
+  encoder = question.TransformerEncoder(vocab_size=30, width=16, layers=2, heads=4, dropout=0.1, positions=9)
+  tokens = np.array([[3, 7, 2, 9, 0, 0], [5, 5, 1, 0, 0, 0], [0, 0, 0, 0, 0, 0]], np.int32)
+  lengths = np.array([4, 3, 0], np.int32)
+  params = encoder.init(jax.random.key(0), tokens, lengths)["params"]
+  params = jax.tree.map(lambda w: w + 0.1 * np.random.default_rng(1).normal(size=w.shape), params)  # no zero biases
+  got = np.asarray(encoder.apply({"params": params}, tokens, lengths))
+  want = _transformer_by_hand(jax.tree.map(np.asarray, params), tokens, lengths, 2, 4)
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+  assert not got[2].any()  # an empty question encodes to zeros
+  padded = np.where(tokens == 0, 11, tokens)  # other ids past each length change nothing
+  np.testing.assert_allclose(encoder.apply({"params": params}, padded, lengths), got, rtol=1e-6, atol=1e-6)
+  with pytest.raises(ValueError, match="9 positions"):
+    encoder.apply({"params": params}, np.zeros((1, 10), np.int32), np.array([2]))

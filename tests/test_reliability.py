@@ -12,7 +12,7 @@ import pytest
 
 from tests.test_train import _config, _losses, _params
 from vqajax import cli
-from vqajax.core import checkpoint, train
+from vqajax.core import checkpoint, errors, train
 from vqajax.core.errors import InputError
 from vqajax.core.experiment import Experiment
 
@@ -134,6 +134,25 @@ def test_non_finite_loss_names_its_step_and_saves_nothing_after_it(tiny_data, tm
                                                      r"after it \(newest checkpoint: 30\)"):
     train.train_and_evaluate(cli.task_of(diverging), diverging, run, allow_changed_run=True)
   assert sorted(os.listdir(os.path.join(run, "checkpoints"))) == ["10", "20", "30"]
+
+
+def test_a_diverged_run_fails_with_its_own_status_and_message(tiny_data, tmp_path, capsys):
+  config = _config(tiny_data, num_train_steps=10, log_every_steps=5, eval_every_steps=10,
+                   **{"optimizer.learning_rate": float("inf")})
+  status = errors.exit_status("vqajax train", lambda: train.train_and_evaluate(
+      cli.task_of(config), config, str(tmp_path / "run"), devices=jax.devices()[:1]))
+  err = capsys.readouterr().err
+  assert status == errors.RUN_FAILED == 3, err  # not bad input (2), not a bug (a traceback)
+  assert err.strip().splitlines()[-1].startswith("vqajax train: failed: non-finite ") and "Traceback" not in err
+
+
+def test_a_bugs_missing_file_keeps_its_traceback():
+  def bug():
+    with open("/nonexistent/vqajax-internal-file"):
+      pass
+
+  with pytest.raises(FileNotFoundError):
+    errors.exit_status("vqajax x", bug)
 
 
 def test_nan_features_are_one_clear_error(tiny_data, tmp_path):

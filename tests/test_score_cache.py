@@ -158,6 +158,26 @@ def test_changed_file_invalidates_its_entry(tmp_path, cache):
   assert _entries(cache) == ["annotations", "questions"]  # rewritten in place
 
 
+@pytest.mark.parametrize("how", ["in place", "copied over"])
+def test_a_same_size_rewrite_with_its_mtime_put_back_is_not_stale(tmp_path, cache, how):
+  """Issue 22.4: `cp -p` / `touch -r` put the mtime back; the ctime (or the inode) changes."""
+  questions, annotations, results = _dataset(seed=3)
+  q, a, r = _files(tmp_path, questions, annotations, results)
+  before = score.evaluate_files(q, a, r)
+  assert _entries(cache) == ["annotations", "questions"]
+  old = os.stat(a)
+  text = (tmp_path / "a.json").read_text().replace('"is the"', '"IS THE"')
+  if how == "in place":
+    (tmp_path / "a.json").write_text(text)
+  else:
+    (tmp_path / "copy.json").write_text(text)
+    os.replace(tmp_path / "copy.json", a)
+  os.utime(a, ns=(old.st_atime_ns, old.st_mtime_ns))
+  assert (os.stat(a).st_size, os.stat(a).st_mtime_ns) == (old.st_size, old.st_mtime_ns)
+  after = score.evaluate_files(q, a, r)
+  assert after == score.evaluate_files(q, a, r, cache=False) != before
+
+
 def test_recently_modified_files_are_not_cached(tmp_path, cache):
   questions, annotations, results = _dataset(n=20)
   paths = _files(tmp_path, questions, annotations, results)

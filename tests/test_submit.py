@@ -156,7 +156,7 @@ def test_vizwiz_test_results_name_each_image(run, tiny_data, tiny_vizwiz):
   assert {r["answer"] for r in results} <= set(_answer_table(tiny_data))
 
 
-def test_bad_input_is_one_line_and_writes_nothing(run, tiny_data, tmp_path, capsys):
+def test_bad_input_is_one_line_and_writes_nothing(run, tiny_data, tiny_therapy, tmp_path, capsys):
   before, run_before = digests(tiny_data), digests(run)
   test_dev = os.path.join(tiny_data, TEST_DEV)
   no_features = tmp_path / "v2_OpenEnded_mscoco_test-dev2015_questions.json"
@@ -166,7 +166,12 @@ def test_bad_input_is_one_line_and_writes_nothing(run, tiny_data, tmp_path, caps
   empty_run = tmp_path / "empty"
   empty_run.mkdir()
   shutil.copy(os.path.join(run, "run.json"), empty_run)
+  bogus = tmp_path / "v2_OpenEnded_mscoco_bogus2099_questions.json"
+  bogus.write_text(json.dumps({**content, "data_subtype": "bogus2099"}))
   cases = [
+      ((bogus, "--workdir", run), "\"data_subtype\" 'bogus2099': expected a split of the evaluation server"),
+      ((os.path.join(tiny_therapy, "VQA_test.json"), "--workdir", run),
+       'a VQA-AnswerTherapy file (records with "image_id" and answers), while this run is a vqa run on vqa data'),
       ((no_features, "--workdir", run), "image_id 999999999"),
       ((test_dev, "--workdir", empty_run), "no checkpoint (train the run first)"),
       ((test_dev, "--workdir", tmp_path / "nowhere"), "no such run"),
@@ -180,7 +185,7 @@ def test_bad_input_is_one_line_and_writes_nothing(run, tiny_data, tmp_path, caps
     assert _submit(*args) == 2, args
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and "Traceback" not in err, err
-  assert digests(tiny_data) == before and digests(run) == run_before
+  assert digests(tiny_data) == before and digests(run) == run_before  # no submissions/bogus2099 either
   assert os.listdir(empty_run) == ["run.json"]
 
 

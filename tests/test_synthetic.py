@@ -8,11 +8,13 @@ import re
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from vqajax.core.errors import InputError
+from vqajax.features.recorded import Extractor
 from vqajax.features.store import FeatureStore
-from vqajax.synthetic import cli
-from vqajax.synthetic.vqa import features as synthetic_features
+from vqajax.synthetic import cli, pictures
+from vqajax.synthetic.vqa import world as W
 from vqajax.synthetic.vqa import write as synthetic
 from vqajax.vqa.question_types import MSCOCO_QUESTION_TYPES, question_type
 
@@ -89,8 +91,11 @@ def test_same_seed_same_bytes_other_seed_differs(data):
   other = synthetic.generate(str(data["root"] / "c"), seed=1, scale="tiny")
   first, second, third = _files(data["dir"]), _files(os.path.dirname(again["manifest"])), \
       _files(os.path.dirname(other["manifest"]))
-  assert first.keys() == second.keys() == third.keys()
   assert first == second
+  pictures_of = lambda files: sorted(n for n in files if n.endswith(".jpg"))  # noqa: E731
+  assert len(pictures_of(first)) == len(pictures_of(third)) == 220
+  assert pictures_of(first) != pictures_of(third)  # other image ids
+  assert first.keys() - set(pictures_of(first)) == third.keys() - set(pictures_of(third))
   for role in ("train_questions", "val_annotations", "train_mc_questions", "train_captions", "features",
                "grid_features"):
     rel = synthetic.FILES[role]
@@ -122,7 +127,7 @@ def test_interrupted_run_leaves_no_manifest(tmp_path, monkeypatch):
 
   def broken(*args, **kwargs):
     raise OSError("disk full")
-  monkeypatch.setattr(synthetic, "write_store", broken)
+  monkeypatch.setattr(pictures, "write_store", broken)
   with pytest.raises(OSError, match="disk full"):
     synthetic.generate(str(tmp_path / "e"), seed=1, scale="tiny")
   assert os.listdir(tmp_path) == ["d"]  # neither "e" nor its partial sibling is left
@@ -309,16 +314,47 @@ def test_fc7_carries_the_main_object(data, world):
   store.close()
   majority = collections.Counter(yv).most_common(1)[0][1] / len(yv)
   assert _ridge_accuracy(xt, yt, xv, yv) > max(0.3, 3 * majority)  # 120 images, ~3 per category
-  # More images: the category reads out well, the hard attributes (count) do not, exactly.
-  small = synthetic.sample(seed=0, scale="small")
-  images = small.images["train"] + small.images["val"]
-  x = synthetic_features.fc7_features(images, seed=0).astype(np.float32)
-  n = len(small.images["train"])
-  category = np.array([img.category for img in images])
-  count = np.array([img.count for img in images])
-  assert _ridge_accuracy(x[:n], category[:n], x[n:], category[n:]) > 0.8
-  count_majority = collections.Counter(count[n:]).most_common(1)[0][1] / len(count[n:])
-  assert count_majority + 0.05 < _ridge_accuracy(x[:n], count[:n], x[n:], count[n:]) < 0.8
+
+
+def _near(pixels, rgb, tolerance=24):
+  """[H, W] whether each pixel is `rgb` up to JPEG's error."""
+  return (np.abs(pixels.astype(int) - rgb) <= tolerance).all(-1)
+
+
+def test_pictures_show_the_world(data, world):
+  """Each picture has its image's size and name; its scene and (unless covered) the main
+  object's colour and marker show; the marker of a category it does not show is absent."""
+  images = world.images["train"] + world.images["val"] + world.images["test"]
+  shown = scene = colour = other = 0
+  for img in images:
+    path = os.path.join(data["dir"], synthetic.picture_path(img))
+    assert re.fullmatch(r"(train2014|val2014|test2015)/COCO_\1_\d{12}\.jpg", synthetic.picture_path(img))
+    with Image.open(path) as picture:
+      assert picture.size == (img.width, img.height)
+      pixels = np.asarray(picture.convert("RGB"))
+    shown += _near(pixels, pictures.marker(img.name)).sum() > 20
+    scene += _near(pixels, pictures.SCENES[img.scene]).sum() > 20
+    colour += all(_near(pixels, c).sum() > 20 for c in pictures.colours(img.colour))
+    absent = W.CATEGORY_NAMES[(img.category + 1) % len(W.CATEGORY_NAMES)]
+    other += _near(pixels, pictures.marker(absent), 8).sum() > 20
+  assert shown > 0.95 * len(images) and scene > 0.9 * len(images) and colour > 0.9 * len(images)
+  assert other < 0.05 * len(images)
+
+
+def test_an_uploaded_picture_gets_the_store_row(data, world, tmp_path):
+  """The recorded extractor settings reproduce a store row from the picture's file (what
+  `vqajax ask --image` and the demo's uploads do), also from a copy under another name."""
+  for role in ("features", "grid_features"):
+    store = FeatureStore(data["paths"][role])
+    img = world.images["val"][3]
+    assert store.settings["model"] == "colour_cells" and store.settings["weights"] is None
+    copy = str(tmp_path / "upload.png")
+    Image.open(os.path.join(data["dir"], synthetic.picture_path(img))).save(copy)
+    features = Extractor(store.settings, store.shape, store.path)([store.image_path(img.image_id), copy])
+    row = store.read(store.rows([img.image_id]))[0]
+    np.testing.assert_array_equal(features[0], row)
+    np.testing.assert_array_equal(features[1], row)  # the same pixels, lossless
+    store.close()
 
 
 def _ridge_accuracy(xt, yt, xv, yv, ridge=100.0):

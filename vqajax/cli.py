@@ -27,6 +27,7 @@ VERBS = {
     "features": "image features with torchvision weights, into a feature store",
     "tfds": "prepare TFDS datasets from the official files",
     "ask": "a trained run's answers (or answer groundings) about images and questions of your own",
+    "export": "one checkpoint of a workdir as a bundle to share (parameters, config, encoders, model card)",
     "demo": "a local web page asking a trained run about an image (needs the demo extra)",
 }
 _RUN_VERBS = ("train", "eval", "baselines")
@@ -143,22 +144,23 @@ def _setup_logging(verbosity: str) -> None:
 
 def _resolved_config(verb: str, args, overrides):
   from vqajax.core import config as config_lib  # pylint: disable=g-import-not-at-top
-  from vqajax.core import (
-    files,  # pylint: disable=g-import-not-at-top
-    fs,  # pylint: disable=g-import-not-at-top
-    run_record,  # pylint: disable=g-import-not-at-top
-  )
+  from vqajax.core import fs, run_record  # pylint: disable=g-import-not-at-top
   from vqajax.core.errors import InputError  # pylint: disable=g-import-not-at-top
   if verb == "eval" and not fs.isdir(args.workdir):
     raise InputError(f"--workdir {args.workdir}: no such run")
-  if args.config:
+  if args.config is not None:
     config = config_lib.load_config(args.config)
   else:
     config = run_record.read_config(args.workdir)
     if config is None:
       raise InputError(f"--workdir {args.workdir}: no {run_record.RUN_FILE}; give --config")
-  config = config_lib.apply_overrides(config, overrides)
-  files.check_name(config.name, "config.name")  # it names the results files
+  return check_config(config_lib.apply_overrides(config, overrides))
+
+
+def check_config(config):
+  """`config` if each field holds what its task's configs declare (before anything is written)."""
+  from vqajax.core import config as config_lib  # pylint: disable=g-import-not-at-top
+  config_lib.check(config, task_of(config).FIELDS)
   return config
 
 
@@ -237,42 +239,64 @@ def _run_verb(verb: str, argv: Sequence[str]) -> int:
   return exit_status(f"vqajax {verb}", run)
 
 
-def _submit(argv: Sequence[str]) -> int:
-  parser = argparse.ArgumentParser(
-      prog="vqajax submit", description=VERBS["submit"] + " (a questions-only file: VQA v2 test-dev / test, "
-      "VQA v1 open-ended or multiple-choice test, VizWiz test.json, AnswerTherapy VQA_test / VizWiz_test)")
-  parser.add_argument("questions", help="the test split's questions file")
-  parser.add_argument("--workdir", required=True, help="the trained run (its run.json config is used)")
+def _trained_parser(verb: str, description: str, out: str) -> argparse.ArgumentParser:
+  """The flags of the verbs that use a trained run (a workdir, or a bundle for submit)."""
+  parser = argparse.ArgumentParser(prog=f"vqajax {verb}", description=description)
+  parser.add_argument("--workdir", required=True, help="the trained run (a workdir" + (
+      ", or an export bundle)" if verb == "submit" else ")"))
   which = parser.add_mutually_exclusive_group()
-  which.add_argument("--step", type=int, help="the checkpoint step to predict with (default: latest)")
+  which.add_argument("--step", type=int, help="the checkpoint step (default: the latest)")
   which.add_argument("--best", action="store_true", help="the kept checkpoint with the best val metric")
-  parser.add_argument("--out", help="output folder (default: WORKDIR/submissions/<split>)")
+  parser.add_argument("--out", required=verb == "export", help=out)
   parser.add_argument("--verbosity", default="warning", choices=("warning", "info", "debug"),
                       help="log level (default: %(default)s)")
   parser.add_argument("--compilation_cache_dir",
                       default=os.environ.get("JAX_COMPILATION_CACHE_DIR", "~/.cache/vqajax/xla"),
                       help="persistent XLA compilation cache; '' disables it (default: %(default)s)")
+  return parser
+
+
+def _submit(argv: Sequence[str]) -> int:
+  parser = _trained_parser("submit", VERBS["submit"] + " (a questions-only file: VQA v2 test-dev / test, "
+                           "VQA v1 open-ended or multiple-choice test, VizWiz test.json, AnswerTherapy VQA_test / "
+                           "VizWiz_test)", "output folder (default: WORKDIR/submissions/<split>; a bundle: required)")
+  parser.add_argument("questions", help="the test split's questions file")
   args = parser.parse_args(argv)
   _setup_logging(args.verbosity)
 
   def run() -> None:
-    from vqajax.core import submission  # pylint: disable=g-import-not-at-top
-    config = _resolved_config("eval", argparse.Namespace(workdir=args.workdir, config=None), [])
+    from vqajax.core import submission, trained  # pylint: disable=g-import-not-at-top
+    prepare_data(trained.read_config(args.workdir, tasks()))
     _initialise(args)
-    prepare_data(config)
-    step, paths = submission.write(task_of(config), config, args.workdir, args.questions, args.out,
-                                   args.step, args.best)
+    step, paths = submission.write(args.workdir, tasks(), args.questions, args.out, args.step, args.best)
     print(f"step {step} of {args.workdir} on {args.questions}:")
     print("\n".join(f"  {path}" for path in paths))
 
   return exit_status("vqajax submit", run)
 
 
+def _export(argv: Sequence[str]) -> int:
+  parser = _trained_parser("export", VERBS["export"], "the bundle's folder (new or empty)")
+  parser.add_argument("--with-weights", action="store_true",
+                      help="also ship the image feature extractor's weights (as .npz)")
+  args = parser.parse_args(argv)
+  _setup_logging(args.verbosity)
+
+  def run() -> None:
+    from vqajax import export  # pylint: disable=g-import-not-at-top
+    paths = export.export(args.workdir, tasks(), args.out, args.step, args.best, args.with_weights)
+    size = sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
+    print(f"bundle of {args.workdir} in {args.out} ({len(paths)} files, {size / 2**20:.1f} MiB):")
+    print("\n".join(f"  {path}" for path in paths))
+
+  return exit_status("vqajax export", run)
+
+
 def _delegate(verb: str) -> Callable[[Sequence[str], str], int]:
   """The `main(argv, prog)` of a verb with its own parser."""
   if verb == "sweep":
     from vqajax.vqa import sweep  # pylint: disable=g-import-not-at-top
-    commands = {"train": train_config, "baselines": baselines_config}
+    commands = {"train": train_config, "baselines": baselines_config, "check": check_config}
     return lambda argv, prog: sweep.main(argv, prog, commands)
   if verb == "ask":
     from vqajax import ask_cli  # pylint: disable=g-import-not-at-top
@@ -302,6 +326,14 @@ def _usage() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+  from vqajax.core import files  # pylint: disable=g-import-not-at-top
+  try:
+    return _main(argv)
+  finally:
+    files.unprotect_all()  # the inputs were this command's only
+
+
+def _main(argv: Sequence[str] | None) -> int:
   argv = list(sys.argv[1:] if argv is None else argv)
   if not argv or argv[0] in ("-h", "--help"):
     sys.stdout.write(_usage())
@@ -314,6 +346,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run_verb(verb, rest)
   if verb == "submit":
     return _submit(rest)
+  if verb == "export":
+    return _export(rest)
   _setup_logging("warning")  # these verbs print what they do; the libraries stay quiet
   return _delegate(verb)(rest, f"vqajax {verb}")
 

@@ -1,6 +1,7 @@
 """Table II of VQA (ICCV 2015): the non-neural baselines and every neural row, open-ended
 and multiple-choice; after the paper's rows, attention over grid features (Show, Ask,
-Attend, and Answer, 2017: `experiments/vqa/attention.py`).
+Attend, and Answer, 2017: `experiments/vqa/attention.py`) and a small Transformer question
+encoder with norm I (`experiments/vqa/transformer_q_norm_i.py`).
 
   vqajax sweep experiments/sweeps/vqa_table2.py:cpu --workdir=workdirs/table2
 
@@ -8,7 +9,7 @@ The argument ("", "cpu", "runlocal") is passed to every row config.
 """
 
 ROWS = ("bow_q", "i", "bow_q_i", "lstm_q", "lstm_q_i", "deeper_lstm_q", "deeper_lstm_norm_i",
-        "caption", "bow_q_c", "attention")
+        "caption", "bow_q_c", "attention", "transformer_q_norm_i")
 BASELINES = ("random", "prior", "q_type_prior", "nearest_neighbour")
 
 

@@ -4,7 +4,7 @@ The classifier of `vqajax/answertherapy/models.py`: an LSTM over the question an
 same weights, over each answer (mean-pooled), an attention over the 14 x 14 grid
 features, element-wise fusion, MLP, 2 classes; class-weighted loss. The variant is
 `config.model.inputs`: "q", "q+a", "i+q", "i+q+a" (default). Arguments (comma-separated,
-`vqajax/vqa/configs.py:therapy_config`): "" full, "cpu" minutes on 2 cores (medium synthetic
+`vqajax/answertherapy/configs.py:therapy_config`): "" full, "cpu" minutes on 2 cores (medium synthetic
 set), "runlocal" seconds (tiny set), "real" the released train files with a seeded 80/20
 held-out split, text-only (inputs "q+a"; "q" also works).
 

@@ -4,7 +4,7 @@ The mask predictor of `vqajax/answertherapy/models.py`: per answer slot, the tex
 question + answer, or answer; one shared LSTM) modulates each grid cell's projected
 feature (FiLM) -> a logit per cell; per-cell binary cross-entropy against the answer's
 grid mask. The variant is `config.model.inputs`: "i+q", "i+q+a" (default), "i+a".
-Arguments (comma-separated, `vqajax/vqa/configs.py:therapy_config`): "" full, "cpu" minutes
+Arguments (comma-separated, `vqajax/answertherapy/configs.py:therapy_config`): "" full, "cpu" minutes
 on 2 cores (medium synthetic set), "runlocal" seconds (tiny set).
 
   vqajax train --config=experiments/therapy/grounding_mask.py:cpu --workdir=/tmp/gm_iqa

@@ -24,6 +24,7 @@ from vqajax.vqa import configs
 
 def get_config(arg: str = ""):
   config = configs.vqa_config(arg, "attention", glimpses=2, lstm_layers=1)
+  config.model.name = "attention"
   config.data.features = "features/conv5_grid.npy"
   m, opt = config.model, config.optimizer
   m.lstm_dim, m.mlp_dims = {"": (1024, (1024,)), "cpu": (256, (256,)), "runlocal": (32, (64,))}[arg]

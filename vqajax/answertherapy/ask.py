@@ -1,12 +1,12 @@
 """Asking trained VQA-AnswerTherapy models where each answer of a question is grounded
-(`vqajax ask` on a grounding_mask workdir).
+(`vqajax ask` on a grounding_mask workdir or bundle).
 
-`Grounder.from_workdir(workdir)` restores a grounding_mask run (its recorded config, its
-data's vocabulary, a checkpoint) and, with `class_workdir`, a grounding_class run that
-decides single / multiple. Without one the decision comes from the predicted masks by
-the dataset's rule (`from_masks`: every pair of groundings with IoU > 0.9 is
-single). Images are the run's grid-store ids or image files whose features are made with
-the extractor settings the run recorded (`features/recorded.py`).
+`Grounder.from_workdir(path)` opens a grounding_mask run (`core/trained.py`: its config,
+its recorded vocabulary, a checkpoint; no training data) and, with `class_workdir`, a
+grounding_class run that decides single / multiple. Without one the decision comes from
+the predicted masks by the dataset's rule (`from_masks`: every pair of groundings with
+IoU > 0.9 is single). Images are the run's grid-store ids or image files whose features
+are made with the extractor settings the run recorded (`features/recorded.py`).
 """
 
 from __future__ import annotations
@@ -16,67 +16,70 @@ import numpy as np
 
 from vqajax.answertherapy import dataset as therapy_dataset
 from vqajax.answertherapy import from_masks, grounding_class, grounding_mask, masks
-from vqajax.core import sharding, trained
+from vqajax.core import trained as trained_runs
 from vqajax.core.errors import InputError
 from vqajax.features.recorded import Extractor
 
 
 class _Model:
-  """A restored run's model applied to one question, padded to one row per device."""
+  """A trained run's model applied to one question."""
 
-  def __init__(self, exp, params, output):
-    self.exp, self.params, self.rows = exp, params, exp.mesh.devices.size
-    apply = lambda p, batch: output(exp.model.apply({"params": p}, batch, train=False))
-    self._apply = jax.jit(sharding.in_mesh(exp.mesh, apply))
+  def __init__(self, run: trained_runs.Trained, output):
+    self.run = run
+    self._apply = run.jit(lambda p, batch: output(run.model.apply({"params": p}, batch, train=False)))
 
   def __call__(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
-    batch = {k: np.repeat(v, self.rows, axis=0) for k, v in inputs.items()}
-    return np.asarray(jax.device_get(self._apply(self.params, sharding.to_global(batch, self.exp.mesh))))[0]
+    return self.run.predict(self._apply, inputs)[0]
 
 
 class Grounder:
   """Answer-grounding masks and the single / multiple call (module docstring)."""
 
-  def __init__(self, mask_run, class_run=None, weights: str | None = None):
-    exp, params, record = mask_run
-    self._data, self._config = exp.data, exp.config
-    self._masks = _Model(exp, params, jax.nn.sigmoid)
+  def __init__(self, mask_run: trained_runs.Trained, class_run: trained_runs.Trained | None = None,
+               weights: str | None = None):
+    self._run, self._config = mask_run, mask_run.config
+    self._masks = _Model(mask_run, jax.nn.sigmoid)
     self._classes = None
     if class_run is not None:
-      class_exp = class_run[0]
-      if class_exp.data.store is not None and class_exp.data.store.path != exp.data.store.path:
-        raise InputError(f"the grounding_class run reads {class_exp.data.store.path}, the mask run "
-                         f"{exp.data.store.path}: give two runs on one feature store")
-      self._classes = _Model(class_exp, class_run[1], lambda logits: jax.nn.softmax(logits)[..., 1])
-    self._extractor_settings = record.get("extractor") or exp.data.store.settings
+      shapes = (class_run.encoders.image_shape, mask_run.encoders.image_shape)
+      if shapes[0] is not None and class_run.config.data.features != mask_run.config.data.features:
+        raise InputError(f"the grounding_class run reads {class_run.config.data.features}, the mask run "
+                         f"{mask_run.config.data.features}: give two runs on one feature store")
+      self._classes = _Model(class_run, lambda logits: jax.nn.softmax(logits)[..., 1])
     self._weights, self._extractor = weights, None
-    self.image_ids: list[int] = exp.data.store.image_ids.tolist()
-    self._known = set(self.image_ids)
 
   @classmethod
-  def from_workdir(cls, workdir: str, step: int | None = None, *, class_workdir: str | None = None,
+  def from_workdir(cls, path: str, step: int | None = None, *, best: bool = False, class_workdir: str | None = None,
                    class_step: int | None = None, weights: str | None = None) -> "Grounder":
-    """A grounding_mask run's checkpoint `step` (default: the latest), optionally with a
-    grounding_class run for the single / multiple call; `weights`: the extractor's
-    weights file, if it moved."""
-    mask_run = trained.load(workdir, {"grounding_mask": grounding_mask}, step)
-    class_run = None if class_workdir is None else trained.load(
+    """A grounding_mask run (workdir or bundle) at checkpoint `step` (default: the latest),
+    optionally with a grounding_class run for the single / multiple call; `weights`: the
+    extractor's weights file, if it moved."""
+    mask_run = trained_runs.open_run(path, {"grounding_mask": grounding_mask}, step, best)
+    class_run = None if class_workdir is None else trained_runs.open_run(
         class_workdir, {"grounding_class": grounding_class}, class_step)
     return cls(mask_run, class_run, weights)
 
   @property
+  def image_ids(self) -> list:
+    """The run's grid store's image ids (empty when the store is not there)."""
+    try:
+      return self._run.store.image_ids.tolist()
+    except InputError:
+      return []
+
+  @property
   def grid(self) -> int:
     """The side of the predicted masks (the store's grid)."""
-    return self._data.store.shape[0]
+    return self._run.encoders.image_shape[0]
 
   def image_path(self, image_id: int) -> str | None:
     """The image file of a store image, if the store recorded one (extracted stores do)."""
-    return self._data.store.image_path(image_id)
+    return self._run.store.image_path(image_id)
 
   def features_of(self, image_paths: list[str]) -> np.ndarray:
     """Grid features of image files, made as the run's store's were."""
     if self._extractor is None:
-      self._extractor = Extractor(self._extractor_settings, self._data.store, self._weights)
+      self._extractor = Extractor(self._run.extractor, self._run.encoders.image_shape, self._run.path, self._weights)
     return self._extractor(list(image_paths))
 
   def _image(self, image_id, features) -> np.ndarray:
@@ -84,13 +87,14 @@ class Grounder:
       raise InputError("give the image as image_id or as features, one of them")
     if features is not None:
       features = np.asarray(features, np.float32)
-      if features.shape != self._data.store.shape:
-        raise InputError(f"features of shape {features.shape}, the run's store holds {self._data.store.shape}")
+      if features.shape != self._run.encoders.image_shape:
+        raise InputError(f"features of shape {features.shape}, the run reads {self._run.encoders.image_shape}")
       return features[None]
-    if image_id not in self._known:
-      raise InputError(f"image id {image_id}: not in the run's feature store {self._data.store.path} "
-                       f"({len(self.image_ids)} images, e.g. {self.image_ids[:3]})")
-    return self._data.store.read(self._data.store.rows([image_id]))
+    store = self._run.store
+    if image_id not in set(store.image_ids.tolist()):
+      raise InputError(f"image id {image_id}: not in the run's feature store {store.path} "
+                       f"({len(store.image_ids)} images, e.g. {store.image_ids[:3].tolist()})")
+    return store.read(store.rows([image_id]))
 
   def ground(self, question: str, answers: list[str], *, image_id: int | None = None,
              features: np.ndarray | None = None, image_size: tuple[int, int] | None = None) -> dict:
@@ -103,7 +107,7 @@ class Grounder:
       raise InputError(f"answers {answers!r}: expected 1 to {width} non-empty answers")
     if not isinstance(question, str) or not question.strip():
       raise InputError("the question is empty")
-    inputs = therapy_dataset.text_arrays([question], [tuple(answers)], self._data.vocab, self._config.data)
+    inputs = therapy_dataset.text_arrays([question], [tuple(answers)], self._run.encoders.vocab, self._config.data)
     inputs["image"] = self._image(image_id, features)
     probs = self._masks(inputs)[:len(answers)]
     height, cols = image_size or (self.grid, self.grid)

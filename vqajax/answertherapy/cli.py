@@ -33,7 +33,7 @@ from vqajax.core.errors import InputError, exit_status
 
 def analyze(args) -> None:
   start = time.perf_counter()
-  files.protect(*args.files, *{os.path.dirname(os.path.abspath(f)) for f in args.files})
+  files.protect(*args.files)  # a new folder beside them is written (the output rule: core/files)
   files.check_output(args.out, folder=True)
   given = {}
   for path in args.files:

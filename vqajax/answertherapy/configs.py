@@ -7,10 +7,32 @@ import os
 
 import ml_collections
 
+from vqajax.answertherapy import models as therapy_models
+from vqajax.core import config as config_lib
+from vqajax.core.config import FLAG, TEXT, dims, file_list, integer, number, one_of, path
+from vqajax.core.official_files import DATA_SOURCES
+from vqajax.nn import lstm, question
+
 THERAPY_ARGS = ("cpu", "runlocal", "real")
 # The released train files: $VQAJAX_THERAPY_DIR, else ../shared/data/answertherapy beside the checkout.
 THERAPY_DIR = os.environ.get("VQAJAX_THERAPY_DIR", os.path.normpath(
     os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "answertherapy")))
+
+# What each field of `therapy_config` may hold (both tasks), checked before a command does anything.
+FIELDS = {
+    **config_lib.TRAINING,
+    "data.synthetic": FLAG, "data.synthetic_scale": TEXT, "data.dir": path(),
+    "data.train_files": file_list(), "data.val_files": file_list(), "data.holdout": number(0, 1, lo_open=True, hi_open=True),
+    "data.source": one_of(*DATA_SOURCES), "data.tfds_dir": TEXT, "data.features": path(),
+    "data.feature_shape": dims(), "data.features_on_device": one_of("auto", "true", "false", "sharded"),
+    "data.max_question_len": integer(), "data.max_answer_len": integer(), "data.max_answers": integer(),
+    "data.vocab_min_count": integer(),
+    "model.name": one_of(*therapy_models.MODELS), "model.question": one_of(*question.ENCODERS),
+    "model.inputs": TEXT, "model.embed_dim": integer(), "model.lstm_dim": integer(), "model.lstm_layers": integer(),
+    "model.lstm_impl": one_of(*lstm.IMPLS), "model.dropout": number(0, 1, hi_open=True),
+    "model.fused_dim": integer(), "model.attention_dim": integer(), "model.mlp_dims": dims(),
+    "model.cell_dim": integer(), **config_lib.TRANSFORMER,
+}
 
 
 def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.ConfigDict:
@@ -48,7 +70,9 @@ def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.Co
     data.synthetic, data.dir, data.val_files, data.features = False, THERAPY_DIR, "", ""
 
   config.model = m = ml_collections.ConfigDict()
-  m.inputs = "i+q+a"                    # models/grounding.py: q, q+a, i+q, i+q+a | i+q, i+q+a, i+a
+  m.name = "grounding_classifier" if task == "grounding_class" else "mask_predictor"  # models.py MODELS
+  m.question = "lstm"                   # the text encoder: one of vqajax/nn/question.py ENCODERS
+  m.inputs = "i+q+a"                    # answertherapy/models.py: q, q+a, i+q, i+q+a | i+q, i+q+a, i+a
   m.embed_dim = 300
   m.lstm_dim = 512
   m.lstm_layers = 1

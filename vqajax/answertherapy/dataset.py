@@ -46,13 +46,33 @@ _RASTER = 8  # raster pixels per grid cell side for the grid masks
 TEXT_KEYS = ("tokens", "length", "answer_tokens", "answer_length", "answer_valid")
 
 @dataclasses.dataclass
+class Encoders:
+  """The shared question / answer vocabulary and the image input's shape (None: text only),
+  recorded with the run as `tables()` (`core/encoders.py`)."""
+  vocab: text.Vocab
+  image_shape: tuple[int, ...] | None
+
+  def tables(self) -> dict:
+    return {"vocab": self.vocab.words[2:], "image_shape": None if self.image_shape is None else list(self.image_shape)}
+
+  @classmethod
+  def from_tables(cls, tables: dict) -> "Encoders":
+    shape = tables["image_shape"]
+    return cls(vocab=text.Vocab(tables["vocab"]), image_shape=None if shape is None else tuple(shape))
+
+
+@dataclasses.dataclass
 class TherapyData:
   train: dict[str, np.ndarray]
   val: dict[str, np.ndarray]
   store: FeatureStore | None
-  vocab: text.Vocab
+  encoders: Encoders
   val_samples: list[therapy_files.Sample]  # the val rows' samples, for results files
-  
+
+  @property
+  def vocab(self) -> text.Vocab:
+    return self.encoders.vocab
+
 
 def _read(config_data, files: str) -> list[therapy_files.Sample]:
   """The samples of the named files; with `source` "tfds", of the splits of the prepared
@@ -132,6 +152,17 @@ def _arrays(samples, vocab: text.Vocab, config_data, store, grid: int | None) ->
   return out
 
 
+def open_store(config) -> FeatureStore | None:
+  """The feature store of `config.data` (`features`, relative to `dir`), None without one."""
+  data = config.data
+  if not data.features:
+    return None
+  store = FeatureStore(data.features if fs.isabs(data.features) else os.path.join(data.dir, data.features))
+  if data.feature_shape:
+    store.check_shape(tuple(data.feature_shape))
+  return store
+
+
 def load(config, grid_targets: bool = False) -> TherapyData:
   """Reads the train / val files and the feature store of `config.data`; with
   `grid_targets`, also the grid masks of the answers' groundings."""
@@ -141,12 +172,8 @@ def load(config, grid_targets: bool = False) -> TherapyData:
     val = _read(data, data.val_files)
   else:
     train, val = holdout_split(train, data.holdout, config.seed)
-  store = None
-  if data.features:
-    store = FeatureStore(data.features if fs.isabs(data.features) else os.path.join(data.dir, data.features))
-    if data.feature_shape:
-      store.check_shape(tuple(data.feature_shape))
-  elif grid_targets:
+  store = open_store(config)
+  if store is None and grid_targets:
     raise InputError("config.data.features: the mask predictor needs a grid feature store")
   vocab = text.Vocab.build((text.tokenize(t) for s in train for t in (s.question,) + s.answers),
                            data.vocab_min_count)
@@ -156,8 +183,8 @@ def load(config, grid_targets: bool = False) -> TherapyData:
   arrays["train"]["weight"] = weights[arrays["train"]["label"]]
   logging.info("therapy data: %d train / %d val questions, %.1f%% multiple in train; vocabulary %d",
                len(train), len(val), 100 * arrays["train"]["label"].mean(), len(vocab))
-  return TherapyData(train=arrays["train"], val=arrays["val"], store=store, vocab=vocab,
-                     val_samples=val)
+  enc = Encoders(vocab=vocab, image_shape=None if store is None else store.shape)
+  return TherapyData(train=arrays["train"], val=arrays["val"], store=store, encoders=enc, val_samples=val)
 
 
 @dataclasses.dataclass
@@ -170,13 +197,14 @@ class TestFile:
   keys: tuple[str, ...] = TEXT_KEYS + ("question_id",)  # the arrays the predict step reads
 
 
-def read_test(config, data: TherapyData, path: str) -> TestFile:
+def read_test(config, enc: Encoders, store, path: str) -> TestFile:
   """The samples of the released-format file at `path`, encoded as the run's training
-  data was; their labels and groundings, where the file has them, are not used."""
+  data was (its encoders; image rows of its `store`, None for a text-only run); their
+  labels and groundings, where the file has them, are not used."""
   samples = therapy_files.read_therapy(path, labels_optional=True)
   name = check_name(os.path.splitext(os.path.basename(path))[0], f"{path}: the file name")
   return TestFile(path=path, name=name, samples=samples,
-                  arrays=_arrays(samples, data.vocab, config.data, data.store, None))
+                  arrays=_arrays(samples, enc.vocab, config.data, store, None))
 
 
 def sizes(data: TherapyData) -> dict[str, int]:

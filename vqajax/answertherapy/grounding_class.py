@@ -1,5 +1,5 @@
 """Challenge 1 of VQA-AnswerTherapy (paper section 4.1): is a visual question's answer
-grounding single (all answers on one region) or multiple? (Task contract: `tasks/__init__.py`.)
+grounding single (all answers on one region) or multiple? (Task contract: `core/task.py`.)
 
 Loss: softmax cross-entropy weighted by the class weight of each example's label
 (`therapy_dataset.class_weights`, from the train frequencies; ~16% multiple), normalised
@@ -19,16 +19,17 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from vqajax.answertherapy import configs, submission, table4
 from vqajax.answertherapy import dataset as therapy_dataset
 from vqajax.answertherapy import groups as therapy_groups
 from vqajax.answertherapy import models as grounding
 from vqajax.answertherapy import precision_recall as pr
-from vqajax.answertherapy import submission, table4
 from vqajax.answertherapy.groups import LABELS
 from vqajax.core import tables
 from vqajax.core.files import write_atomic_many
 
 BEST_METRIC = "balanced_accuracy"
+FIELDS = configs.FIELDS
 TEXT_KEYS = therapy_dataset.TEXT_KEYS
 TRAIN_KEYS = TEXT_KEYS + ("label", "weight")
 
@@ -36,8 +37,12 @@ load = therapy_dataset.load
 sizes = therapy_dataset.sizes
 
 
-def build_model(cfg, data):
-  return grounding.build(cfg, data, "grounding_class")
+def build_model(cfg, enc):
+  return grounding.build(cfg, enc, "grounding_class")
+
+
+encoders_from_tables = therapy_dataset.Encoders.from_tables
+open_store = therapy_dataset.open_store
 
 
 def loss(logits, batch):
@@ -108,15 +113,14 @@ def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) 
 read_test = therapy_dataset.read_test
 
 
-def make_predict_step(model, data, mesh):
+def make_predict_step(model):
   """(params, batch) -> {predicted, p_multiple}, to be jitted."""
-  del data, mesh
   return lambda params, batch: _predictions(model.apply({"params": params}, batch, train=False))
 
 
-def write_submission(out_dir: str, config, data, test, predictions: dict) -> list[str]:
+def write_submission(out_dir: str, config, enc, test, predictions: dict) -> list[str]:
   """Each test question's predicted `binary_label` and `p_multiple` (`answertherapy/submission.py`)."""
-  del data
+  del enc
   return submission.write(out_dir, config.name, test, [
       {"binary_label": LABELS[int(c)], "p_multiple": float(p)}
       for c, p in zip(predictions["predicted"], predictions["p_multiple"])])

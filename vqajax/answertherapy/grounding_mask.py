@@ -34,8 +34,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from vqajax.answertherapy import configs, from_masks, iou, masks, pixel_iou, submission, table4
 from vqajax.answertherapy import dataset as therapy_dataset
-from vqajax.answertherapy import from_masks, iou, masks, pixel_iou, submission, table4
 from vqajax.answertherapy import groups as therapy_groups
 from vqajax.answertherapy import models as grounding
 from vqajax.answertherapy import precision_recall as pr
@@ -44,6 +44,7 @@ from vqajax.core import tables
 from vqajax.core.files import write_atomic_many
 
 BEST_METRIC = "iou_pq"
+FIELDS = configs.FIELDS
 TEXT_KEYS = therapy_dataset.TEXT_KEYS
 TRAIN_KEYS = TEXT_KEYS + ("grid_mask",)
 # (row name, sums, metric prefix) of Tables 5 and 6; the model's metrics have no prefix.
@@ -60,8 +61,12 @@ def load(config):
 sizes = therapy_dataset.sizes
 
 
-def build_model(cfg, data):
-  return grounding.build(cfg, data, "grounding_mask")
+def build_model(cfg, enc):
+  return grounding.build(cfg, enc, "grounding_mask")
+
+
+encoders_from_tables = therapy_dataset.Encoders.from_tables
+open_store = therapy_dataset.open_store
 
 
 def loss(logits, batch):
@@ -198,15 +203,14 @@ def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) 
 read_test = therapy_dataset.read_test
 
 
-def make_predict_step(model, data, mesh):
+def make_predict_step(model):
   """(params, batch) -> {mask} (sigmoid >= 0.5 per cell), to be jitted."""
-  del data, mesh
   return lambda params, batch: {"mask": model.apply({"params": params}, batch, train=False) >= 0.0}
 
 
-def write_submission(out_dir: str, config, data, test, predictions: dict) -> list[str]:
+def write_submission(out_dir: str, config, enc, test, predictions: dict) -> list[str]:
   """Each test answer's mask as a COCO RLE at the image size (`answertherapy/submission.py`)."""
-  del data
+  del enc
   rles = predicted_rles(test.samples, predictions["mask"])
   return submission.write(out_dir, config.name, test, [{"grounding_masks": [masks.to_json(r) for r in answer_rles]}
                                                       for answer_rles in rles])

@@ -1,8 +1,9 @@
 """VQA-AnswerTherapy models: the single-vs-multiple grounding classifier and the answer
-mask predictor, from the suite's question encoder (`question.LSTMEncoder`).
+mask predictor (`config.model.name`: `MODELS`), over the suite's question encoders
+(`config.model.question`: `nn/question.ENCODERS`, the VQA models' too).
 
-Text: one LSTM encodes the question and, with the same weights, each answer; answers are
-mean-pooled over a question's valid answers where one vector is needed.
+Text: one encoder encodes the question and, with the same weights, each answer; answers
+are mean-pooled over a question's valid answers where one vector is needed.
 
 `GroundingClassifier` (challenge 1; inputs "q", "q+a", "i+q", "i+q+a"): the text vector
 is fc + tanh of the question encoding (Q) or of [question, mean answer] (Q+A). The image
@@ -24,31 +25,24 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from vqajax.core.errors import InputError
-from vqajax.nn import lstm
-from vqajax.nn.question import LSTMEncoder
+from vqajax.nn import question
 
 CLASSIFIER_INPUTS = ("q", "q+a", "i+q", "i+q+a")
 MASK_INPUTS = ("i+q", "i+q+a", "i+a")
 
 
 class _Text(nn.Module):
-  """(question [B, D], answers [B, A, D]) encodings from one shared LSTM."""
-  vocab_size: int
-  embed_dim: int
-  lstm_dim: int
-  lstm_layers: int
-  lstm_impl: str = "chunked"
+  """(question [B, D], answers [B, A, D]) encodings from one shared encoder."""
+  encoder: nn.Module  # nn/question.py
 
-  @nn.compact
-  def __call__(self, batch, answers: bool):
-    encoder = LSTMEncoder(self.vocab_size, self.embed_dim, self.lstm_dim, self.lstm_layers, impl=self.lstm_impl,
-                          name="encoder")
-    question = encoder(batch["tokens"], batch["length"])
+  def __call__(self, batch, answers: bool, train: bool):
+    encoded = self.encoder(batch["tokens"], batch["length"], train=train)
     if not answers:
-      return question, None
+      return encoded, None
     b, a, length = batch["answer_tokens"].shape
-    encoded = encoder(batch["answer_tokens"].reshape(b * a, length), batch["answer_length"].reshape(b * a))
-    return question, encoded.reshape(b, a, -1)
+    words = self.encoder(batch["answer_tokens"].reshape(b * a, length), batch["answer_length"].reshape(b * a),
+                         train=train)
+    return encoded, words.reshape(b, a, -1)
 
 
 def mean_answers(answers, valid):
@@ -58,20 +52,14 @@ def mean_answers(answers, valid):
 
 
 class _TextInputs(nn.Module):
-  """What both challenges' models share: `inputs` and the text encoder's sizes."""
-  vocab_size: int
+  """What both challenges' models share: `inputs` and the text encoder."""
+  text: _Text
   inputs: str = "i+q+a"
-  embed_dim: int = 300
-  lstm_dim: int = 512
-  lstm_layers: int = 1
-  lstm_impl: str = "chunked"            # nn/lstm.IMPLS
 
-  def encode_text(self, batch):
+  def encode_text(self, batch, train: bool):
     """(input parts, question [B, D], answers [B, A, D] or None); call from a compact method."""
     parts = self.inputs.split("+")
-    question, answers = _Text(self.vocab_size, self.embed_dim, self.lstm_dim, self.lstm_layers,
-                              self.lstm_impl, name="text")(batch, "a" in parts)
-    return parts, question, answers
+    return (parts, *self.text(batch, "a" in parts, train))
 
 
 class GroundingClassifier(_TextInputs):
@@ -82,9 +70,9 @@ class GroundingClassifier(_TextInputs):
 
   @nn.compact
   def __call__(self, batch, *, train: bool):
-    parts, question, answers = self.encode_text(batch)
-    x = question if answers is None else jnp.concatenate(
-        [question, mean_answers(answers, batch["answer_valid"])], axis=-1)
+    parts, encoded, answers = self.encode_text(batch, train)
+    x = encoded if answers is None else jnp.concatenate(
+        [encoded, mean_answers(answers, batch["answer_valid"])], axis=-1)
     x = jnp.tanh(nn.Dense(self.fused_dim, name="text_proj")(x))
     if "i" in parts:
       cells = batch["image"].reshape(batch["image"].shape[0], -1, batch["image"].shape[-1])
@@ -106,9 +94,9 @@ class MaskPredictor(_TextInputs):
 
   @nn.compact
   def __call__(self, batch, *, train: bool):
-    _, question, answers = self.encode_text(batch)
+    _, encoded, answers = self.encode_text(batch, train)
     num_answers = batch["answer_valid"].shape[1]
-    per_slot = jnp.broadcast_to(question[:, None], (question.shape[0], num_answers, question.shape[-1]))
+    per_slot = jnp.broadcast_to(encoded[:, None], (encoded.shape[0], num_answers, encoded.shape[-1]))
     text = {"i+q": per_slot, "i+a": answers}.get(self.inputs)
     if text is None:  # i+q+a
       text = jnp.concatenate([per_slot, answers], axis=-1)
@@ -121,19 +109,23 @@ class MaskPredictor(_TextInputs):
     return nn.Dense(1, name="cell_logit")(h)[..., 0]
 
 
-def build(cfg, data, task: str) -> nn.Module:
-  """The model of `config.model` for `task` ('grounding_class' | 'grounding_mask')."""
+MODELS = {"grounding_classifier": GroundingClassifier, "mask_predictor": MaskPredictor}  # config.model.name
+_TASK_MODELS = {"grounding_class": "grounding_classifier", "grounding_mask": "mask_predictor"}
+
+
+def build(cfg, enc, task: str) -> nn.Module:
+  """The model `config.model` names for `task` ('grounding_class' | 'grounding_mask')."""
+  name = cfg.get("name") or _TASK_MODELS[task]  # runs recorded before names: the task's model
+  if name != _TASK_MODELS[task]:
+    raise InputError(f"config.model.name '{name}': the {task} task trains a '{_TASK_MODELS[task]}'")
   allowed = CLASSIFIER_INPUTS if task == "grounding_class" else MASK_INPUTS
-  lstm_impl = cfg.get("lstm_impl", "chunked")  # runs recorded before the switch: chunked
-  if lstm_impl not in lstm.IMPLS:
-    raise InputError(f"config.model.lstm_impl '{lstm_impl}' is not one of {lstm.IMPLS}")
+  encoder = cfg.get("question", "lstm")  # names and values checked with the config (configs.FIELDS)
   if cfg.inputs not in allowed:
     raise InputError(f"config.model.inputs '{cfg.inputs}' is not one of {allowed} ({task})")
-  if "i" in cfg.inputs.split("+") and data.store is None:
+  if "i" in cfg.inputs.split("+") and enc.image_shape is None:
     raise InputError(f"config.model.inputs '{cfg.inputs}' needs image features: set config.data.features")
-  text = dict(vocab_size=len(data.vocab), inputs=cfg.inputs, embed_dim=cfg.embed_dim,
-              lstm_dim=cfg.lstm_dim, lstm_layers=cfg.lstm_layers, lstm_impl=lstm_impl, dropout=cfg.dropout)
-  if task == "grounding_class":
+  text = dict(text=_Text(question.build(encoder, cfg, len(enc.vocab))), inputs=cfg.inputs, dropout=cfg.dropout)
+  if name == "grounding_classifier":
     return GroundingClassifier(fused_dim=cfg.fused_dim, attention_dim=cfg.attention_dim,
                                mlp_dims=tuple(cfg.mlp_dims), **text)
   return MaskPredictor(cell_dim=cfg.cell_dim, **text)

@@ -34,9 +34,7 @@ def _newest_metrics(workdir: str) -> tuple[str, dict] | None:
 
 def _run(argument: str) -> tuple[str, str, object]:
   """(row name or "", workdir, config) of a RUN argument."""
-  name, _, path = ("", "", argument) if os.path.exists(argument) else argument.partition("=")
-  if name:
-    files.check_name(name, f"{argument}: run name")
+  name, path = run_record.run_argument(argument)
   return name, path, trained.read_config(path, TASKS)
 
 
@@ -70,7 +68,8 @@ def write(arguments: Sequence[str], out_dir: str) -> str:
   """Writes out_dir/table4.{md,csv,json} of the runs; returns its Markdown."""
   files.check_output(out_dir, folder=True)
   runs = collect(arguments)
-  files.protect(*(where for _, _, _, where in runs))  # the tables never go over a run's results
+  for argument in arguments:  # read from here on: no table goes into a run or its data
+    run_record.protect(_run(argument)[1])
   files.check_output(out_dir, folder=True)
   rows = table4.baseline_rows(runs[0][1]) + [(name, metrics, prefix) for name, metrics, prefix, _ in runs]
   return tables.write_table(out_dir, "table4", *table4.table(rows))

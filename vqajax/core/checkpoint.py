@@ -8,6 +8,12 @@ complete, so a half-written checkpoint is never listed. The meta also records a 
 of the saved state and meta (`checksum`), verified by every restore: a checkpoint damaged
 later (truncated or missing files, or flipped bytes that orbax reads back without
 complaint) fails to restore, and `restore_latest` skips it on resume.
+
+Only the process that holds the workdir (training, eval) opens a `Checkpointer`, which
+removes temporary steps left by a kill. Readers (ask, submit, demo, export) go through
+`read_params`: it lists the complete steps, restores one step's parameters alone (no
+optimizer state) as host arrays, verifies them against `params_checksum` (saved with
+the meta since it exists) and changes nothing, so it is safe beside a running training.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 from typing import Any, Optional
 
@@ -22,15 +29,20 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
+from etils import epath
 from orbax.checkpoint import checkpoint_managers as policies
 
-from vqajax.core.errors import InputError
+from vqajax.core import fs
+from vqajax.core.errors import InputError, RunFailed
+from vqajax.core.official_files import load_json
 
 _CHECKSUM = "checksum"
+_PARAMS_CHECKSUM = "params_checksum"
+_READ_TRIES = 3  # a reader racing a training that deletes the step it chose tries the newest again
 _ORBAX_SCHEMES = ("gs://", "s3://")
 
 
-class DamagedCheckpointError(InputError):
+class DamagedCheckpointError(RunFailed):
   """A checkpoint restored, but its contents differ from what was saved."""
 
 
@@ -76,7 +88,8 @@ class Checkpointer:
 
   def save(self, step: int, state: Any, meta: dict, metrics: Optional[dict] = None) -> None:
     metrics = {self._best_metric: float(metrics[self._best_metric])} if metrics else None
-    meta = {**meta, _CHECKSUM: checksum(state, meta)}
+    meta = {**meta, _PARAMS_CHECKSUM: checksum(state.params, {})}
+    meta[_CHECKSUM] = checksum(state, meta)
     try:
       self.manager.save(step, args=ocp.args.Composite(
           state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), metrics=metrics, force=True)
@@ -148,3 +161,56 @@ class Checkpointer:
 
   def close(self) -> None:
     self.manager.close()
+
+
+# ------------------------------------------------------------------- readers
+
+def complete_steps(directory: str) -> list[int]:
+  """The steps saved in `directory`, in order; a step still being written (orbax's temporary
+  folder, renamed when complete) is not one. Nothing is changed."""
+  names = fs.listdir(directory) if fs.isdir(directory) else []
+  return sorted(int(n.rstrip("/")) for n in names if re.fullmatch(r"\d+/?", n))
+
+
+def step_metric(directory: str, step: int, name: str) -> float | None:
+  """The val metric `name` saved with checkpoint `step`, if it has one."""
+  path = os.path.join(directory, str(step), "metrics", "metrics")
+  metrics = load_json(path) if fs.exists(path) else None
+  value = metrics.get(name) if isinstance(metrics, dict) else None
+  return float(value) if isinstance(value, (int, float)) else None
+
+
+def _read_params(directory: str, step: int) -> tuple[Any, dict]:
+  path = os.path.join(directory, str(step))
+  meta = load_json(os.path.join(path, "meta", "metadata"))
+  checkpointer = ocp.PyTreeCheckpointer()
+  tree = ocp.PyTreeCheckpointHandler().metadata(epath.Path(path) / "state").tree["params"]
+  item = {"params": jax.tree.map(lambda m: np.zeros((), m.dtype), tree)}
+  args = {"params": jax.tree.map(lambda m: ocp.RestoreArgs(restore_type=np.ndarray), tree)}
+  params = checkpointer.restore(os.path.join(path, "state"), args=ocp.args.PyTreeRestore(
+      item=item, restore_args=args, partial_restore=True))["params"]
+  saved = meta.get(_PARAMS_CHECKSUM)
+  if saved is None:
+    logging.warning("checkpoint at step %d has no parameter checksum (saved by an older vqajax); not verified", step)
+  elif saved != checksum(params, {}):
+    raise DamagedCheckpointError(f"{path}: the restored parameters do not match the checksum saved with them "
+                                 "(damaged after saving)")
+  return params, meta
+
+
+def read_params(directory: str, step: int, newest: bool = False) -> tuple[Any, dict, int]:
+  """(host parameters, meta, step) of checkpoint `step`, read without changing anything.
+  With `newest` (the caller asked for the latest), a step that a running training deleted
+  meanwhile gives way to the newest complete one."""
+  for _ in range(_READ_TRIES):
+    try:
+      return (*_read_params(directory, step), step)
+    except DamagedCheckpointError:
+      raise
+    except Exception as e:  # pylint: disable=broad-except  # orbax / tensorstore: many kinds
+      steps = complete_steps(directory)
+      if not newest or not steps or steps[-1] == step and step in steps:
+        raise InputError(f"{os.path.join(directory, str(step))}: cannot be read ({type(e).__name__}: "
+                         f"{str(e).splitlines()[0][:200] if str(e) else ''})") from None
+      step = steps[-1]
+  raise InputError(f"{directory}: its checkpoints kept changing while being read; try again")

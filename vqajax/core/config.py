@@ -10,12 +10,15 @@ from __future__ import annotations
 import ast
 import difflib
 import importlib.util
+import math
 import os
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 import ml_collections
 
+from vqajax.core import fs
 from vqajax.core.errors import InputError
+from vqajax.core.files import SAFE_NAME
 
 _INSTALLED = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -31,23 +34,30 @@ def load_module(path: str, what: str):
   if spec is None or not path.endswith(".py"):
     raise InputError(f"{path}: a {what} file is a Python file (FILE.py)")
   module = importlib.util.module_from_spec(spec)
-  try:
-    spec.loader.exec_module(module)
-  except (SyntaxError, ImportError) as e:
-    raise InputError(f"{path}: cannot load the {what} file ({type(e).__name__}: {e})") from None
+  run_user_code(lambda: spec.loader.exec_module(module), f"{path}: cannot load the {what} file")
   return module
+
+
+def run_user_code(fn: Callable[[], Any], where: str) -> Any:
+  """`fn()`, code of a config or sweep file: whatever it raises (sys.exit too) is the file's
+  error, one line `where (Type: message)`; a ValueError is its own check of its argument."""
+  try:
+    return fn()
+  except ValueError as e:
+    raise InputError(f"{where}: {e}") from None
+  except (Exception, SystemExit) as e:  # pylint: disable=broad-except  # the user's code, not ours
+    raise InputError(f"{where} ({type(e).__name__}: {e})") from None
 
 
 def load_config(spec: str) -> ml_collections.ConfigDict:
   """The config of `FILE.py[:ARG]`."""
   path, _, arg = spec.partition(":")
+  if not path:
+    raise InputError("--config: expected FILE.py[:ARG], got an empty name")
   module = load_module(path, "config")
   if not callable(getattr(module, "get_config", None)):
     raise InputError(f"{path}: expected a function get_config(arg) returning a ConfigDict")
-  try:
-    config = module.get_config(arg)
-  except ValueError as e:  # get_config's own check of its argument
-    raise InputError(f"{spec}: {e}") from None
+  config = run_user_code(lambda: module.get_config(arg), spec)
   if not isinstance(config, ml_collections.ConfigDict):
     raise InputError(f"{path}: get_config returned a {type(config).__name__}, expected a ConfigDict")
   return config
@@ -127,15 +137,9 @@ def apply_overrides(config: ml_collections.ConfigDict, items: list[tuple[str, st
   return config
 
 
-def to_text(config: ml_collections.ConfigDict, prefix: str = "") -> list[str]:
+def to_text(config: ml_collections.ConfigDict) -> list[str]:
   """Every field as `name = value`, one per line, in the config's order."""
-  lines = []
-  for key, value in config.items():
-    if isinstance(value, ml_collections.ConfigDict):
-      lines += to_text(value, f"{prefix}{key}.")
-    else:
-      lines.append(f"{prefix}{key} = {value!r}")
-  return lines
+  return [f"{key} = {value!r}" for key, value in leaves(config).items()]
 
 
 def file_names(value: Any) -> list[str]:
@@ -143,3 +147,108 @@ def file_names(value: Any) -> list[str]:
   (official names hold no commas), or a list of names."""
   names = value.split(",") if isinstance(value, str) else list(value)
   return [name for name in names if isinstance(name, str) and name]
+
+
+class Rule(NamedTuple):
+  """What a config field holds: `expected` (said in the error) and its test."""
+  expected: str
+  ok: Callable[[Any], bool]
+
+
+MAX_STEPS = 2**31 - 1  # the train state's int32 step counter
+
+
+def integer(lo: int = 1, hi: int = MAX_STEPS) -> Rule:
+  what = f"a positive integer <= {hi}" if lo == 1 else f"an integer from {lo} to {hi}"
+  return Rule(what, lambda v: type(v) is int and lo <= v <= hi)
+
+
+def number(lo: float, hi: float = math.inf, *, lo_open: bool = False, hi_open: bool = False) -> Rule:
+  """A number in the interval (an infinite bound is open and excludes nothing else; NaN fails)."""
+  if hi == math.inf:
+    what = f"a number {'>' if lo_open else '>='} {lo:g}"
+  else:
+    what = f"a number in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+  above = (lambda v: v > lo) if lo_open else (lambda v: v >= lo)
+  below = (lambda v: v < hi) if hi_open else (lambda v: v <= hi)
+  return Rule(what, lambda v: type(v) in (int, float) and above(v) and below(v))
+
+
+def one_of(*choices: str) -> Rule:
+  return Rule(f"one of {choices}", lambda v: v in choices)
+
+
+def dims(lo: int = 1) -> Rule:
+  """A tuple of integers >= `lo` (sizes of layers or of a feature array)."""
+  return Rule(f"a tuple of integers >= {lo}, e.g. (512, 512)",
+              lambda v: isinstance(v, (tuple, list)) and all(type(d) is int and d >= lo for d in v))
+
+
+def path() -> Rule:
+  """A local path, "" (none) or a URL of a file system `core/fs` reads."""
+  return Rule(f"a local path or a URL ({', '.join(s + '://' for s in fs.SCHEMES)})", fs.known_scheme)
+
+
+def file_list() -> Rule:
+  """One file name, several comma-separated, or a list of names (`file_names`)."""
+  return Rule("a file name, comma-separated names or a list of names",
+              lambda v: isinstance(v, str) or (isinstance(v, (tuple, list)) and all(isinstance(n, str) for n in v)))
+
+
+def names() -> Rule:
+  return Rule("a tuple of names", lambda v: isinstance(v, (tuple, list)) and all(isinstance(n, str) for n in v))
+
+
+TEXT = Rule("a string", lambda v: isinstance(v, str))
+FLAG = Rule("true or false", lambda v: isinstance(v, bool))
+PLAIN_NAME = Rule("a plain name (letters, digits, '.', '-', '_', '+')",
+                  lambda v: isinstance(v, str) and SAFE_NAME.fullmatch(v) is not None and v not in (".", ".."))
+
+# The fields the core reads (train, experiment); each paper's configs add their own.
+TRAINING = {
+    "name": PLAIN_NAME,  # it names the results files
+    "task": TEXT,  # the front door's registry checks the name
+    "seed": integer(0, 2**32 - 1),
+    "batch_size": integer(), "eval_batch_size": integer(), "num_train_steps": integer(),
+    "num_epochs": number(0, 1e6), "log_every_steps": integer(), "eval_every_steps": integer(),
+    "keep_checkpoints": integer(),
+    "optimizer.name": one_of("rmsprop", "adam"),
+    "optimizer.learning_rate": number(0, lo_open=True),
+    "optimizer.lr_decay_per_step": number(0, 1, lo_open=True),
+    "optimizer.rmsprop_decay": number(0, 1, hi_open=True),
+    "optimizer.eps": number(0),
+    "optimizer.grad_clip": number(0),
+}
+
+
+# The settings of the Transformer question encoder (nn/question.py), in either paper's config.
+TRANSFORMER = {
+    "model.transformer.width": integer(), "model.transformer.layers": integer(),
+    "model.transformer.heads": integer(), "model.transformer.dropout": number(0, 1, hi_open=True),
+    "model.transformer.positions": integer(),
+}
+
+
+def leaves(config: ml_collections.ConfigDict, prefix: str = "") -> dict[str, Any]:
+  """{dotted field: value} of every field that is not a group."""
+  out = {}
+  for key, value in config.items():
+    if isinstance(value, ml_collections.ConfigDict):
+      out.update(leaves(value, f"{prefix}{key}."))
+    else:
+      out[f"{prefix}{key}"] = value
+  return out
+
+
+def check(config: ml_collections.ConfigDict, rules: dict[str, Rule]) -> None:
+  """InputError naming the first field of `config` that breaks its rule (fields without a
+  rule, or rules without a field, are another config's: not checked here)."""
+  for key, value in leaves(config).items():
+    if key in rules:
+      check_value(f"config.{key}", value, rules[key])
+
+
+def check_value(what: str, value: Any, rule: Rule) -> None:
+  """InputError `what: expected ..., got value` unless `value` keeps `rule` (config fields, flags)."""
+  if not rule.ok(value):
+    raise InputError(f"{what}: expected {rule.expected}, got {value!r}")

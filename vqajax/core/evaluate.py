@@ -85,13 +85,16 @@ def _evaluate(task: Task, config, workdir: str, step: int | None, every: bool) -
   ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints, task.BEST_METRIC)
   saved = ckpt.steps()
   if not saved:
-    raise FileNotFoundError(f"{workdir}: no checkpoints to evaluate")
+    raise InputError(f"{workdir}: no checkpoints to evaluate")
   if step is not None and step not in saved:
-    raise FileNotFoundError(f"{workdir}: no checkpoint at step {step} (saved: {saved})")
+    raise InputError(f"{workdir}: no checkpoint at step {step} (saved: {saved})")
   steps = saved if every else [step if step is not None else max(saved)]
   exp = Experiment.build(task, config)
-  run_record.check_same_run(workdir, config, task.sizes(exp.data),  # its results are the run's
-                            "eval writes the run's own results: evaluate with its recorded config")
+  hint = "eval writes the run's own results: evaluate with its recorded config and data"
+  run_record.check_same_run(workdir, config, task.sizes(exp.data), hint)  # its results are the run's
+  run_record.check_encoders(workdir, config.task, exp.data.encoders.tables(), hint)
+  if jax.process_index() == 0:
+    run_record.record_encoders(workdir, config.task, exp.data.encoders.tables())  # a run older than them
   evaluator = Evaluator(task, config, exp.data, exp.model, exp.mesh, exp.features)
   target = exp.initial_state(abstract=True)
   results, failures = {}, []

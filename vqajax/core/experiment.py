@@ -12,12 +12,10 @@ import jax.numpy as jnp
 import optax
 from absl import logging
 
+from vqajax.core import config as config_lib
 from vqajax.core import device_features, pipeline, sharding
 from vqajax.core.errors import InputError
 from vqajax.core.task import LABEL, Task
-
-_POSITIVE = ("batch_size", "eval_batch_size", "num_train_steps", "log_every_steps", "eval_every_steps",
-             "keep_checkpoints")
 
 
 @flax.struct.dataclass
@@ -54,10 +52,7 @@ class Experiment:
   @classmethod
   def build(cls, task: Task, config, devices=None) -> "Experiment":
     mesh = sharding.data_mesh(devices)
-    for field in _POSITIVE:
-      value = config[field]
-      if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"config.{field}: expected a positive integer, got {value!r}")
+    config_lib.check(config, config_lib.TRAINING)
     sharding.local_batch_size(config.batch_size, mesh)
     data = task.load(config)
     if not len(data.train[LABEL]):
@@ -67,7 +62,7 @@ class Experiment:
       config.num_train_steps = max(1, math.ceil(config.num_epochs * len(data.train[LABEL]) / config.batch_size))
       logging.info("%g epochs of %d train examples: %d steps", config.num_epochs, len(data.train[LABEL]),
                    config.num_train_steps)
-    model = task.build_model(config.model, data)
+    model = task.build_model(config.model, data.encoders)
     features = device_features.place(config.data.get("features_on_device", "auto"), data, mesh)
     return cls(config, mesh, task, data, model, make_optimizer(config.optimizer), features)
 

@@ -5,11 +5,15 @@ into place with `os.replace`; the temp file is removed on any failure. A failure
 write raises `InputError` naming the target path (a missing directory or a read-only
 location is the user's to fix).
 
-Outputs are checked first (`check_output`): a command registers what it reads
-(`protect`: files, and folders such as a dataset's, whose whole tree is then off
-limits), and a write whose target is one of them is refused. A symlinked output is
-followed: its target is replaced (the link stays a link). An existing target that is
-not a regular file (a device, a fifo, a socket, a folder) is refused, never renamed over.
+The output rule, one for every verb (`check_output`, which every write goes through): a
+command registers what it reads (`protect`: its input files, and the folders it reads as
+folders: a workdir, a results folder, a data folder, a store folder); an output may not be
+an input file, may not lie inside a folder it reads, and may not replace anything it did
+not write itself: an existing file output that is not a plain regular file (a device, a
+fifo, a socket, a folder; a symlink, whose target is someone else's; a file with other
+hard links) is refused, never renamed over. Any other path the user names is written,
+including a new path beside input files. A folder output (a workdir, an --out folder) may
+be a link to a folder: it is followed.
 
 URLs (`gs://...`, see `fs.py`) get the nearest honest equivalent: the file is uploaded
 under a temp name beside the target and renamed into place, which on GCS is a copy and
@@ -65,8 +69,8 @@ def _inside_protected(real: str) -> str | None:
 
 
 def check_output(path: str, folder: bool = False) -> str:
-  """The real path to write `path` to (symlinks followed); InputError if it is an input,
-  lies inside an input folder, or exists and is not a regular file (`folder`: a folder)."""
+  """The real path to write `path` to (a folder's links followed); InputError when the
+  output rule (module docstring) refuses it."""
   if fs.is_url(path):
     return _check_url_output(path, folder)
   real = os.path.realpath(path)
@@ -83,9 +87,18 @@ def check_output(path: str, folder: bool = False) -> str:
     raise InputError(f"{path}: is an input of this command; refusing to write over it")
   if folder and not stat.S_ISDIR(st.st_mode):
     raise InputError(f"{path}: exists and is not a folder")
-  if not folder and not stat.S_ISREG(st.st_mode):
-    raise InputError(f"{path}: exists and is not a regular file; refusing to replace it")
+  if not folder:
+    _check_replaceable(path, st)
   return real
+
+
+def _check_replaceable(path: str, st: os.stat_result) -> None:
+  """An existing file output is replaced only when it is a plain file of its own."""
+  if not stat.S_ISREG(st.st_mode):
+    raise InputError(f"{path}: exists and is not a regular file; refusing to replace it")
+  if os.path.islink(path) or st.st_nlink > 1:
+    raise InputError(f"{path}: is a {'link' if os.path.islink(path) else 'file with other hard links'}; "
+                     "refusing to replace what this command did not write (name another output)")
 
 
 def _check_url_output(url: str, folder: bool) -> str:

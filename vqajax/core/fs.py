@@ -18,9 +18,29 @@ import errno
 import os
 from typing import IO, Iterator
 
+from vqajax.core.errors import InputError
+
+SCHEMES = ("gs", "s3", "ram", "file")  # the URLs tf.io.gfile serves here (file://: the local disk)
+
+
+def known_scheme(path: str) -> bool:
+  """A local path, or a URL of one of `SCHEMES`."""
+  return "://" not in path or path.partition("://")[0] in SCHEMES
+
+
+def outlives_process(path: str) -> bool:
+  """False for a path on a file system that ends with this process (TensorFlow's ram://)."""
+  return not path.startswith("ram://")
+
 
 def is_url(path: str) -> bool:
-  return "://" in path
+  """A URL of a known scheme; InputError for a scheme no file system here serves."""
+  if "://" not in path:
+    return False
+  if not known_scheme(path):
+    raise InputError(f"{path}: unknown URL scheme '{path.partition('://')[0]}' (expected a local path or "
+                     f"{', '.join(s + '://' for s in SCHEMES)})")
+  return True
 
 
 def isabs(path: str) -> bool:
@@ -29,13 +49,15 @@ def isabs(path: str) -> bool:
 
 
 def _gfile():
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel  # heavy: only for URLs
+  from vqajax.core import runtime  # pylint: disable=import-outside-toplevel  # heavy: only for URLs
+  tf = runtime.tensorflow()
   return tf.io.gfile
 
 
 @contextlib.contextmanager
 def _as_oserror() -> Iterator[None]:
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from vqajax.core import runtime  # pylint: disable=import-outside-toplevel
+  tf = runtime.tensorflow()
   try:
     yield
   except tf.errors.OpError as e:

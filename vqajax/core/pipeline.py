@@ -13,17 +13,17 @@ from typing import Iterator, Sequence
 
 import jax
 import numpy as np
-import tensorflow as tf
 
+from vqajax.core import runtime
 from vqajax.core.errors import InputError
 from vqajax.core.task import IMAGE_ROW, LABEL, QUESTION_ID
+
+tf = runtime.tensorflow()
 
 # InputErrors raised by loaders inside tf.data's threads, newest last.
 _FAILED: list[InputError] = []
 _FAILED_LOCK = threading.Lock()
 
-INPUT_KEYS = ("tokens", "length", "question_bow", "caption_bow")  # those the split has
-TRAIN_KEYS = INPUT_KEYS + (LABEL,)
 LENGTH_BUCKETS = (8, 12, 16)  # and the padded length itself
 
 
@@ -96,7 +96,7 @@ def numpy_batches(ds: tf.data.Dataset) -> Iterator[dict[str, np.ndarray]]:
       raise
 
 
-def example_batch(arrays, store, n: int, keys: Sequence[str] = TRAIN_KEYS) -> dict[str, np.ndarray]:
+def example_batch(arrays, store, n: int, keys: Sequence[str]) -> dict[str, np.ndarray]:
   """`n` train rows (repeated if the split is smaller), for shape inference (model init)."""
   return _Loader(arrays, store, keys)(np.arange(n) % len(arrays[LABEL]))
 
@@ -125,7 +125,7 @@ def train_rows(num_examples: int, global_batch: int, seed: int, step: int) -> np
 
 
 def train_dataset(arrays, store, global_batch: int, seed: int, start_step: int,
-                  keys: Sequence[str] = TRAIN_KEYS, readers: int = tf.data.AUTOTUNE) -> tf.data.Dataset:
+                  keys: Sequence[str], readers: int = tf.data.AUTOTUNE) -> tf.data.Dataset:
   """This host's train batches from `start_step` on (endless), `readers` batches loaded at once."""
   n, host = len(arrays[LABEL]), _host_slice(global_batch)
   loader = _Loader(arrays, store, keys)

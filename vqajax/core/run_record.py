@@ -1,7 +1,8 @@
 """A workdir is one run: its record (`run.json`) and its lock.
 
-`run.json` holds the run's config, the sizes of its data, its feature extractor's settings
-(when its store records them) and, once the final checkpoint
+`run.json` holds the run's config, the sizes of its data, the sha256 of its encoders
+(`encoders.json`, `core/encoders.py`), its feature extractor's settings (when its store
+records them) and, once the final checkpoint
 and the final results are both written, `finished_step`. Every later command on the
 workdir reads the config from it (`read_config`); a rerun of `vqajax train` whose
 settings would change the run (anything but the budget fields below) is refused with
@@ -26,8 +27,9 @@ import socket
 import time
 
 import ml_collections
+from absl import logging
 
-from vqajax.core import fs
+from vqajax.core import encoders, files, fs
 from vqajax.core.errors import InputError
 from vqajax.core.files import write_json_atomic
 from vqajax.core.official_files import load_json
@@ -41,16 +43,26 @@ BUDGET_FIELDS = ("num_train_steps", "num_epochs", "log_every_steps", "eval_every
 
 
 def read_record(workdir: str) -> dict | None:
+  """`workdir`'s run.json, None without one; InputError for a file that is not a run record
+  (edited, or a user's own run.json in a folder given as a workdir)."""
   path = os.path.join(workdir, RUN_FILE)
-  return load_json(path) if fs.exists(path) else None
+  if not fs.exists(path):
+    return None
+  record = load_json(path)
+  if not (isinstance(record, dict) and isinstance(record.get("config"), dict)):
+    raise InputError(f'{path}: not a vqajax run record (expected an object with a "config" object); '
+                     "is this folder a vqajax workdir?")
+  return record
 
 
-def write_run_file(workdir: str, config, sizes: dict, finished_step: int | None = None,
+def write_run_file(workdir: str, config, sizes: dict, encoders_sha256: str | None = None, finished_step: int | None = None,
                    extractor: dict | None = None) -> None:
-  """workdir/run.json: the config of a run, the sizes of its data (its task's `sizes`),
-  the settings its image features were extracted with (`extractor`, when its store
-  records them) and, when it is complete, its final step."""
+  """workdir/run.json: the config of a run, the sizes of its data (its task's `sizes`), its
+  encoders' sha256, the settings its image features were extracted with (`extractor`,
+  when its store records them) and, when it is complete, its final step."""
   record = {"config": config.to_dict(), "data": sizes}
+  if encoders_sha256 is not None:
+    record["encoders"] = encoders_sha256
   if extractor is not None:
     record["extractor"] = extractor
   if finished_step is not None:
@@ -66,6 +78,22 @@ def read_config(workdir: str) -> ml_collections.ConfigDict | None:
   config = ml_collections.ConfigDict(record["config"])
   config.lock()
   return config
+
+
+def run_argument(argument: str) -> tuple[str, str]:
+  """(row name or "", path) of a report's [NAME=]PATH argument (an existing path is a path,
+  '=' or not); the name names output files: a plain name only."""
+  if fs.exists(argument) or "=" not in argument:
+    return "", argument
+  name, _, path = argument.partition("=")
+  return files.check_name(name, f"{argument}: run name"), path
+
+
+def protect(workdir: str) -> None:
+  """Registers a run that a command only reads: no output goes into its workdir or its data
+  folder (`files.protect`)."""
+  config = read_config(workdir)
+  files.protect(workdir, config.data.get("dir") if config is not None else None)
 
 
 def _flat(tree: dict, prefix: str = "") -> dict:
@@ -99,9 +127,40 @@ def check_same_run(workdir: str, config, sizes: dict,
     raise InputError(f"{workdir}: holds a run with other settings ({'; '.join(changed)}); {hint}")
 
 
+def check_encoders(workdir: str, task: str, tables: dict, hint: str) -> None:
+  """InputError naming the tables that differ when `workdir`'s run recorded other encoders
+  than its data gives now (`tables`)."""
+  recorded = (read_record(workdir) or {}).get("encoders")
+  if recorded is None or recorded == encoders.digest(task, tables):
+    return
+  changed = encoders.differences(encoders.read(workdir, task, recorded), tables)
+  raise InputError(f"{workdir}: its data now gives other encoders than the run recorded in "
+                   f"{encoders.FILE} ({'; '.join(changed)}); {hint}")
+
+
+def record_encoders(workdir: str, task: str, tables: dict) -> str:
+  """Writes `workdir`/encoders.json unless the run records these already (and, for a run
+  recorded before runs kept them, adds their sha256 to its run.json); returns it."""
+  record = read_record(workdir) or {}
+  digest = encoders.digest(task, tables)
+  if record.get("encoders") != digest or not fs.exists(os.path.join(workdir, encoders.FILE)):
+    encoders.write(workdir, task, tables)
+    if record and "encoders" not in record:
+      write_json_atomic(os.path.join(workdir, RUN_FILE), {**record, "encoders": digest})
+      logging.warning("%s: recorded the run's encoders (%s), rebuilt from its data", workdir, encoders.FILE)
+  return digest
+
+
 def finished_step(workdir: str) -> int | None:
   record = read_record(workdir)
   return None if record is None else record.get("finished_step")
+
+
+def step_metrics(workdir: str, step: int) -> dict:
+  """The val metrics the evaluation of `step` wrote with its results, if it wrote them."""
+  path = os.path.join(workdir, "results", f"step_{step}", "metrics.json")
+  metrics = load_json(path) if fs.exists(path) else {}
+  return {k: v for k, v in metrics.items() if k != "step"} if isinstance(metrics, dict) else {}
 
 
 def result_steps(workdir: str) -> list[tuple[int, str]]:
@@ -114,6 +173,8 @@ def result_steps(workdir: str) -> list[tuple[int, str]]:
 
 
 def _alive(pid: int) -> bool:
+  if pid <= 0:  # no process has it (kill() would signal a process group)
+    return False
   try:
     os.kill(pid, 0)
   except (ProcessLookupError, OverflowError, ValueError):

@@ -1,12 +1,14 @@
 """Process setup, called once by every entry point (nothing happens at import time).
 
-`init()` keeps TensorFlow (tf.data, TFDS) off the accelerators, which belong to JAX, and
-quiets the libraries' notices: TensorFlow's C++ start-up lines, TFDS's progress bars and
-its deprecation notes, orbax's per-checkpoint INFO lines (shown with `--verbosity=debug`).
+`init()` quiets the libraries' notices: TFDS's deprecation notes, orbax's per-checkpoint
+INFO lines (shown with `--verbosity=debug`). TensorFlow (tf.data, TFDS, bucket paths) is
+imported only through `tensorflow()`, which keeps it off the accelerators (they belong to
+JAX) and quiet: commands that need none of it (ask, submit, demo, export) never load it.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 
@@ -30,14 +32,21 @@ class _Quiet(logging.Filter):
     return not any(f"{os.sep}{name}{os.sep}" in record.pathname for name in _NOISY_LIBRARIES)
 
 
-def init(verbose: bool = False) -> None:
-  """Hides the accelerators from TensorFlow and quiets the libraries (idempotent)."""
+@functools.cache
+def tensorflow():
+  """The `tensorflow` module, set up on first use: no accelerators, no start-up notices,
+  no TFDS progress bars."""
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")  # also silences its start-up notice
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   tf.config.set_visible_devices([], "GPU")
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   tfds.display_progress_bar(False)
+  return tf
+
+
+def init(verbose: bool = False) -> None:
+  """Quiets the libraries (idempotent)."""
   from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
   handler = absl_logging.get_absl_handler()  # every library's records pass through it
   for f in [f for f in handler.filters if isinstance(f, _Quiet)]:

@@ -2,12 +2,14 @@
 
 A task is a module of a paper package (`vqa/task.py`, `answertherapy/grounding_class.py`,
 `answertherapy/grounding_mask.py`) that satisfies `Task`; the front door picks it by
-`config.task` (`vqajax.cli.TASKS`) and hands it to `train_and_evaluate` / `Evaluator`,
+`config.task` (`vqajax.cli.tasks`) and hands it to `train_and_evaluate` / `Evaluator`,
 whose jitted train and eval steps are the same for every task.
 
 A task's data (`load`) holds `train` and `val`: dicts of numpy arrays with one row per
-example, and `store`: a `FeatureStore` (or None for text-only data). The arrays the core
-itself reads are named here.
+example, `store`: a `FeatureStore` (or None for text-only data), and `encoders`: what
+turned the records into arrays, whose `tables()` are recorded with the run
+(`core/encoders.py`) and give them back (`encoders_from_tables`) to answer without the
+data. The arrays the core itself reads are named here.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class Task(Protocol):
   """The members of a task module."""
 
   BEST_METRIC: str                 # the val metric that picks the best checkpoint
+  FIELDS: dict                     # {dotted config field: core.config.Rule}: what its configs may hold
   TRAIN_KEYS: Sequence[str]        # the split arrays the train step reads (those present)
 
   def load(self, config) -> Any:
@@ -34,8 +37,14 @@ class Task(Protocol):
   def sizes(self, data) -> dict[str, int]:
     """Data sizes recorded in run.json."""
 
-  def build_model(self, model_config, data) -> Any:
-    """A flax module: `model.apply(vars, batch, train=...) -> outputs`."""
+  def open_store(self, config) -> Any:
+    """The `FeatureStore` `config.data` names (None for text-only data)."""
+
+  def encoders_from_tables(self, tables: dict) -> Any:
+    """The encoders of their recorded tables (`data.encoders.tables()`)."""
+
+  def build_model(self, model_config, encoders) -> Any:
+    """A flax module sized by the encoders: `model.apply(vars, batch, train=...) -> outputs`."""
 
   def make_loss(self, config) -> Any:
     """`(outputs, batch) -> scalar`, jittable: the training loss `config` asks for."""
@@ -63,13 +72,13 @@ class Predicts(Protocol):
   """What a task adds to predict a questions-only file for an evaluation server
   (`core/submission.py`)."""
 
-  def read_test(self, config, data, path: str) -> Any:
+  def read_test(self, config, encoders, store, path: str) -> Any:
     """The test file at `path`: `.arrays` (a split without labels: `question_id`, the
-    inputs, `image_row`), `.keys` (those the predict step reads) and `.name` (the
-    split's name, e.g. test-dev2015: the default output folder)."""
+    inputs, `image_row` of `store`), `.keys` (those the predict step reads) and `.name`
+    (the split's name, e.g. test-dev2015: the default output folder)."""
 
-  def make_predict_step(self, model, data, mesh) -> Any:
+  def make_predict_step(self, model) -> Any:
     """`(params, batch) -> predictions`, jittable."""
 
-  def write_submission(self, out_dir: str, config, data, test, predictions) -> list[str]:
+  def write_submission(self, out_dir: str, config, encoders, test, predictions) -> list[str]:
     """The server's files of the predictions (host arrays in test-file order); their paths."""

@@ -35,13 +35,11 @@ class Vocab:
 
   def encode(self, token_lists: Sequence[list[str]], max_len: int) -> tuple[np.ndarray, np.ndarray]:
     """Right-padded ids [N, max_len] (questions cut to their first max_len words), lengths [N]."""
-    ids = np.full((len(token_lists), max_len), PAD, np.int32)
-    lengths = np.zeros(len(token_lists), np.int32)
-    for i, tokens in enumerate(token_lists):
-      row = [self._ids.get(t, UNK) for t in tokens[:max_len]]
-      ids[i, : len(row)] = row
-      lengths[i] = len(row)
-    return ids, lengths
+    cut = [tokens[:max_len] for tokens in token_lists]
+    lengths = np.fromiter(map(len, cut), np.int32, len(cut))
+    ids = np.full((len(cut), max_len), PAD, np.int32)
+    ids[np.arange(max_len) < lengths[:, None]] = [self._ids.get(t, UNK) for tokens in cut for t in tokens]
+    return ids, lengths  # (the mask's row-major order is the words' order)
 
 
 class TopK:
@@ -69,11 +67,16 @@ def bag_indices(word_lists: Sequence[list[str]], table: TopK, width: int) -> np.
   """[N, width] table indices of each list's words (absent words dropped), -1 padded; a
   bag of words is then the sum of one-hots (-1 contributes nothing). Lists longer than
   `width` are cut."""
+  lengths = np.fromiter(map(len, word_lists), np.int64, len(word_lists))
+  ids = table.index(w for words in word_lists for w in words)
+  rows = np.repeat(np.arange(len(word_lists)), lengths)
+  kept = ids >= 0
+  before = np.r_[0, np.cumsum(kept)]  # kept words before each word (and after the last), over all lists
+  first = np.cumsum(lengths) - lengths  # each list's first word
+  rank = before[:-1] - before[first].repeat(lengths)  # kept words before a word in its own list
+  take = kept & (rank < width)
   out = np.full((len(word_lists), width), -1, np.int32)
-  for i, words in enumerate(word_lists):
-    ids = table.index(words)
-    ids = ids[ids >= 0][:width]
-    out[i, :len(ids)] = ids
+  out[rows[take], rank[take]] = ids[take]
   return out
 
 

@@ -29,8 +29,10 @@ from typing import Iterator
 import numpy as np
 import tensorflow_datasets as tfds
 
-from vqajax.core import fs
+from vqajax.core import fs, runtime
 from vqajax.core.official_files import DataFileError
+
+runtime.tensorflow()  # set up before TFDS touches a device
 
 F = tfds.features
 IMAGE_FEATURES = "image_features"

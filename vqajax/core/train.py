@@ -21,13 +21,13 @@ from absl import logging
 from clu import periodic_actions
 from jax.experimental import multihost_utils
 
-from vqajax.core import checkpoint, device_features, evaluate, files, pipeline, run_record, sharding, writers
-from vqajax.core.errors import InputError
+from vqajax.core import checkpoint, device_features, encoders, evaluate, files, pipeline, run_record, sharding, writers
+from vqajax.core.errors import RunFailed
 from vqajax.core.experiment import Experiment, TrainState
 from vqajax.core.task import Task
 
 
-class NonFiniteLossError(InputError):
+class NonFiniteLossError(RunFailed):
   """The run diverged: one line for the user (learning rate, clipping, the inputs)."""
 
 
@@ -120,6 +120,8 @@ def train_and_evaluate(task: Task, config, workdir: str, devices=None, allow_cha
   sizes = task.sizes(exp.data)
   if not allow_changed_run:
     run_record.check_same_run(workdir, config, sizes)
+    run_record.check_encoders(workdir, config.task, exp.data.encoders.tables(),
+                              "use another --workdir, or --allow-changed-run to continue with the new encoders")
   lock = run_record.WorkdirLock(workdir, "vqajax train") if jax.process_index() == 0 else contextlib.nullcontext()
   with lock:
     return _train(exp, config, workdir, sizes)
@@ -130,6 +132,10 @@ def _train(exp: Experiment, config, workdir: str, sizes: dict) -> dict:
   extractor = getattr(data.store, "settings", None)  # how the features were made (run.json)
   for folder in ("checkpoints", "results"):  # through a link into an input? refused before training
     files.check_output(os.path.join(workdir, folder), folder=True)
+  digest = encoders.digest(config.task, data.encoders.tables())
+  if jax.process_index() == 0:
+    run_record.record_encoders(workdir, config.task, data.encoders.tables())
+  record = functools.partial(run_record.write_run_file, workdir, config, sizes, digest, extractor=extractor)
   ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints, task.BEST_METRIC)
   restored = ckpt.restore_latest(exp.initial_state(abstract=True))
   if restored is None:
@@ -146,12 +152,12 @@ def _train(exp: Experiment, config, workdir: str, sizes: dict) -> dict:
         return evaluator.run(state.params, start)
       metrics = evaluator.run(state.params, start, workdir=workdir)
       if jax.process_index() == 0:
-        run_record.write_run_file(workdir, config, sizes, finished_step=start, extractor=extractor)
+        record(finished_step=start)
       return metrics
     finally:
       ckpt.close()
   if jax.process_index() == 0:
-    run_record.write_run_file(workdir, config, sizes, extractor=extractor)
+    record()
   writer = writers.create(workdir)
   if start == 0:
     writer.write_hparams({k: v for k, v in config.to_dict().items() if not isinstance(v, dict)})
@@ -183,7 +189,7 @@ def _train(exp: Experiment, config, workdir: str, sizes: dict) -> dict:
         logging.info("step %d: val %s %.2f", step, task.BEST_METRIC, eval_metrics[task.BEST_METRIC])
         ckpt.save(step, state, meta(step), eval_metrics)
       if last and jax.process_index() == 0:  # the final checkpoint and results are written
-        run_record.write_run_file(workdir, config, sizes, finished_step=step, extractor=extractor)
+        record(finished_step=step)
       if stop:
         if ckpt.latest_step() != step:
           ckpt.save(step, state, meta(step))

@@ -1,60 +1,156 @@
-"""A trained run, for answering new inputs (`vqa/ask.py`, `answertherapy/ask.py`): its
-recorded config (run.json), its data as it was trained on and a checkpoint's parameters."""
+"""A trained run opened for answering (`vqa/ask.py`, `answertherapy/ask.py`, submissions,
+export): a workdir or an export bundle (`core/bundle.py`), read, never changed.
+
+`open_run(path, tasks)` reads the run's config, its encoders (`core/encoders.py`) and one
+checkpoint's parameters, and builds the model: no training data, no optimizer, no
+training feature table, no TensorFlow. Workdirs recorded before runs kept their encoders
+get them rebuilt from their data, as before (slower; said in one line). A checkpoint is
+read with `checkpoint.read_params`, which is safe beside a training writing the workdir.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 from typing import Any, Mapping
 
-from vqajax.core import checkpoint, run_record
+import jax
+import numpy as np
+from absl import logging
+
+from vqajax.core import bundle, checkpoint, encoders, fs, run_record, sharding
 from vqajax.core.errors import InputError
-from vqajax.core.experiment import Experiment
 
 
-def read_config(workdir: str, tasks: Mapping[str, Any]):
-  """The locked config of `workdir`'s run; InputError without one or for a task not in `tasks`."""
-  if not os.path.isdir(workdir):
-    raise InputError(f"{workdir}: no such run")
-  config = run_record.read_config(workdir)
+def read_config(path: str, tasks: Mapping[str, Any]):
+  """The locked config of the run at `path` (a workdir or a bundle); InputError without one
+  or for a task not in `tasks`."""
+  if not fs.isdir(path):
+    raise InputError(f"{path}: no such run")
+  config = bundle.read_config(path) if bundle.is_bundle(path) else run_record.read_config(path)
   if config is None:
-    raise InputError(f"{workdir}: no {run_record.RUN_FILE} (not a vqajax run)")
+    raise InputError(f"{path}: no {run_record.RUN_FILE} (not a vqajax run) and no {bundle.FILE} (not a bundle)")
   if config.task not in tasks:
-    raise InputError(f"{workdir}: a {config.task} run; expected a {' or '.join(tasks)} run")
+    raise InputError(f"{path}: a {config.task} run; expected a {' or '.join(tasks)} run")
   return config
 
 
-def chosen_step(ckpt: checkpoint.Checkpointer, workdir: str, step: int | None, best: bool = False) -> int:
-  """The saved step to use: `step`, the best by the task's val metric, or the latest."""
-  saved = ckpt.steps()
+def chosen_step(directory: str, path: str, step: int | None, best: bool, best_metric: str) -> int:
+  """The complete checkpoint to use: `step`, the best by the task's val metric, or the latest."""
+  saved = checkpoint.complete_steps(directory)
   if not saved:
-    raise InputError(f"{workdir}: no checkpoint (train the run first)")
+    raise InputError(f"{path}: no checkpoint (train the run first)")
   if best:
-    chosen = ckpt.best_step()
-    if chosen is None:
-      raise InputError(f"{workdir}: no kept checkpoint has val metrics to pick the best by (saved: {saved})")
-    return chosen
+    scored = [(m, s) for s in saved if (m := checkpoint.step_metric(directory, s, best_metric)) is not None]
+    if not scored:
+      raise InputError(f"{path}: no kept checkpoint has val metrics to pick the best by (saved: {saved})")
+    return max(scored)[1]
   if step is not None and step not in saved:
-    raise InputError(f"{workdir}: no checkpoint at step {step} (saved: {saved})")
-  return max(saved) if step is None else step
+    raise InputError(f"{path}: no checkpoint at step {step} (saved: {saved})")
+  return saved[-1] if step is None else step
 
 
-def restore_params(workdir: str, exp: Experiment, step: int | None):
-  """The parameters of checkpoint `step` of `workdir` (default: the latest)."""
-  ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), exp.config.keep_checkpoints,
-                                 exp.task.BEST_METRIC)
-  try:
-    state, _ = ckpt.restore(chosen_step(ckpt, workdir, step), exp.initial_state(abstract=True))
-  finally:
-    ckpt.close()
-  return state.params
+@dataclasses.dataclass
+class Trained:
+  """One checkpoint of a run, ready to apply: its config, task, encoders and model, the
+  parameters replicated over `mesh`, and what it records beside them."""
+  path: str
+  config: Any
+  task: Any
+  encoders: Any
+  params: Any
+  step: int
+  extractor: dict | None  # the settings its image features were extracted with, if recorded
+  metrics: dict           # its val metrics at `step`, where recorded
+  mesh: Any
+  model: Any
+
+  @functools.cached_property
+  def store(self):
+    """The run's feature store (its image ids' features), opened on first use."""
+    store = self.task.open_store(self.config)
+    if store is None:
+      raise InputError(f"{self.path}: a text-only run has no feature store")
+    return store
+
+  @property
+  def batch(self) -> int:
+    return sharding.padded_batch_size(self.config.eval_batch_size, self.mesh)
+
+  def jit(self, fn, **kwargs):
+    """`fn(params, batch, ...)` jitted with the mesh in scope (as the eval step is)."""
+    return jax.jit(sharding.in_mesh(self.mesh, fn), **kwargs)
+
+  def predict(self, jitted, inputs: dict[str, np.ndarray], *args) -> Any:
+    """`jitted(params, batch, *args)` over every row of `inputs` (host arrays) in padded
+    batches of the run's eval batch size; `image_row` rows are read from the store a batch
+    at a time. Host arrays of the outputs, one row per input row."""
+    n = len(next(iter(inputs.values())))
+    pad = -n % self.batch  # the last batch repeats its last row
+    inputs = {k: np.concatenate([v, np.repeat(v[-1:], pad, axis=0)]) for k, v in inputs.items()}
+    dispatched = []
+    for start in range(0, n + pad, self.batch):
+      batch = {k: v[start:start + self.batch] for k, v in inputs.items()}
+      if "image_row" in batch:
+        batch["image"] = self.store.read(batch.pop("image_row"))
+      dispatched.append(jitted(self.params, sharding.to_global(batch, self.mesh), *args))
+    return jax.tree.map(lambda *parts: np.concatenate(parts)[:n], *jax.device_get(dispatched))
 
 
-def load(workdir: str, tasks: Mapping[str, Any], step: int | None = None) -> tuple[Experiment, Any, dict]:
-  """(experiment, parameters, run.json record) of a trained run of one of `tasks`
-  ({config.task: task module}); refused when its data no longer has the recorded sizes."""
-  config = read_config(workdir, tasks)
-  task = tasks[config.task]
-  exp = Experiment.build(task, config)
-  run_record.check_same_run(workdir, config, task.sizes(exp.data),
+def _workdir_tables(workdir: str, config, task, record: dict) -> dict:
+  """The encoders' tables a workdir recorded, or for an older workdir, rebuilt from its data."""
+  if "encoders" in record:
+    return encoders.read(workdir, config.task, record["encoders"])
+  logging.warning("%s: recorded before runs kept their encoders; rebuilding them from its data (slow; "
+                  "`vqajax eval --workdir %s` records them once)", workdir, workdir)
+  data = task.load(config)
+  run_record.check_same_run(workdir, config, task.sizes(data),
                             "its data changed since it was trained; asking needs the run's own data")
-  return exp, restore_params(workdir, exp, step), run_record.read_record(workdir)
+  return data.encoders.tables()
+
+
+@dataclasses.dataclass
+class Checkpoint:
+  """What a run records for one checkpoint, read from a workdir or a bundle (host arrays)."""
+  config: Any
+  task: Any
+  record: dict   # run.json or the bundle's record
+  tables: dict   # the encoders' tables
+  params: Any
+  step: int
+  metrics: dict  # its val metrics, where recorded
+
+
+def read(path: str, tasks: Mapping[str, Any], step: int | None = None, best: bool = False) -> Checkpoint:
+  """Checkpoint `step` (default: the latest; `best`: the best by the task's val metric) of
+  the run at `path` (a workdir or a bundle) of one of `tasks` ({config.task: module})."""
+  config = read_config(path, tasks)
+  task = tasks[config.task]
+  if bundle.is_bundle(path):
+    if step is not None or best:
+      raise InputError(f"{path}: a bundle holds one checkpoint (step {bundle.read_record(path)['step']}); "
+                       "give no --step / --best")
+    record, tables, params = bundle.read(path, config.task)
+    return Checkpoint(config, task, record, tables, params, record["step"], record.get("metrics") or {})
+  record = run_record.read_record(path)
+  tables = _workdir_tables(path, config, task, record)
+  directory = os.path.join(path, "checkpoints")
+  chosen = chosen_step(directory, path, step, best, task.BEST_METRIC)
+  params, _, chosen = checkpoint.read_params(directory, chosen, newest=step is None and not best)
+  metrics = run_record.step_metrics(path, chosen)
+  if not metrics and (value := checkpoint.step_metric(directory, chosen, task.BEST_METRIC)) is not None:
+    metrics = {task.BEST_METRIC: value}
+  return Checkpoint(config, task, record, tables, params, chosen, metrics)
+
+
+def open_run(path: str, tasks: Mapping[str, Any], step: int | None = None, best: bool = False,
+             devices=None) -> Trained:
+  """The run at `path` (`read`) with its model built and its parameters on `devices`."""
+  saved = read(path, tasks, step, best)
+  mesh = sharding.data_mesh(devices)
+  enc = saved.task.encoders_from_tables(saved.tables)
+  return Trained(path=path, config=saved.config, task=saved.task, encoders=enc,
+                 params=jax.device_put(saved.params, sharding.replicated(mesh)), step=saved.step,
+                 extractor=saved.record.get("extractor"), metrics=saved.metrics, mesh=mesh,
+                 model=saved.task.build_model(saved.config.model, enc))

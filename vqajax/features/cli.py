@@ -1,13 +1,14 @@
 """Extracts image features into a store that `vqajax` trains on (README: "Preparing data").
 
-  vqajax features --images DIR|LIST.txt --model vgg16|vgg19|vit_b16 \\
-      --weights FILE.pth|FILE.npz --layer fc7|conv5|cls|patches --out STORE.h5|STORE.npy \\
+  vqajax features --images DIR|LIST.txt --model vgg16|vgg19|vit_b16|colour_cells \\
+      --weights FILE.pth|FILE.npz --layer fc7|conv5|cls|patches|global|grid7|grid14 --out STORE.h5|STORE.npy \\
       [--preprocess vqa|torchvision] [--batch N] [--dtype float16|float32] [--chunk N]
   vqajax features convert IN.pth OUT.npz
 
-Rerunning the same command resumes: images already in the store are skipped. Exit
-status 0 when the store is written (unreadable images are reported and skipped), 1 when
-images were to be extracted and none could be read, 2 for bad input.
+`colour_cells` (the embedded datasets' extractor) takes no --weights and reads `--preprocess vqa`.
+Rerunning the same command resumes: images already in the store are skipped. Exit status 0
+when the store is written (unreadable images are reported and skipped), 1 when images were
+to be extracted and none could be read, 2 for bad input.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from absl import logging
 
 from vqajax.core import files
 from vqajax.core.errors import InputError, exit_status
-from vqajax.features import images, models, recorded, weights
+from vqajax.features import images, models, recorded, store, weights
 from vqajax.features.extract import extract
 
 
@@ -28,7 +29,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   parser.add_argument("--images", required=True, help="a directory of images or a file listing image paths")
   parser.add_argument("--model", required=True, choices=sorted(models.MODELS))
-  parser.add_argument("--weights", required=True, help="torchvision state dict (.pth) or its .npz conversion")
+  parser.add_argument("--weights", help="torchvision state dict (.pth) or its .npz conversion (not for colour_cells)")
   parser.add_argument("--layer", required=True, choices=sorted({l for ls in models.LAYERS.values() for l in ls}))
   parser.add_argument("--out", required=True, help="the store: .h5 / .hdf5 or .npy (+ .image_ids.npy)")
   parser.add_argument("--preprocess", default="vqa", choices=sorted(images.PREPROCESS))
@@ -44,15 +45,24 @@ def run(args: argparse.Namespace) -> int:
     raise InputError(f"--layer {args.layer}: {args.model} has layers {', '.join(models.LAYERS[args.model])}")
   if args.batch < 1 or args.chunk < 1:
     raise InputError("--batch and --chunk must be positive")
+  store.check_local(args.out)  # before any work
+  if (args.weights is None) != (args.model in models.NO_WEIGHTS):
+    raise InputError(f"--weights: {args.model} " + ("takes none" if args.weights else "needs its weights file"))
+  if args.model in models.NO_WEIGHTS and args.preprocess != "vqa":
+    raise InputError(f"--preprocess {args.preprocess}: {args.model} reads the vqa preprocessing")
   files.protect(args.images, args.weights)
   files.check_output(args.out)
   paths = images.list_images(args.images)
   if not paths:
     raise InputError(f"{args.images}: no image files (extensions {', '.join(images.EXTENSIONS)})")
   model = models.MODELS[args.model](layer=args.layer)
-  params = weights.load_params(args.weights, model, args.model)
+  if args.weights:
+    state = weights.read_state(args.weights)
+    params = weights.load_params(state, model, args.model, where=args.weights)
+  else:
+    state, params = None, {}
   settings = recorded.settings(args.model, args.layer, args.preprocess, weights.IMAGE_SIZE, args.dtype,
-                               args.weights)
+                               args.weights, state)
   summary = extract(paths, model, params, args.out, settings, preprocess=args.preprocess,
                     image_size=weights.IMAGE_SIZE, batch=args.batch, dtype=args.dtype,
                     chunk=args.chunk, log_every=args.log_every)

@@ -12,9 +12,10 @@ import collections
 import dataclasses
 import itertools
 import os
+import sys
 import time
 from concurrent import futures
-from typing import Iterator
+from typing import Callable, Iterator
 
 import flax.linen as nn
 import jax
@@ -86,13 +87,14 @@ def _decoded(todo: list[tuple[str, int]], preprocess: str, size: int, ahead: int
 
 
 class _Progress:
-  """A log line every `every` images: done / total, rate and ETA. From the `warmup`-th
-  image on, the rate counts from there (the first batches pay compiling, and the decoder
-  filled its lookahead meanwhile), so the first ETA holds."""
+  """A line every `every` images (`say`: the log by default): done / total, rate and ETA.
+  From the `warmup`-th image on, the rate counts from there (the first batches pay
+  compiling, and the decoder filled its lookahead meanwhile), so the first ETA holds."""
 
-  def __init__(self, total: int, every: int, warmup: int):
+  def __init__(self, total: int, every: int, warmup: int, say: Callable[[str], None] = logging.info):
     self.total, self.every, self.warmup, self.done, self._next = total, every, warmup, 0, every
     self._start = (time.monotonic(), 0)  # (time, images done then)
+    self.say = say
 
   def add(self, count: int) -> None:
     self.done += count
@@ -101,7 +103,7 @@ class _Progress:
       start, before = self._start
       rate = (self.done - before) / max(time.monotonic() - start, 1e-9)
       eta = time.strftime("%H:%M:%S", time.gmtime((self.total - self.done) / rate))
-      logging.info("%d / %d images, %.1f images/s, ETA %s", self.done, self.total, rate, eta)
+      self.say(f"{self.done} / {self.total} images, {rate:.1f} images/s, ETA {eta}")
     if not self._start[1] and self.done >= self.warmup:
       self._start = (time.monotonic(), self.done)
 
@@ -124,19 +126,37 @@ class Forward:
     return self._forward(self._params, jax.device_put(inputs, self._data))
 
 
-def features_of(paths: list[str], forward: Forward, preprocess: str, image_size: int, dtype: str) -> np.ndarray:
+def input_batches(paths: list[str], batch: int, preprocess: str, image_size: int
+                  ) -> Iterator[tuple[int, np.ndarray]]:
+  """(n, [batch, size, size, 3] inputs of the next n image files, zeros after them) in order,
+  decoded by a thread pool; a file that cannot be decoded is an InputError naming it."""
+  def load(path: str) -> np.ndarray:
+    try:
+      return images.load(path, preprocess, image_size)
+    except images.UnreadableImage as e:
+      raise InputError(f"{path}: not a readable image ({e})") from None
+
+  with futures.ThreadPoolExecutor(os.cpu_count()) as pool:
+    for start in range(0, len(paths), batch):
+      chunk = paths[start:start + batch]
+      inputs = np.zeros((batch, image_size, image_size, 3), np.float32)
+      for i, pixels in enumerate(pool.map(load, chunk)):
+        inputs[i] = pixels
+      yield len(chunk), inputs
+
+
+def features_of(paths: list[str], forward: Forward, preprocess: str, image_size: int, dtype: str,
+                log_every: int = 256) -> np.ndarray:
   """[len(paths), ...] float32 features of image files as `extract` stores them (cast to
-  its `dtype`); a file that cannot be decoded is an InputError naming it."""
+  its `dtype`); a file that cannot be decoded is an InputError naming it. More than
+  `log_every` images (long work: `vqajax ask` over a folder) print progress on stderr."""
+  say = lambda line: print(f"image features: {line}", file=sys.stderr, flush=True)
+  progress = _Progress(len(paths), log_every, forward.batch, say) if len(paths) > log_every else None
   out = []
-  for start in range(0, len(paths), forward.batch):
-    chunk = paths[start:start + forward.batch]
-    inputs = np.zeros((forward.batch, image_size, image_size, 3), np.float32)
-    for i, path in enumerate(chunk):
-      try:
-        inputs[i] = images.load(path, preprocess, image_size)
-      except images.UnreadableImage as e:
-        raise InputError(f"{path}: not a readable image ({e})") from None
-    out.append(np.asarray(jax.device_get(forward(inputs)))[:len(chunk)].astype(dtype))
+  for n, inputs in input_batches(paths, forward.batch, preprocess, image_size):
+    out.append(np.asarray(jax.device_get(forward(inputs)))[:n].astype(dtype))
+    if progress is not None:
+      progress.add(n)
   return np.concatenate(out).astype(np.float32)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 
 import numpy as np
 from PIL import Image, ImageOps
@@ -36,11 +37,12 @@ class UnreadableImage(Exception):
 
 
 def list_images(source: str) -> list[str]:
-  """The image files of a directory (by extension, sorted, not recursive) or of a list
-  file (one path a line, relative to the list's directory; blank and # lines skipped)."""
+  """The image files of a directory (by extension, sorted, not recursive; anything but a
+  folder, so a broken link or a fifo is listed and then counted unreadable by `decode`) or of
+  a list file (one path a line, relative to the list's directory; blank and # lines skipped)."""
   if os.path.isdir(source):
     return sorted(os.path.join(source, name) for name in os.listdir(source)
-                  if name.lower().endswith(EXTENSIONS) and os.path.isfile(os.path.join(source, name)))
+                  if name.lower().endswith(EXTENSIONS) and not os.path.isdir(os.path.join(source, name)))
   try:
     with open(source, encoding="utf-8") as f:
       lines = [line.strip() for line in f]
@@ -70,8 +72,11 @@ def image_id(path: str) -> int:
 
 
 def decode(path: str) -> Image.Image:
-  """The image upright (EXIF orientation applied) in RGB."""
+  """The image upright (EXIF orientation applied) in RGB; a path that is not a regular file
+  (a fifo would block the read forever, a broken link) is unreadable."""
   try:
+    if not stat.S_ISREG(os.stat(path).st_mode):
+      raise UnreadableImage("not a regular file")
     with Image.open(path) as image:
       image.load()
       image = ImageOps.exif_transpose(image)

@@ -8,6 +8,8 @@ parameters); `layer` picks the output:
   before the last max-pool ([B, 14, 14, 512] on 224x224 input).
 * ViT `cls`: the CLS token after the final LayerNorm ([B, 768]); `patches`: the patch
   tokens after the final LayerNorm as a grid ([B, 14, 14, 768] on 224x224 input).
+
+and, needing no weights file, `colour_cells` (the embedded datasets' extractor: `ColourCells`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from vqajax.features.images import CAFFE_BGR_MEAN
 
 VGG16_STAGES = ((64, 64), (128, 128), (256,) * 3, (512,) * 3, (512,) * 3)
 VGG19_STAGES = ((64, 64), (128, 128), (256,) * 4, (512,) * 4, (512,) * 4)
@@ -97,9 +101,64 @@ class ViT(nn.Module):
     return x[:, 0] if self.layer == "cls" else x[:, 1:].reshape(batch, rows, cols, width)
 
 
+PALETTE_LEVELS = 6  # the colour cube of `ColourCells`: 0, 51, ..., 255 per channel, 216 colours
+GRADIENT_GAIN = 10.0  # of the two gradient channels (mean |step| of the 0..1 grey level to the next pixel)
+# layer: (cells per side, channels, gain, bias mean, output scale); the projection is drawn from a fixed seed
+_COLOUR_LAYERS = {"global": (1, 4096, 3.0, -1.0, 0.5), "grid7": (7, 64, 2.0, 0.0, 1.0),
+                  "grid14": (14, 32, 2.0, 0.0, 1.0)}
+
+
+@functools.lru_cache(maxsize=None)
+def colour_projection(layer: str) -> tuple[np.ndarray, np.ndarray]:
+  """The fixed [216, channels - 2] projection and bias of a `ColourCells` layer."""
+  _, channels, gain, bias_mean, _ = _COLOUR_LAYERS[layer]
+  rng = np.random.default_rng([20261201, list(_COLOUR_LAYERS).index(layer)])
+  proj = gain * rng.standard_normal((PALETTE_LEVELS ** 3, channels - 2), dtype=np.float32)
+  bias = rng.normal(bias_mean, 0.5 if bias_mean else 0.0, channels - 2).astype(np.float32)
+  return proj, bias
+
+
+class ColourCells(nn.Module):
+  """A hand-defined extractor with no weights file (the embedded datasets' pixels -> features).
+
+  Reads the 'vqa' preprocessed input (BGR minus the caffe mean) and describes each cell
+  (one for `global`, a 7x7 or 14x14 grid for `grid7` / `grid14`) by its colours and its
+  edges: each pixel is snapped to the nearest colour of a 6x6x6 colour cube, the square
+  roots of the cell's shares of each colour go through a fixed random projection drawn
+  from a constant seed and a ReLU, and the last two channels are the cell's mean
+  horizontal and vertical grey-level steps (x `GRADIENT_GAIN`): `global` [B, 4096] (an fc7
+  stand-in), `grid7` [B, 7, 7, 64], `grid14` [B, 14, 14, 32]. Shapes and text it sees only
+  as edges: the embedded pictures show each kind of thing by a colour of its own.
+  """
+  layer: str = "global"  # global | grid7 | grid14
+
+  @nn.compact
+  def __call__(self, x: jax.Array) -> jax.Array:
+    cells, _, _, _, scale = _COLOUR_LAYERS[self.layer]
+    batch, height, width, _ = x.shape
+    rgb = x[..., ::-1] + CAFFE_BGR_MEAN
+    levels = jnp.clip(jnp.round(rgb * ((PALETTE_LEVELS - 1) / 255)), 0, PALETTE_LEVELS - 1).astype(jnp.int32)
+    index = (levels[..., 0] * PALETTE_LEVELS + levels[..., 1]) * PALETTE_LEVELS + levels[..., 2]
+    rows, cols = jnp.arange(height) * cells // height, jnp.arange(width) * cells // width
+    cell = (jnp.arange(batch)[:, None, None] * cells + rows[:, None]) * cells + cols  # [B, H, W]
+    colours = PALETTE_LEVELS ** 3
+    counts = jnp.bincount((cell * colours + index).reshape(-1), length=batch * cells * cells * colours)
+    shares = counts.reshape(batch, cells, cells, colours) * (cells * cells / (height * width))
+    proj, bias = colour_projection(self.layer)
+    grey = rgb.mean(-1) / 255
+    steps = jnp.stack([jnp.abs(jnp.diff(grey, axis=2, append=grey[:, :, -1:])),
+                       jnp.abs(jnp.diff(grey, axis=1, append=grey[:, -1:]))], -1)
+    edges = steps.reshape(batch, cells, height // cells, cells, width // cells, 2).mean((2, 4))
+    out = jnp.concatenate([scale * nn.relu(jnp.sqrt(shares) @ proj + bias), GRADIENT_GAIN * edges], -1)
+    return out.reshape(batch, -1) if cells == 1 else out
+
+
 MODELS = {
     "vgg16": functools.partial(VGG, VGG16_STAGES),
     "vgg19": functools.partial(VGG, VGG19_STAGES),
     "vit_b16": ViT,
+    "colour_cells": ColourCells,
 }
-LAYERS = {"vgg16": ("fc7", "conv5"), "vgg19": ("fc7", "conv5"), "vit_b16": ("cls", "patches")}
+LAYERS = {"vgg16": ("fc7", "conv5"), "vgg19": ("fc7", "conv5"), "vit_b16": ("cls", "patches"),
+          "colour_cells": tuple(_COLOUR_LAYERS)}
+NO_WEIGHTS = frozenset({"colour_cells"})  # defined by their code alone: no weights file, no params

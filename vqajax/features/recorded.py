@@ -1,8 +1,16 @@
 """The extractor settings a store records (`store` docstring), and an extractor that
-computes the features of new images with exactly those settings (`vqajax ask`)."""
+computes the features of new images with exactly those settings (`vqajax ask`).
+
+The weights are identified by the digest of their tensors (`weights_tensors_sha256`), so a
+`.pth` and its `.npz` conversion are the same weights; stores recorded before that digest
+existed are checked by the file's sha256, or by the tensors of the recorded file where it
+still is. The model, with its weights, is built once per
+process and file (`_forward`): the demo's uploads and repeated asks reuse it.
+"""
 
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -13,44 +21,88 @@ from vqajax.features import extract, models, weights
 KEYS = ("model", "layer", "preprocess", "image_size", "dtype", "weights", "weights_sha256")
 
 
-def settings(model: str, layer: str, preprocess: str, image_size: int, dtype: str, weights_file: str) -> dict:
+def settings(model: str, layer: str, preprocess: str, image_size: int, dtype: str, weights_file: str | None,
+             state=None) -> dict:
   """What `vqajax features` records: the model and how images became its input, and the
-  weights file (absolute path) with its sha256."""
+  weights file (absolute path) with its sha256 and its tensors' (`state`) digest (None for
+  a model of `models.NO_WEIGHTS`)."""
+  if weights_file is None:
+    return {"model": model, "layer": layer, "preprocess": preprocess, "image_size": image_size, "dtype": dtype,
+            "weights": None, "weights_sha256": None, "weights_tensors_sha256": None}
   return {"model": model, "layer": layer, "preprocess": preprocess, "image_size": image_size, "dtype": dtype,
-          "weights": os.path.abspath(weights_file), "weights_sha256": weights.sha256(weights_file)}
+          "weights": os.path.abspath(weights_file), "weights_sha256": weights.sha256(weights_file),
+          "weights_tensors_sha256": weights.tensors_sha256(state)}
+
+
+def _expected_tensors(recorded_path: str, file_sha256: str) -> str | None:
+  """For settings recorded before the tensors' digest: the digest of the recorded file's
+  tensors, when that very file (its sha256) is still where it was recorded."""
+  if not os.path.isfile(recorded_path) or weights.sha256(recorded_path) != file_sha256:
+    return None
+  return weights.tensors_sha256(weights.read_state(recorded_path))
+
+
+@functools.lru_cache(maxsize=2)
+def _forward(model_name: str, layer: str, path: str, identity: tuple, tensors_sha256: str | None,
+             recorded_path: str, file_sha256: str, batch: int) -> extract.Forward:
+  """The jitted model with the weights of `path` (`identity`: its mtime and size, so a
+  replaced file is read again), verified against the recorded digest."""
+  del identity
+  model = models.MODELS[model_name](layer=layer)
+  if tensors_sha256 is None and weights.sha256(path) == file_sha256:  # the recorded file itself
+    state = weights.read_state(path)
+  else:
+    expected = tensors_sha256 or _expected_tensors(recorded_path, file_sha256)
+    if expected is None:
+      raise InputError(f"{path}: its sha256 differs from {file_sha256[:12]}..., the weights file the features "
+                       "were extracted with (recorded before vqajax compared tensors: give that file, or keep "
+                       "it at its recorded path beside a conversion)")
+    state = weights.read_state(path)
+    found = weights.tensors_sha256(state)
+    if found != expected:
+      raise InputError(f"{path}: the sha256 of its tensors {found[:12]}... differs from {expected[:12]}..., the "
+                       "weights the features were extracted with: new images would not get comparable features")
+  return extract.Forward(model, weights.load_params(state, model, model_name, where=path), batch)
+
+
+@functools.lru_cache(maxsize=2)
+def _weightless(model_name: str, layer: str, batch: int) -> extract.Forward:
+  return extract.Forward(models.MODELS[model_name](layer=layer), {}, batch)
 
 
 class Extractor:
-  """Features of image files made as `store`'s were (`recorded`: its extractor settings);
-  `weights_file` replaces the recorded path (a moved file; its sha256 must still match).
-  Refuses (one InputError) settings it cannot reproduce: missing fields, a missing or other
-  file, features of another shape than the store's."""
+  """Features of image files made as a store's were (`recorded`: its extractor settings;
+  `shape`: its features per image; `source`: what recorded them, for errors);
+  `weights_file` replaces the recorded path (a moved or converted file; its tensors must
+  still match). Refuses (one InputError) settings it cannot reproduce: missing fields, a
+  missing or other file, features of another shape than the store's."""
 
-  def __init__(self, recorded: dict | None, store, weights_file: str | None = None, batch: int = 32):
-    source = store.path
+  def __init__(self, recorded: dict | None, shape: tuple[int, ...], source: str, weights_file: str | None = None,
+               batch: int = 32):
     if not recorded:
       raise InputError(f"{source}: the features were not extracted by vqajax features (no extractor "
-                       "settings recorded, e.g. synthetic features): ask about its own image ids instead")
+                       "settings recorded): ask about its own image ids instead")
     missing = [k for k in KEYS if k not in recorded]
     if missing or recorded["model"] not in models.MODELS:
       raise InputError(f"{source}: extractor settings {recorded} lack {', '.join(missing)} or name an unknown "
                        f"model (expected fields {', '.join(KEYS)})")
-    path = weights_file or recorded["weights"]
+    self.settings, self.shape, self.source = recorded, tuple(shape), source
+    if recorded["model"] in models.NO_WEIGHTS:  # defined by its code alone (the embedded datasets')
+      self._forward = _weightless(recorded["model"], recorded["layer"], batch)
+      return
+    path = os.path.abspath(weights_file or recorded["weights"])
     if not os.path.isfile(path):
       raise InputError(f"{path}: the weights the features were extracted with are not there; give the file "
-                       f"with sha256 {recorded['weights_sha256']} (--weights)")
-    found = weights.sha256(path)
-    if found != recorded["weights_sha256"]:
-      raise InputError(f"{path}: sha256 {found} differs from {recorded['weights_sha256']}, the weights the "
-                       "features were extracted with: new images would not get comparable features")
-    model = models.MODELS[recorded["model"]](layer=recorded["layer"])
-    self.settings, self._store = recorded, store
-    self._forward = extract.Forward(model, weights.load_params(path, model, recorded["model"]), batch)
+                       f"(or its .npz conversion) with sha256 {recorded['weights_sha256']} (--weights)")
+    stat = os.stat(path)
+    self._forward = _forward(recorded["model"], recorded["layer"], path, (stat.st_mtime_ns, stat.st_size),
+                             recorded.get("weights_tensors_sha256"), recorded["weights"], recorded["weights_sha256"],
+                             batch)
 
   def __call__(self, paths: list[str]) -> np.ndarray:
     s = self.settings
     features = extract.features_of(paths, self._forward, s["preprocess"], s["image_size"], s["dtype"])
-    if features.shape[1:] != self._store.shape:
-      raise InputError(f"{self._store.path}: holds features of shape {self._store.shape}, the recorded "
-                       f"extractor makes {features.shape[1:]}")
+    if features.shape[1:] != self.shape:
+      raise InputError(f"{self.source}: reads features of shape {self.shape}, the recorded extractor makes "
+                       f"{features.shape[1:]}")
     return features

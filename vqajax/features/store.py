@@ -9,9 +9,9 @@ A store made by `vqajax features` also holds the extractor's settings (`settings
 layer, preprocessing, image size, dtype, the weights file and its sha256), so features of
 new images can be computed the same way (`vqajax ask`): the HDF5 attribute `settings`
 (JSON), or `NAME.settings.json` beside a `.npy` store; and the image file of each row
-(`image_paths`, "" where unknown): the HDF5 dataset `image_paths`, or
-`NAME.image_paths.json` (a list in row order). Other stores (the synthetic ones) have
-neither.
+(`image_paths`, "" where unknown, a relative path relative to the store's folder): the
+HDF5 dataset `image_paths`, or `NAME.image_paths.json` (a list in row order). Other stores
+have neither.
 
 Rows are read on demand into private buffers (HDF5, or `pread` for .npy, not a memory
 map: mapped pages that were read stay in the process's RSS), so a store larger than RAM
@@ -218,6 +218,7 @@ class FeatureStore:
     if self.image_paths is None:
       return None
     path = self.image_paths[int(self.rows([image_id])[0])]
+    path = path and os.path.join(os.path.dirname(self.path), path)  # a relative one: to the store's folder
     return path if path and os.path.isfile(path) else None
 
   def check_shape(self, expected: tuple[int, ...]) -> None:
@@ -240,6 +241,13 @@ class FeatureStore:
       self._file.close()
 
 
+def check_local(path: str) -> None:
+  """Stores are written on a local disk: a URL is refused (before any work, by the extractor)."""
+  if fs.is_url(path):
+    raise FeatureStoreError(f"{path}: stores are written on a local disk; copy the finished store "
+                            "to the bucket (a .npy store is two files)")
+
+
 def write_store(path: str, image_ids, features, settings: dict | None = None,
                 image_paths: list[str] | None = None) -> None:
   """Writes a store atomically (a failed write leaves no file behind)."""
@@ -255,9 +263,7 @@ def write_store_blocks(path: str, image_ids, row_shape, dtype, blocks: Iterable,
   are moved in first."""
   image_ids = np.asarray(image_ids, np.int64)
   dtype, shape = np.dtype(dtype), (len(image_ids),) + tuple(row_shape)
-  if fs.is_url(path):
-    raise FeatureStoreError(f"{path}: stores are written on a local disk; copy the finished store "
-                            "to the bucket (a .npy store is two files)")
+  check_local(path)
   if dtype not in _FLOAT_DTYPES:
     raise FeatureStoreError(f"{path}: need float16/float32 features with one row per image id")
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -10,6 +10,7 @@ imported only to read `.pth` files; `convert` writes the `.npz` that needs no to
 from __future__ import annotations
 
 import hashlib
+import zipfile
 from typing import Callable, Mapping
 
 import numpy as np
@@ -99,8 +100,8 @@ def read_state(path: str) -> dict[str, np.ndarray]:
     try:
       with np.load(path, allow_pickle=False) as arrays:
         return {name: arrays[name] for name in arrays.files}
-    except (OSError, ValueError) as e:
-      raise WeightsError(f"{path}: not a readable .npz of weights ({e})") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:  # a truncated zip: BadZipFile
+      raise WeightsError(f"{path}: not a readable .npz of weights ({type(e).__name__}: {e})") from None
   if not path.endswith((".pth", ".pt")):
     raise WeightsError(f"{path}: unknown weights file type (expected .pth, .pt or .npz)")
   try:
@@ -111,7 +112,8 @@ def read_state(path: str) -> dict[str, np.ndarray]:
   try:
     state = torch.load(path, map_location="cpu", weights_only=True)
   except Exception as e:  # pylint: disable=broad-except  (torch raises many kinds)
-    raise WeightsError(f"{path}: not a readable torch state dict ({type(e).__name__}: {e})") from None
+    reason = next((line for line in str(e).splitlines() if line.strip()), "")  # not its paragraphs of advice
+    raise WeightsError(f"{path}: not a readable torch state dict ({type(e).__name__}: {reason})") from None
   if not isinstance(state, Mapping) or not all(isinstance(v, torch.Tensor) for v in state.values()):
     raise WeightsError(f"{path}: expected a state dict (names -> tensors), got {type(state).__name__}")
   return {name: tensor.detach().float().numpy() for name, tensor in state.items()}
@@ -134,11 +136,13 @@ def check(state: Mapping[str, np.ndarray], layout: Layout, source: str, name: st
     raise WeightsError(f"{source}: does not fit {name}: {'; '.join(problems)}")
 
 
-def load_params(source: str | Mapping[str, np.ndarray], model: VGG | ViT, name: str) -> dict:
-  """Flax params of `model` (called `name` in errors) from a weights file or a state dict."""
+def load_params(source: str | Mapping[str, np.ndarray], model: VGG | ViT, name: str,
+                where: str = "state dict") -> dict:
+  """Flax params of `model` (called `name` in errors) from a weights file or a state dict
+  (read from the file `where`)."""
   state = read_state(source) if isinstance(source, str) else source
   layout = torch_layout(model)
-  check(state, layout, source if isinstance(source, str) else "state dict", name)
+  check(state, layout, source if isinstance(source, str) else where, name)
   params: dict = {}
   for key, (_, path, to_flax) in layout.items():
     if path is not None:
@@ -158,6 +162,17 @@ def sha256(path: str) -> str:
         digest.update(block)
   except OSError as e:
     raise WeightsError(f"{path}: cannot read the weights file ({e.strerror})") from None
+  return digest.hexdigest()
+
+
+def tensors_sha256(state: Mapping[str, np.ndarray]) -> str:
+  """The hex sha256 of a state dict's tensors (names in order, shapes, float32 bytes): the
+  same for a `.pth` and its `.npz` conversion, unlike the files' own digests."""
+  digest = hashlib.sha256()
+  for name in sorted(state):
+    tensor = np.ascontiguousarray(state[name], np.float32)
+    digest.update(f"{name} {tensor.shape}\n".encode())
+    digest.update(tensor.reshape(-1).view(np.uint8))
   return digest.hexdigest()
 
 

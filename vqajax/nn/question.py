@@ -1,4 +1,9 @@
-"""Question encoders over right-padded token ids with their lengths."""
+"""Question encoders over right-padded token ids with their lengths, by name (`ENCODERS`).
+
+Every encoder maps (tokens [B, T], lengths [B]) to one vector per row that padding never
+changes (an empty question encodes to zeros); the VQA and AnswerTherapy models take theirs
+from `build(config.model, vocab_size)`, so a new encoder is one class and one entry here.
+"""
 
 from __future__ import annotations
 
@@ -65,7 +70,8 @@ class LSTMEncoder(nn.Module):
   impl: str = "chunked"
 
   @nn.compact
-  def __call__(self, tokens, lengths):
+  def __call__(self, tokens, lengths, *, train: bool = False):
+    del train  # no dropout inside the recurrence
     x = WordEmbedding(self.vocab_size, self.embed_dim)(tokens.T)  # time-major [T, B, E]
     weights = [_LSTMLayer(self.hidden, name=f"lstm_{layer}")(self.embed_dim if layer == 0 else self.hidden)
                for layer in range(self.layers)]
@@ -75,3 +81,59 @@ class LSTMEncoder(nn.Module):
       encode = jax.shard_map(encode, mesh=mesh, in_specs=(P(None, "data"), P("data"), P()),
                              out_specs=P("data"), check_vma=False)
     return encode(x, lengths, weights)
+
+
+class TransformerEncoder(nn.Module):
+  """A small pre-LN Transformer: word embeddings plus learned positions, `layers` blocks of
+  self-attention over the words (padding masked out) and a GELU MLP, each added to its
+  input; a final LayerNorm, then the mean of the words' states."""
+  vocab_size: int
+  width: int = 256
+  layers: int = 2
+  heads: int = 4
+  dropout: float = 0.1
+  positions: int = 32                   # the longest question it reads
+  dtype: jnp.dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, tokens, lengths, *, train: bool = False):
+    length = tokens.shape[1]
+    if length > self.positions:
+      raise ValueError(f"questions of {length} words; the encoder has {self.positions} positions")
+    x = nn.Embed(self.vocab_size, self.width, name="embed")(tokens)
+    x = x + self.param("positions", nn.initializers.normal(0.02), (self.positions, self.width))[:length]
+    valid = jnp.arange(length)[None, :] < lengths[:, None]
+    drop = nn.Dropout(self.dropout, deterministic=not train)
+    for i in range(self.layers):
+      h = nn.LayerNorm(name=f"block_{i}_ln_attention")(x)
+      h = nn.MultiHeadDotProductAttention(self.heads, dtype=self.dtype, dropout_rate=self.dropout,
+                                          deterministic=not train, name=f"block_{i}_attention")(
+                                              h, h, mask=nn.make_attention_mask(valid, valid))
+      x = x + drop(h)
+      h = nn.LayerNorm(name=f"block_{i}_ln_mlp")(x)
+      h = nn.Dense(self.width, dtype=self.dtype, name=f"block_{i}_mlp_out")(
+          nn.gelu(nn.Dense(4 * self.width, dtype=self.dtype, name=f"block_{i}_mlp_in")(h)))
+      x = x + drop(h)
+    weights = valid.astype(jnp.float32)[..., None]
+    states = nn.LayerNorm(name="ln_final")(x).astype(jnp.float32)
+    return (states * weights).sum(1) / jnp.maximum(weights.sum(1), 1.0)
+
+
+def _lstm(cfg, vocab_size: int) -> LSTMEncoder:
+  impl = cfg.get("lstm_impl", "chunked")  # runs recorded before the switch: chunked
+  return LSTMEncoder(vocab_size, cfg.embed_dim, cfg.lstm_dim, cfg.lstm_layers, jnp.dtype(cfg.get("dtype", "float32")),
+                     impl)
+
+
+def _transformer(cfg, vocab_size: int) -> TransformerEncoder:
+  t = cfg.transformer  # experiments/vqa/transformer_q_norm_i.py
+  return TransformerEncoder(vocab_size, t.width, t.layers, t.heads, t.dropout, t.positions,
+                            jnp.dtype(cfg.get("dtype", "float32")))
+
+
+ENCODERS = {"lstm": _lstm, "transformer": _transformer}  # config.model.question -> builder
+
+
+def build(name: str, cfg, vocab_size: int) -> nn.Module:
+  """The question encoder `name` (one of `ENCODERS`), sized by `config.model` and the vocabulary."""
+  return ENCODERS[name](cfg, vocab_size)

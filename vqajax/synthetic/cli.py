@@ -19,11 +19,12 @@ import os
 import time
 from typing import Sequence
 
-from vqajax.core.errors import exit_status
+from vqajax.core import config as config_lib
+from vqajax.core import fs
+from vqajax.core.errors import InputError, exit_status
 from vqajax.synthetic import folder
 from vqajax.synthetic.answertherapy import raw as synthetic_raw
 from vqajax.synthetic.answertherapy import write as synthetic_therapy
-from vqajax.synthetic.vqa import features as synthetic_features
 from vqajax.synthetic.vqa import write as synthetic
 
 
@@ -40,8 +41,8 @@ def _synth(args) -> int:
                  f"answers ({counts['test-dev_questions']} of them test-dev)")
   file_text = ", ".join(f"{role}={path}" for role, path in paths.items())
   print(f"Wrote the synthetic VQA dataset (scale {args.scale}, seed {args.seed}) to {args.out} in "
-        f"{time.time() - start:.1f}s. {split_text}; {counts['feature_rows']} feature rows "
-        f"(fc7 {synthetic_features.FC7_DIM}-d, grid 7x7x{synthetic_features.GRID_CHANNELS}). Files: {file_text}.")
+        f"{time.time() - start:.1f}s. {split_text}; {counts['feature_rows']} pictures and their feature rows "
+        f"(colour_cells global 4096-d and grid7 7x7x64). Files: {file_text}.")
 
 
 def _therapy(args) -> int:
@@ -94,4 +95,12 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, prog: str = "vqajax data") -> int:
   args = build_parser(prog).parse_args(argv)
-  return exit_status(prog, lambda: args.func(args))
+
+  def run() -> int | None:
+    config_lib.check_value("--seed", args.seed, config_lib.TRAINING["seed"])  # the runs' own seed
+    if not fs.outlives_process(args.out):
+      raise InputError(f"--out {args.out}: that file system ends with this process; write the dataset to a "
+                       "folder or a bucket")
+    return args.func(args)
+
+  return exit_status(prog, run)

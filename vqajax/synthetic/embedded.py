@@ -1,7 +1,7 @@
 """The embedded synthetic datasets a config asks for (`config.data.synthetic`).
 
 The front door calls `prepare(config)` before a run: `data.dir` "" means the dataset's
-own cache folder (`~/.cache/vqajax/synthetic-v2/<scale>-seed<seed>`, `synthetic_therapy/`
+own cache folder (`~/.cache/vqajax/synthetic-v3/<scale>-seed<seed>`, `synthetic_therapy-v2/`
 for the AnswerTherapy tasks). A folder holding a complete embedded dataset of the right
 kind (its MANIFEST.json) is used as it is; a folder that does not exist yet (or is empty)
 gets the dataset written into it, as a visible step; any other folder is refused, so a
@@ -20,8 +20,9 @@ from vqajax.synthetic.answertherapy import write as therapy_write
 from vqajax.synthetic.vqa import write as vqa_write
 
 CACHE = os.path.join("~", ".cache", "vqajax")
-_KINDS = {"vqa": (vqa_write, "synthetic-v2")}  # v2: with test splits (an older cache is left as it is)
-_THERAPY = (therapy_write, "synthetic_therapy")
+# v2: with test splits; v3 (therapy v2): with pictures (an older cache is left as it is)
+_KINDS = {"vqa": (vqa_write, "synthetic-v3")}
+_THERAPY = (therapy_write, "synthetic_therapy-v2")
 
 
 def _manifest_format(data_dir: str) -> str | None:

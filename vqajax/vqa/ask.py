@@ -1,12 +1,13 @@
 """Asking a trained VQA model about images and questions of one's own (`vqajax ask`).
 
-`Answerer.from_workdir(workdir)` restores a checkpoint with the run's recorded config
-(run.json) and its data's encoders (vocabulary, answer table), so a new question is
-encoded exactly as the training questions were. Images are the run's feature store ids
-(no extraction) or image files, whose features are computed as the store's were: with
-the extractor settings the run recorded (`features/recorded.py`), refused when those
-weights are not there or differ. Questions go through one jitted function in fixed-size
-batches (the run's eval batch), so thousands of questions cost a few device calls.
+`Answerer.from_workdir(path)` opens a trained run, a workdir or an export bundle
+(`core/trained.py`: its config, its recorded encoders and one checkpoint's parameters;
+no training data), so a new question is encoded exactly as the training questions were.
+Images are the run's feature store ids (no extraction) or image files, whose features are
+computed as the store's were: with the extractor settings the run recorded
+(`features/recorded.py`), refused when those weights are not there or differ. Questions
+go through one jitted function in fixed-size batches (the run's eval batch), so
+thousands of questions cost a few device calls.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ import os
 import jax
 import numpy as np
 
-from vqajax.core import sharding, trained
+from vqajax.core import trained as trained_runs
 from vqajax.core.errors import InputError
-from vqajax.core.experiment import Experiment
 from vqajax.features.recorded import Extractor
 from vqajax.vqa import dataset as vqa_dataset
 from vqajax.vqa import files as vqa_files
@@ -31,24 +31,38 @@ _CAPTION_FILES = ("captions_train2014.json", "captions_val2014.json")  # looked 
 class Answerer:
   """A trained VQA model answering questions (module docstring)."""
 
-  def __init__(self, exp: Experiment, params, record: dict, workdir: str, weights: str | None = None):
-    self.workdir, self._exp, self._data, self._params = workdir, exp, exp.data, params
-    self._extractor_settings = record.get("extractor") or exp.data.store.settings
+  def __init__(self, run: trained_runs.Trained, weights: str | None = None):
+    self.path, self._run, self._enc = run.path, run, run.encoders
     self._weights, self._extractor, self._captions = weights, None, None
-    self.image_ids: list[int] = exp.data.store.image_ids.tolist()
-    self._known = set(self.image_ids)
-    self.batch = sharding.padded_batch_size(exp.config.eval_batch_size, exp.mesh)
-    self.answers: list[str] = list(exp.data.answers.answers)
-    self._predict = jax.jit(sharding.in_mesh(exp.mesh, self._top_k), static_argnums=2)
+    self.answers: list[str] = list(run.encoders.answers.answers)
+    self._predict = run.jit(self._top_k, static_argnums=2)
 
   @classmethod
-  def from_workdir(cls, workdir: str, step: int | None = None, *, weights: str | None = None) -> "Answerer":
-    """The run's checkpoint `step` (default: the latest) with its recorded config;
+  def from_workdir(cls, path: str, step: int | None = None, *, best: bool = False,
+                   weights: str | None = None) -> "Answerer":
+    """The run at `path` (a workdir or a bundle) at checkpoint `step` (default: the latest);
     `weights`: where the extractor's weights file is now, if it moved."""
-    return cls(*trained.load(workdir, {"vqa": vqa_task}, step), workdir, weights)
+    return cls(trained_runs.open_run(path, {"vqa": vqa_task}, step, best), weights)
+
+  @property
+  def step(self) -> int:
+    return self._run.step
+
+  @property
+  def batch(self) -> int:
+    """Questions per device call (the run's eval batch, padded to the devices)."""
+    return self._run.batch
+
+  @property
+  def image_ids(self) -> list[int]:
+    """The run's feature store's image ids (empty when the store is not there)."""
+    try:
+      return self._run.store.image_ids.tolist()
+    except InputError:
+      return []
 
   def _top_k(self, params, batch, k: int):
-    logits = self._exp.model.apply({"params": params}, batch, train=False)
+    logits = self._run.model.apply({"params": params}, batch, train=False)
     probs, index = jax.lax.top_k(jax.nn.softmax(logits), k)
     return probs, index, vqa_task.multiple_choice(logits, batch["choice_index"])
 
@@ -58,7 +72,7 @@ class Answerer:
     """Every caption of the run's data: its configured caption files, else the COCO
     caption files beside its data (the embedded dataset has them), else none."""
     if self._captions is None:
-      data = self._exp.config.data
+      data = self._run.config.data
       named = [p for s in ("train", "val") for p in vqa_dataset.resolve_all(data, f"{s}_captions")]
       paths = named or [p for p in (os.path.join(data.dir, n) for n in _CAPTION_FILES) if os.path.isfile(p)]
       self._captions = {}
@@ -74,34 +88,35 @@ class Answerer:
   def image_path(self, image_id: int) -> str | None:
     """The image file of a store image, if the store recorded one (extracted stores do)."""
     self._check_ids([image_id])
-    return self._data.store.image_path(image_id)
+    return self._run.store.image_path(image_id)
 
   def features_of(self, image_paths: list[str]) -> np.ndarray:
     """Features of image files, made as the run's store's were (module docstring)."""
     if self._extractor is None:
-      self._extractor = Extractor(self._extractor_settings, self._data.store, self._weights)
+      self._extractor = Extractor(self._run.extractor, self._enc.image_shape, self.path, self._weights)
     return self._extractor(list(image_paths))
 
   def _check_ids(self, image_ids) -> None:
-    unknown = next((i for i in image_ids if i not in self._known), None)
-    if unknown is not None:
-      raise InputError(f"image id {unknown}: not in the run's feature store {self._data.store.path} "
-                       f"({len(self.image_ids)} images, e.g. {self.image_ids[:3]})")
+    store = self._run.store
+    unknown = [i for i, known in zip(image_ids, np.isin(image_ids, store.image_ids)) if not known]
+    if unknown:
+      raise InputError(f"image id {unknown[0]}: not in the run's feature store {store.path} "
+                       f"({len(store.image_ids)} images, e.g. {store.image_ids[:3].tolist()})")
 
   # ---------------------------------------------------------------- answering
 
   def _inputs(self, questions: list[str], image_ids, choices) -> dict[str, np.ndarray]:
     """Host arrays of the model's inputs but the image, one row per question."""
-    inputs = self._data.encoders.questions(questions)
-    if "caption_bow" in self._data.bag_sizes:
+    inputs = self._enc.questions(questions)
+    if "caption_bow" in self._enc.bag_sizes:
       if image_ids is None:
         raise InputError("the caption model answers about store images only (their captions): give image ids")
-      path = self._exp.config.data.train_captions
+      path = self._run.config.data.train_captions
       inputs["caption_bow"] = vqa_dataset.caption_bags(image_ids, self._caption_table(), path,
-                                                       self._data.encoders.caption_words)
+                                                       self._enc.caption_words)
     index = np.full((len(questions), MC_WIDTH), -1, np.int32)
     for i, options in enumerate(choices or []):
-      index[i, :len(options)] = self._data.answers.index(options)
+      index[i, :len(options)] = self._enc.answers.index(options)
     inputs["choice_index"] = index
     return inputs
 
@@ -113,9 +128,9 @@ class Answerer:
     given = len(image_ids) if image_ids is not None else len(features)
     if given != len(questions):
       raise InputError(f"{len(questions)} questions but {given} images: one image per question")
-    if features is not None and tuple(np.shape(features)[1:]) != self._data.store.shape:
-      raise InputError(f"features of shape {tuple(np.shape(features)[1:])}, the run's store holds "
-                       f"{self._data.store.shape} per image")
+    if features is not None and tuple(np.shape(features)[1:]) != self._enc.image_shape:
+      raise InputError(f"features of shape {tuple(np.shape(features)[1:])}, the run reads "
+                       f"{self._enc.image_shape} per image")
     if choices is not None:
       if len(choices) != len(questions):
         raise InputError(f"{len(questions)} questions but {len(choices)} lists of choices")
@@ -136,17 +151,11 @@ class Answerer:
     k = min(k, len(self.answers))
     image_ids = None if image_ids is None else list(image_ids)
     inputs = self._inputs(list(questions), image_ids, choices)
-    store = self._data.store
-    inputs["image"] = np.asarray(features, np.float32) if features is not None else store.rows(image_ids)
-    pad = -len(questions) % self.batch  # the last batch repeats its last row
-    inputs = {name: np.concatenate([v, np.repeat(v[-1:], pad, axis=0)]) for name, v in inputs.items()}
-    dispatched = []
-    for start in range(0, len(questions) + pad, self.batch):
-      batch = {name: v[start:start + self.batch] for name, v in inputs.items()}
-      if features is None:  # store rows: read a batch at a time
-        batch["image"] = store.read(batch["image"])
-      dispatched.append(self._predict(self._params, sharding.to_global(batch, self._exp.mesh), k))
-    probs, index, picks = (np.concatenate(x)[:len(questions)] for x in zip(*jax.device_get(dispatched)))
+    if features is not None:
+      inputs["image"] = np.asarray(features, np.float32)
+    else:
+      inputs["image_row"] = self._run.store.rows(image_ids)
+    probs, index, picks = self._run.predict(self._predict, inputs, k)
     out = []
     for q, (question, p, i) in enumerate(zip(questions, probs, index)):
       item = {"question": question, "answers": [(self.answers[a], float(v)) for a, v in zip(i, p)]}

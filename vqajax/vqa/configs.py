@@ -9,7 +9,36 @@ from __future__ import annotations
 
 import ml_collections
 
+from vqajax.core import config as config_lib
+from vqajax.core.config import FLAG, TEXT, dims, file_list, integer, names, number, one_of, path
+from vqajax.core.official_files import DATA_SOURCES
+from vqajax.nn import lstm
+from vqajax.vqa import models as vqa_models
+
 ARGS = ("", "cpu", "runlocal")
+_FILES = ("train_questions", "train_annotations", "train_mc_questions", "val_questions", "val_annotations",
+          "val_mc_questions", "train_captions", "val_captions")
+# What each field of `vqa_config` may hold, checked before a command does anything (`config_lib.check`).
+FIELDS = {
+    **config_lib.TRAINING,
+    "data.synthetic": FLAG, "data.synthetic_scale": TEXT, "data.dir": path(),
+    "data.format": one_of("vqa", "vizwiz"), "data.source": one_of(*DATA_SOURCES), "data.tfds_dir": TEXT,
+    **{f"data.{name}": file_list() for name in _FILES},
+    "data.features": path(), "data.feature_shape": dims(),
+    "data.features_on_device": one_of("auto", "true", "false", "sharded"),
+    "data.num_answers": integer(), "data.vocab_min_count": integer(), "data.max_question_len": integer(),
+    "data.bow_words": integer(), "data.bow_lead_words": integer(0), "data.caption_words": integer(),
+    "data.drop_unknown_answers": FLAG, "data.confident_only": FLAG, "data.results_prefix": TEXT,
+    "model.name": one_of(*vqa_models.MODELS), "model.question": one_of(*vqa_models.QUESTION_ENCODERS),
+    "model.embed_dim": integer(), "model.lstm_dim": integer(),
+    "model.lstm_layers": integer(), "model.use_image": FLAG, "model.image_norm": FLAG,
+    "model.image_scale": number(0, lo_open=True), "model.caption": FLAG, "model.project": names(),
+    "model.fusion": one_of(*vqa_models.FUSIONS), "model.fused_dim": integer(), "model.mlp_dims": dims(),
+    "model.dropout": number(0, 1, hi_open=True), "model.glimpses": integer(0), "model.attention_dim": integer(),
+    "model.attention_dropout": number(0, 1, hi_open=True), "model.dtype": one_of("float32", "bfloat16", "float16"),
+    "model.lstm_impl": one_of(*lstm.IMPLS), "model.targets": one_of("answer", "soft"),
+    **config_lib.TRANSFORMER,
+}
 
 
 def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
@@ -53,21 +82,21 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   data.results_prefix = "v2_"           # official naming: "" for v1 files
 
   config.model = m = ml_collections.ConfigDict()
-  m.question = "lstm"                   # "none" | "bow" | "lstm" (vqajax/vqa/models.py)
+  m.name = "late_fusion"                # or "attention" (vqajax/vqa/models.py MODELS)
+  m.question = "lstm"                   # "none" | "bow" | an encoder of vqajax/nn/question.py ENCODERS
   m.embed_dim = 300
   m.lstm_dim = 512
   m.lstm_layers = 2
   m.use_image = True
   m.image_norm = True
-  m.image_scale = 0.01                  # without image_norm: raw fc7 times this (models/vqa.py)
+  m.image_scale = 0.01                  # without image_norm: raw fc7 times this (vqa/models.py)
   m.caption = False
   m.project = ("question", "image")     # inputs that get fully-connected + tanh to fused_dim
   m.fusion = "mul"                      # or "concat"
   m.fused_dim = 1024
   m.mlp_dims = (1000, 1000)
   m.dropout = 0.5                       # before each layer of the MLP
-  m.glimpses = 0                        # > 0: attention over a grid store instead of late
-                                        # fusion (experiments/vqa/attention.py)
+  m.glimpses = 0                        # the attention model's glimpses (experiments/vqa/attention.py)
   m.attention_dim = 512                 # its 1x1 convolution's width
   m.attention_dropout = 0.2             # on the attention's inputs
   m.dtype = "float32"                   # matmul inputs; "bfloat16": parameters stay float32

@@ -19,6 +19,7 @@ from vqajax.core.files import SAFE_NAME
 from vqajax.core.official_files import DATA_SOURCES
 from vqajax.features.store import FeatureStore
 from vqajax.vqa import files as vqa_files
+from vqajax.vqa import results
 from vqajax.vqa.accuracy import kernel as vqa_accuracy
 from vqajax.vqa.files import ANSWER_TYPES
 
@@ -34,9 +35,11 @@ class VQAData:
   val_records: list[tuple[dict, dict]]  # (question, annotation) of the val split
   val_info: dict[str, str]           # data_type / data_subtype, for official result names
   table_ids: dict[str, np.ndarray]   # raw_ids / norm_ids of the answer table
-  bag_sizes: dict[str, int]          # bins of the bag-of-words inputs (question_bow, caption_bow)
-  encoders: Encoders | None = None   # what turned the records into arrays (new questions: `ask`,
-                                     # test files: `read_test`)
+  encoders: Encoders                 # what turned the records into arrays (recorded with the run)
+
+  @property
+  def bag_sizes(self) -> dict[str, int]:
+    return self.encoders.bag_sizes
 
 
 def resolve(config_data, name: str) -> str:
@@ -134,7 +137,8 @@ def check_info(info: dict, questions_path: str) -> None:
 
 @dataclasses.dataclass
 class Encoders:
-  """What turns records into arrays; built from the training split."""
+  """What turns records into arrays and answer ids into answers; built from the training
+  split, recorded with the run as `tables()` (`core/encoders.py`)."""
   vocab: text.Vocab
   answers: text.TopK
   question_bag: text.QuestionBag
@@ -142,12 +146,39 @@ class Encoders:
   question_types: dict[str, int]
   interner: vqa_accuracy.Interner
   max_len: int
+  image_shape: tuple[int, ...]  # the features of one image
 
-  def questions(self, questions: list[str]) -> dict[str, np.ndarray]:
-    """The model's text inputs of question strings: tokens, length, question_bow."""
-    token_lists = [text.tokenize(q) for q in questions]
+  @property
+  def bag_sizes(self) -> dict[str, int]:
+    """Bins of the bag-of-words inputs (question_bow, and caption_bow with captions)."""
+    sizes = {"question_bow": self.question_bag.size}
+    if self.caption_words is not None:
+      sizes["caption_bow"] = len(self.caption_words)
+    return sizes
+
+  def questions(self, questions: list[str], token_lists: list[list[str]] | None = None) -> dict[str, np.ndarray]:
+    """The model's text inputs of question strings (or of their `text.tokenize` words, when
+    already made): tokens, length, question_bow."""
+    if token_lists is None:
+      token_lists = [text.tokenize(q) for q in questions]
     tokens, lengths = self.vocab.encode(token_lists, self.max_len)
     return {"tokens": tokens, "length": lengths, "question_bow": self.question_bag.indices(token_lists, self.max_len)}
+
+  def tables(self) -> dict:
+    return {"vocab": self.vocab.words[2:], "answers": self.answers.answers,
+            "bow_words": self.question_bag.words.answers, "bow_leads": [t.answers for t in self.question_bag.leads],
+            "caption_words": None if self.caption_words is None else self.caption_words.answers,
+            "question_types": sorted(self.question_types, key=self.question_types.get),
+            "max_question_len": self.max_len, "image_shape": list(self.image_shape)}
+
+  @classmethod
+  def from_tables(cls, tables: dict) -> "Encoders":
+    return cls(vocab=text.Vocab(tables["vocab"]), answers=text.TopK(tables["answers"]),
+               question_bag=text.QuestionBag(text.TopK(tables["bow_words"]), map(text.TopK, tables["bow_leads"])),
+               caption_words=None if tables["caption_words"] is None else text.TopK(tables["caption_words"]),
+               question_types={t: i for i, t in enumerate(tables["question_types"])},
+               interner=vqa_accuracy.Interner(), max_len=tables["max_question_len"],
+               image_shape=tuple(tables["image_shape"]))
 
 
 def caption_bags(image_ids, captions: dict[int, list[str]], path: str, table: text.TopK) -> np.ndarray:
@@ -166,20 +197,20 @@ def caption_bags(image_ids, captions: dict[int, list[str]], path: str, table: te
 def _answer_indices(annotations, answers: text.TopK) -> np.ndarray:
   """[N, A] each annotator's answer's index in the answer table (`OUT_OF_TABLE` if it is
   not there, -1 padding), for soft targets (`vqa/task.make_loss`)."""
-  width = max(len(a["answers"]) for a in annotations)
-  out = np.full((len(annotations), width), -1, np.int32)
-  for i, a in enumerate(annotations):
-    index = answers.index(x["answer"] for x in a["answers"])
-    out[i, :len(index)] = np.where(index >= 0, index, OUT_OF_TABLE)
+  counts = np.fromiter((len(a["answers"]) for a in annotations), np.int64, len(annotations))
+  index = answers.index(x["answer"] for a in annotations for x in a["answers"])
+  out = np.full((len(annotations), counts.max()), -1, np.int32)
+  out[np.arange(out.shape[1]) < counts[:, None]] = np.where(index >= 0, index, OUT_OF_TABLE)
   return out
 
 
-def _question_arrays(questions, source, enc: Encoders, store) -> dict[str, np.ndarray]:
-  """The arrays of the questions alone (the inputs, and the choices where they have them)."""
+def _question_arrays(questions, source, enc: Encoders, store, tokens=None) -> dict[str, np.ndarray]:
+  """The arrays of the questions alone (the inputs, and the choices where they have them);
+  `tokens`: their words, if already made."""
   out = {
       "question_id": np.array([q["question_id"] for q in questions], np.int64),
       "image_row": store.rows([q["image_id"] for q in questions], source).astype(np.int32),
-      **enc.questions([q["question"] for q in questions]),
+      **enc.questions([q["question"] for q in questions], tokens),
   }
   if "multiple_choices" in questions[0]:
     width = max(len(q["multiple_choices"]) for q in questions)
@@ -194,10 +225,10 @@ def _question_arrays(questions, source, enc: Encoders, store) -> dict[str, np.nd
   return out
 
 
-def _arrays(records, source, enc: Encoders, store, captions=None):
+def _arrays(records, source, enc: Encoders, store, captions=None, tokens=None):
   questions = [q for q, _ in records]
   annotations = [a for _, a in records]
-  out = _question_arrays(questions, source, enc, store)
+  out = _question_arrays(questions, source, enc, store, tokens)
   out.update({
       "label": enc.answers.index(a["multiple_choice_answer"] for a in annotations),
       "answer_index": _answer_indices(annotations, enc.answers),
@@ -222,15 +253,16 @@ class TestFile:
   keys: tuple[str, ...] = ()         # the arrays the predict step reads (set by the task)
 
 
-def read_test(config, data: VQAData, path: str) -> TestFile:
+def read_test(config, enc: Encoders, store, path: str) -> TestFile:
   """The questions of the test file at `path` (VQA v1 / v2 questions, with or without
-  `multiple_choices`, or a VizWiz-VQA list), encoded as the run's training data was.
-  Answers in the file, if any, are not read."""
-  if "caption_bow" in data.bag_sizes:
+  `multiple_choices`, or a VizWiz-VQA list), encoded as the run's training data was (its
+  encoders; image rows of its `store`). Answers in the file, if any, are not read."""
+  if "caption_bow" in enc.bag_sizes:
     raise InputError(f"{path}: a caption model needs the test images' captions; "
                      "submissions are for the models without captions")
   raw = official_files.read_bytes(path)
   content = official_files.load_json(path, raw)
+  _check_dataset(config, path, content)
   if config.data.format == "vizwiz" or isinstance(content, list):
     questions = vqa_files.read_vizwiz_questions(path, content)
     for q, record in zip(questions["questions"], content):  # the results name the image
@@ -241,11 +273,23 @@ def read_test(config, data: VQAData, path: str) -> TestFile:
     version = "v2" if os.path.basename(path).startswith("v2_") else "v1"
     info = {"data_type": questions.get("data_type", "mscoco"), "data_subtype": questions.get("data_subtype", "")}
   check_info(info, path)
+  if version != "vizwiz" and info["data_subtype"] not in results.COCO_SPLITS:
+    raise official_files.DataFileError(f'{path}: "data_subtype" {info["data_subtype"]!r}: expected a split of '
+                                       f"the evaluation server, one of {results.COCO_SPLITS}")
   if not questions["questions"]:
     raise official_files.DataFileError(f"{path}: holds no questions")
-  arrays = _question_arrays(questions["questions"], path, data.encoders, data.store)
+  arrays = _question_arrays(questions["questions"], path, enc, store)
   return TestFile(path=path, name=info["data_subtype"], version=version, questions=questions["questions"],
                   arrays=arrays, info=info)
+
+
+def _check_dataset(config, path: str, content) -> None:
+  """A VQA-AnswerTherapy file (a list of records with "image_id", not "image") given to a VQA run."""
+  first = content[0] if isinstance(content, list) and content else None
+  if isinstance(first, dict) and "image_id" in first and "image" not in first:
+    raise InputError(f'{path}: a VQA-AnswerTherapy file (records with "image_id" and answers), while this run is '
+                     f"a {config.task} run on {config.data.format} data: it predicts VQA questions files "
+                     "(or VizWiz-VQA lists); give AnswerTherapy files to a grounding_class or grounding_mask run")
 
 
 def read_train_records(config_data):
@@ -272,6 +316,14 @@ def _read_captions(config_data, split: str):
   return captions, " + ".join(paths)
 
 
+def open_store(config_data) -> FeatureStore:
+  """The feature store of `config.data` (`features`, relative to `dir`), shape checked."""
+  store = FeatureStore(resolve(config_data, "features"))
+  if config_data.feature_shape:
+    store.check_shape(tuple(config_data.feature_shape))
+  return store
+
+
 def load(config_data) -> VQAData:
   """Reads train and val files and the feature store named by `config.data`."""
   train_records, train_source = read_train_records(config_data)
@@ -286,9 +338,7 @@ def load(config_data) -> VQAData:
   vocab = text.Vocab.build(train_tokens, config_data.vocab_min_count)
   logging.info("question vocabulary: %d entries (min count %d, with PAD and UNK)", len(vocab), config_data.vocab_min_count)
 
-  store = FeatureStore(resolve(config_data, "features"))
-  if config_data.feature_shape:
-    store.check_shape(tuple(config_data.feature_shape))
+  store = open_store(config_data)
   captions = {split: _read_captions(config_data, split) for split in ("train", "val")}
   if (captions["train"] is None) != (captions["val"] is None):
     raise official_files.DataFileError("config.data: give both train_captions and val_captions, or neither")
@@ -301,15 +351,12 @@ def load(config_data) -> VQAData:
                                                       config_data.bow_lead_words),
                   caption_words=caption_words,
                   question_types={t: i for i, t in enumerate(question_types)},
-                  interner=vqa_accuracy.Interner(), max_len=config_data.max_question_len)
+                  interner=vqa_accuracy.Interner(), max_len=config_data.max_question_len, image_shape=store.shape)
   raw_ids, norm_ids = vqa_accuracy.encode_answer_table(answers.answers, enc.interner)
-  train = _arrays(train_records, train_source, enc, store, captions["train"])
+  train = _arrays(train_records, train_source, enc, store, captions["train"], train_tokens)
   if config_data.drop_unknown_answers:
     train = {k: v[train["label"] >= 0] for k, v in train.items()}
-  bag_sizes = {"question_bow": enc.question_bag.size}
-  if caption_words is not None:
-    bag_sizes["caption_bow"] = len(caption_words)
   return VQAData(train=train, val=_arrays(val_records, val_source, enc, store, captions["val"]),
                  vocab=vocab, answers=answers, store=store, question_types=question_types,
                  val_records=val_records, val_info=val_info,
-                 table_ids={"raw_ids": raw_ids, "norm_ids": norm_ids}, bag_sizes=bag_sizes, encoders=enc)
+                 table_ids={"raw_ids": raw_ids, "norm_ids": norm_ids}, encoders=enc)

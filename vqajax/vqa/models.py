@@ -27,7 +27,10 @@ setting, 1000 steps: BoW Q + I 31.4 -> 67.2, LSTM Q + I 56.9 -> 61.0 open-ended.
   Caption                  -         -          bow      -                  -
   BoW Q + C                bow       -          bow      -                  concat
 
-Beyond the paper, `AttentionVQA` (config.model.glimpses > 0): "Show, Ask, Attend, and
+`config.model.name` picks the model (`MODELS`), `config.model.question` the question
+encoder ("none", "bow", or one of `nn/question.ENCODERS`: the LSTM, a small Transformer).
+
+Beyond the paper, `AttentionVQA` ("attention"): "Show, Ask, Attend, and
 Answer" (Kazemi & Elqursh 2017) over a grid store [H, W, C] (conv5, ViT patches): the
 grid l2-normalised over channels at every location, the LSTM question encoding, G
 question-guided glimpses over the locations (`nn/attention.py`), [glimpses ; question]
@@ -43,11 +46,10 @@ import jax
 import jax.numpy as jnp
 
 from vqajax.core.errors import InputError
-from vqajax.nn import lstm
+from vqajax.nn import question
 from vqajax.nn.attention import GlimpseAttention
-from vqajax.nn.question import LSTMEncoder
 
-QUESTION_ENCODERS = ("none", "bow", "lstm")
+QUESTION_ENCODERS = ("none", "bow", *question.ENCODERS)
 FUSIONS = ("mul", "concat")
 
 
@@ -62,12 +64,8 @@ def l2_normalise(x, axis: int = -1):
 
 class LateFusionVQA(nn.Module):
   num_answers: int
-  question: str = "lstm"
-  vocab_size: int = 0                   # lstm: token ids
-  embed_dim: int = 300
-  lstm_dim: int = 512
-  lstm_layers: int = 2
-  question_bow_size: int = 0            # bow: bins of the question bag
+  question: nn.Module | None = None     # a token encoder (nn/question.py) ...
+  question_bow_size: int = 0            # ... or the bins of the question bag (BoW Q)
   use_image: bool = True
   image_norm: bool = True
   image_scale: float = 1.0              # without image_norm: a constant factor
@@ -78,14 +76,12 @@ class LateFusionVQA(nn.Module):
   mlp_dims: tuple[int, ...] = (1000, 1000)
   dropout: float = 0.5
   dtype: str = "float32"                # matmul inputs (bfloat16: parameters stay float32)
-  lstm_impl: str = "chunked"            # nn/lstm.IMPLS
 
-  def _inputs(self, batch) -> dict:
+  def _inputs(self, batch, train: bool) -> dict:
     inputs = {}
-    if self.question == "lstm":
-      inputs["question"] = LSTMEncoder(self.vocab_size, self.embed_dim, self.lstm_dim, self.lstm_layers,
-                                       jnp.dtype(self.dtype), self.lstm_impl, name="question")(batch["tokens"], batch["length"])
-    elif self.question == "bow":
+    if self.question is not None:
+      inputs["question"] = self.question(batch["tokens"], batch["length"], train=train)
+    elif self.question_bow_size:
       inputs["question"] = bag_of_words(batch["question_bow"], self.question_bow_size)
     if self.use_image:
       image = batch["image"].reshape(batch["image"].shape[0], -1).astype(jnp.float32)
@@ -100,7 +96,7 @@ class LateFusionVQA(nn.Module):
 
   @nn.compact
   def __call__(self, batch, *, train: bool):
-    inputs = self._inputs(batch)
+    inputs = self._inputs(batch, train)
     dense = functools.partial(nn.Dense, dtype=jnp.dtype(self.dtype))
     parts = [jnp.tanh(dense(self.fused_dim, name=f"{name}_proj")(x)) if name in self.project else x
              for name, x in inputs.items()]
@@ -123,10 +119,7 @@ class LateFusionVQA(nn.Module):
 
 class AttentionVQA(nn.Module):
   num_answers: int
-  vocab_size: int
-  embed_dim: int = 300
-  lstm_dim: int = 1024
-  lstm_layers: int = 1
+  question: nn.Module                   # a token encoder (nn/question.py)
   image_norm: bool = True               # l2 over the channels of every location
   attention_dim: int = 512
   glimpses: int = 2
@@ -134,13 +127,11 @@ class AttentionVQA(nn.Module):
   mlp_dims: tuple[int, ...] = (1024,)
   dropout: float = 0.5
   dtype: str = "float32"
-  lstm_impl: str = "chunked"            # nn/lstm.IMPLS
 
   @nn.compact
   def __call__(self, batch, *, train: bool):
     dtype = jnp.dtype(self.dtype)
-    question = LSTMEncoder(self.vocab_size, self.embed_dim, self.lstm_dim, self.lstm_layers, dtype, self.lstm_impl,
-                           name="question")(batch["tokens"], batch["length"])
+    question = self.question(batch["tokens"], batch["length"], train=train)
     image = batch["image"]
     grid = image.reshape(image.shape[0], -1, image.shape[-1]).astype(jnp.float32)  # [B, H * W, C]
     if self.image_norm:
@@ -155,45 +146,44 @@ class AttentionVQA(nn.Module):
     return nn.Dense(self.num_answers, dtype=dtype, name="classifier")(x).astype(jnp.float32)
 
 
-def _build_attention(cfg, data, lstm_impl: str) -> AttentionVQA:
-  if cfg.question != "lstm" or not cfg.use_image or cfg.caption:
-    raise InputError("config.model.glimpses > 0 (attention over the image grid) needs question='lstm', "
-                     "use_image=True and caption=False")
-  if len(data.store.shape) != 3:
-    raise InputError(f"config.data.features: attention (config.model.glimpses > 0) reads a grid store of "
-                     f"[H, W, C] per image, got {data.store.shape} (e.g. features/conv5_grid.npy)")
+def _attention(cfg, enc) -> AttentionVQA:
+  if cfg.question not in question.ENCODERS or cfg.glimpses < 1 or not cfg.use_image or cfg.caption:
+    raise InputError(f"config.model.name 'attention' (over the image grid) needs a question encoder of "
+                     f"{tuple(question.ENCODERS)}, glimpses >= 1, use_image=True and caption=False")
+  if len(enc.image_shape) != 3:
+    raise InputError(f"config.data.features: attention (config.model.name 'attention') reads a grid store of "
+                     f"[H, W, C] per image, got {enc.image_shape} (e.g. features/conv5_grid.npy)")
   return AttentionVQA(
-      num_answers=len(data.answers), vocab_size=len(data.vocab), embed_dim=cfg.embed_dim, lstm_dim=cfg.lstm_dim,
-      lstm_layers=cfg.lstm_layers, image_norm=cfg.image_norm, attention_dim=cfg.attention_dim,
-      glimpses=cfg.glimpses, attention_dropout=cfg.attention_dropout, mlp_dims=tuple(cfg.mlp_dims),
-      dropout=cfg.dropout, dtype=cfg.dtype, lstm_impl=lstm_impl)
+      num_answers=len(enc.answers), question=question.build(cfg.question, cfg, len(enc.vocab)),
+      image_norm=cfg.image_norm, attention_dim=cfg.attention_dim, glimpses=cfg.glimpses,
+      attention_dropout=cfg.attention_dropout, mlp_dims=tuple(cfg.mlp_dims), dropout=cfg.dropout, dtype=cfg.dtype)
 
 
-def build(cfg, data) -> LateFusionVQA | AttentionVQA:
-  """The model described by `config.model`, sized by the loaded data (`VQAData`)."""
-  if cfg.question not in QUESTION_ENCODERS:
-    raise InputError(f"config.model.question '{cfg.question}' is not one of {QUESTION_ENCODERS}")
-  lstm_impl = cfg.get("lstm_impl", "chunked")  # runs recorded before the switch: chunked
-  if lstm_impl not in lstm.IMPLS:
-    raise InputError(f"config.model.lstm_impl '{lstm_impl}' is not one of {lstm.IMPLS}")
-  if cfg.fusion not in FUSIONS:
-    raise InputError(f"config.model.fusion '{cfg.fusion}' is not one of {FUSIONS}")
+def _late_fusion(cfg, enc) -> LateFusionVQA:
   unknown = set(cfg.project) - {"question", "image", "caption"}
   if unknown:
     raise InputError(f"config.model.project names unknown inputs {sorted(unknown)}")
-  if cfg.caption and "caption_bow" not in data.bag_sizes:
+  if cfg.caption and "caption_bow" not in enc.bag_sizes:
     raise InputError("config.model.caption needs captions: set config.data.train_captions and val_captions")
   if cfg.question == "none" and not cfg.use_image and not cfg.caption:
     raise InputError("a VQA model needs a question encoder, the image, the captions, or several")
-  glimpses = cfg.get("glimpses", 0)  # runs recorded before attention: late fusion
-  if glimpses < 0:
-    raise InputError(f"config.model.glimpses: expected 0 (late fusion) or more, got {glimpses}")
-  if glimpses:
-    return _build_attention(cfg, data, lstm_impl)
+  encoder = question.build(cfg.question, cfg, len(enc.vocab)) if cfg.question in question.ENCODERS else None
   return LateFusionVQA(
-      num_answers=len(data.answers), question=cfg.question, vocab_size=len(data.vocab),
-      embed_dim=cfg.embed_dim, lstm_dim=cfg.lstm_dim, lstm_layers=cfg.lstm_layers,
-      question_bow_size=data.bag_sizes["question_bow"], use_image=cfg.use_image,
-      image_norm=cfg.image_norm, image_scale=cfg.image_scale, caption_bow_size=data.bag_sizes["caption_bow"] if cfg.caption else 0,
-      project=tuple(cfg.project), fusion=cfg.fusion, fused_dim=cfg.fused_dim,
-      mlp_dims=tuple(cfg.mlp_dims), dropout=cfg.dropout, dtype=cfg.dtype, lstm_impl=lstm_impl)
+      num_answers=len(enc.answers), question=encoder,
+      question_bow_size=enc.bag_sizes["question_bow"] if cfg.question == "bow" else 0, use_image=cfg.use_image,
+      image_norm=cfg.image_norm, image_scale=cfg.image_scale,
+      caption_bow_size=enc.bag_sizes["caption_bow"] if cfg.caption else 0, project=tuple(cfg.project),
+      fusion=cfg.fusion, fused_dim=cfg.fused_dim, mlp_dims=tuple(cfg.mlp_dims), dropout=cfg.dropout, dtype=cfg.dtype)
+
+
+MODELS = {"late_fusion": _late_fusion, "attention": _attention}  # config.model.name -> builder
+
+
+def model_name(cfg) -> str:
+  """`config.model.name`; runs recorded before it existed: attention where they had glimpses."""
+  return cfg.get("name") or ("attention" if cfg.get("glimpses", 0) else "late_fusion")
+
+
+def build(cfg, enc) -> LateFusionVQA | AttentionVQA:
+  """The model `config.model` names, sized by the run's encoders (`dataset.Encoders`)."""
+  return MODELS[model_name(cfg)](cfg, enc)  # names and values checked with the config (configs.FIELDS)

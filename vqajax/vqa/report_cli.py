@@ -17,6 +17,7 @@ import argparse
 import os
 from typing import Sequence
 
+from vqajax.core import config as config_lib
 from vqajax.core import files, fs, official_files, run_record, tables
 from vqajax.core.errors import InputError, exit_status
 from vqajax.core.files import check_name
@@ -39,11 +40,9 @@ def collect(runs: Sequence[str]) -> tuple[dict[str, str], list[str]]:
   """({row name: results dir}, workdirs) of the RUN arguments, in order."""
   found, workdirs = {}, []
   for run in runs:
-    name, _, path = ("", "", run) if fs.exists(run) else run.partition("=")
-    if name:  # row names name the output files
-      check_name(name, f"{run}: run name")
+    name, path = run_record.run_argument(run)
     if not fs.exists(path):
-      raise InputError(f"{run}: {path} not found")
+      raise InputError(f"{run}: no such run or results folder")
     _evaluate_if_needed(path)
     rows = reports.find_results(path)
     for row in [] if name else rows:
@@ -57,6 +56,8 @@ def collect(runs: Sequence[str]) -> tuple[dict[str, str], list[str]]:
       raise InputError(f"{run}: row name(s) {sorted(duplicate)} already used; name it NAME=PATH")
     found.update(rows)
     workdirs.append(path)
+  for path in workdirs:  # read from here on: no table goes into a run or its data
+    run_record.protect(path)
   return found, workdirs
 
 
@@ -143,6 +144,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "vqajax report") -> int:
   args = _parser(prog).parse_args(argv)
 
   def run() -> None:
+    if args.command == "answers":
+      config_lib.check_value("--top", args.top, config_lib.integer())
     annotations = getattr(args, "annotations", None)
     files.protect(annotations, os.path.dirname(os.path.abspath(annotations)) if annotations else None)
     files.check_output(args.out, folder=True)

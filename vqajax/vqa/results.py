@@ -19,6 +19,8 @@ import zipfile
 from vqajax.core.files import write_atomic_many
 from vqajax.vqa.accuracy import score
 
+COCO_SPLITS = ("train2014", "val2014", "test-dev2015", "test2015")  # the data_subtype of VQA v1 / v2 files
+
 
 def results_name(prefix: str, task: str, info: dict, alg: str, kind: str = "results") -> str:
   """Official naming, e.g. v2_OpenEnded_mscoco_val2014_<alg>_results.json."""

@@ -11,7 +11,9 @@ results exist is skipped, so re-running resumes the sweep. `--print-commands` pr
 `vqajax train` / `vqajax baselines` command per unfinished point instead (for a cluster
 or pod queue); re-run without it to collect. Finished points go into DIR/table2.* (the
 paper's Table II shape) and, with a base point, DIR/table4.* (differences to the base).
-`--set` overrides apply to every point; `--points` keeps only the named ones.
+`--set` overrides apply to every point; `--points` keeps only the named ones. A point whose
+config is bad (each field is checked first) or whose run fails on bad input is reported as
+failed and the others go on; the sweep then exits 2 naming the failed points.
 """
 
 from __future__ import annotations
@@ -27,11 +29,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 from vqajax.core import config as config_lib
 from vqajax.core import files, fs, official_files, run_record, tables
-from vqajax.core.errors import InputError, exit_status
+from vqajax.core.errors import InputError, RunFailed, exit_status
 from vqajax.vqa import reports
 
-# {'train': fn(config, workdir), 'baselines': fn(config, workdir, names)}: given by the front
-# door, which prepares each point's data as for `vqajax train` / `vqajax baselines`.
+# {'train': fn(config, workdir), 'baselines': fn(config, workdir, names), 'check': fn(config)}:
+# given by the front door, which checks each point's config and prepares its data as for
+# `vqajax train` / `vqajax baselines`.
 Commands = Mapping[str, Callable[..., Any]]
 
 
@@ -48,7 +51,8 @@ def load_sweep(spec: str) -> tuple[list[Point], str | None]:
   """The points and the base point name of `file.py[:arg]`."""
   path, _, arg = spec.partition(":")
   module = config_lib.load_module(path, "sweep")
-  sweep = module.get_sweep(arg) if callable(getattr(module, "get_sweep", None)) else None
+  get_sweep = getattr(module, "get_sweep", None)
+  sweep = config_lib.run_user_code(lambda: get_sweep(arg), spec) if callable(get_sweep) else None
   if not (isinstance(sweep, dict) and isinstance(sweep.get("points"), list) and all(
       isinstance(p, dict) and isinstance(p.get("name"), str) and isinstance(p.get("config"), str)
       for p in sweep["points"])):
@@ -86,16 +90,15 @@ def parse_sets(sets: Sequence[str]) -> dict[str, Any]:
   return out
 
 
-def point_config(point: Point, sets: dict[str, Any]):
+def point_config(point: Point, sets: dict[str, Any], check: Callable[[Any], Any]):
   config = config_lib.load_config(point.config)
   config.name = point.name  # a row is named as its point (its results files too)
   for key, value in {**point.overrides, **sets}.items():
     try:
       config_lib.override(config, {key: value})
     except (KeyError, AttributeError, TypeError) as e:
-      raise InputError(f"point {point.name}: cannot set config.{key}={value!r} ({str(e)[:200]})") from None
-  files.check_name(config.name, f"point {point.name}: config.name")
-  return config
+      raise InputError(f"cannot set config.{key}={value!r} ({str(e)[:200]})") from None
+  return check(config)
 
 
 def point_dir(workdir: str, point: Point) -> str:
@@ -161,19 +164,31 @@ def run(args, commands: Commands) -> int:
       raise InputError(f"--points: {sorted(unknown)} not in {[p.name for p in points]}")
     points = [p for p in points if p.name in keep]
   sets = parse_sets(args.set)
-  configs = {p.name: point_config(p, sets) for p in points}
+  configs, failed = {}, {}
+  for p in points:  # a bad point is reported and left out; the others run
+    try:
+      configs[p.name] = point_config(p, sets, commands["check"])
+    except InputError as e:
+      failed[p.name] = _failed(p, e)
   files.protect(*{c.data.dir for c in configs.values() if c.data.dir})  # before any point runs
   files.check_output(args.workdir, folder=True)
-  finished = {p.name for p in points if is_finished(p, configs[p.name], args.workdir)}
-  todo, done, start = len(points) - len(finished), 0, time.monotonic()
+  finished = {p.name for p in points if p.name in configs and is_finished(p, configs[p.name], args.workdir)}
+  todo, done, start = len(configs) - len(finished), 0, time.monotonic()
   for point in points:
+    if point.name in failed:
+      continue
     if point.name in finished:
       print(f"{point.name}: finished, skipped")
     elif args.print_commands:
       print(command_line(point, args.workdir, sets))
     else:
       print(f"[{done + 1}/{todo}] {point.name}: running  ({command_line(point, args.workdir, sets)})", flush=True)
-      run_point(point, configs[point.name], args.workdir, commands)
+      try:
+        run_point(point, configs[point.name], args.workdir, commands)
+      except (InputError, RunFailed) as e:  # a bad or a diverged point; the others go on
+        failed[point.name] = _failed(point, e)
+        todo -= 1
+        continue
       if not is_finished(point, configs[point.name], args.workdir):  # e.g. SIGTERM
         print(f"{point.name}: stopped before its final step; re-run to resume the sweep")
         return 1
@@ -183,9 +198,16 @@ def run(args, commands: Commands) -> int:
       eta = datetime.timedelta(seconds=round(spent / done * (todo - done)))
       print(f"[{done}/{todo}] {point.name}: done; sweep {datetime.timedelta(seconds=round(spent))} so far, "
             f"ETA {eta}", flush=True)
-  if not args.print_commands:
+  if not args.print_commands and finished:
     print(collect(points, base, args.workdir, finished))
+  if failed:
+    raise InputError(f"{len(failed)} of {len(points)} points failed: {'; '.join(failed.values())}")
   return 0
+
+
+def _failed(point: Point, error: InputError | RunFailed) -> str:
+  print(f"{point.name}: failed: {error}", flush=True)
+  return f"point {point.name}: {error}"
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "vqajax sweep", commands=None) -> int:

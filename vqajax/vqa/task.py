@@ -7,17 +7,18 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from vqajax.core import pipeline, sharding
+from vqajax.core import sharding
 from vqajax.core.errors import InputError
-from vqajax.core.pipeline import INPUT_KEYS
+from vqajax.vqa import configs, reports, results
 from vqajax.vqa import dataset as vqa_dataset
 from vqajax.vqa import models as vqa_models
-from vqajax.vqa import reports, results
 from vqajax.vqa.accuracy import kernel as vqa_accuracy
 from vqajax.vqa.files import ANSWER_TYPES
 
 BEST_METRIC = "accuracy"
-TRAIN_KEYS = pipeline.TRAIN_KEYS + ("answer_index",)
+FIELDS = configs.FIELDS
+INPUT_KEYS = ("tokens", "length", "question_bow", "caption_bow")  # those the split has
+TRAIN_KEYS = INPUT_KEYS + ("label", "answer_index")
 EVAL_KEYS = INPUT_KEYS + ("label", "question_id", "answer_type", "question_type",
                           "gt_ids", "gt_dup", "gt_valid", "unanimous")
 MC_KEYS = ("choice_index", "choice_raw", "choice_norm")
@@ -35,6 +36,13 @@ def sizes(data: vqa_dataset.VQAData) -> dict[str, int]:
 
 
 build_model = vqa_models.build
+
+
+def open_store(config):
+  return vqa_dataset.open_store(config.data)
+
+
+encoders_from_tables = vqa_dataset.Encoders.from_tables
 
 
 def loss(logits, batch):
@@ -168,21 +176,21 @@ def table(name: str, metrics: dict[str, float]) -> str:
 
 # ---------------------------------------------------------------------------- test files
 
-def read_test(config, data: vqa_dataset.VQAData, path: str) -> vqa_dataset.TestFile:
-  test = vqa_dataset.read_test(config, data, path)
+def read_test(config, enc: vqa_dataset.Encoders, store, path: str) -> vqa_dataset.TestFile:
+  test = vqa_dataset.read_test(config, enc, store, path)
   test.keys = INPUT_KEYS + ("question_id",) + (("choice_index",) if "choice_index" in test.arrays else ())
   return test
 
 
-def make_predict_step(model, data, mesh):
+def make_predict_step(model):
   """(params, batch) -> {answer[, mc_choice]}, to be jitted."""
-  del data, mesh
   return lambda params, batch: answers(model.apply({"params": params}, batch, train=False), batch)
 
 
-def write_submission(out_dir: str, config, data, test: vqa_dataset.TestFile, predictions: dict) -> list[str]:
+def write_submission(out_dir: str, config, enc: vqa_dataset.Encoders, test: vqa_dataset.TestFile,
+                     predictions: dict) -> list[str]:
   """The server's results files of a test split: every question once, in file order."""
-  table_answers = data.answers.answers
+  table_answers = enc.answers.answers
   id_key = "image" if test.version == "vizwiz" else "question_id"
   predicted = {"OpenEnded": [{id_key: q[id_key], "answer": table_answers[i]}
                              for q, i in zip(test.questions, predictions["answer"])]}

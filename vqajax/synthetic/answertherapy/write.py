@@ -8,9 +8,11 @@ manifest is complete):
       JSON lists of {answer_type, answers, binary_label (single / multiple),
       grounding_labels (one polygon of {x, y} pixels per answer), height, image_id,
       question, question_id (VQA-sourced only), width}; splits 70 / 10 / 20
-  features/therapy_grid.npy (+ .image_ids.npy)
-      [N, 14, 14, 32] float16 grid features, one row per image, keyed by
-      `feature_key(image_id)`
+  {train2014,val2014,test2015}/COCO_<subtype>_<id>.jpg, {train,val,test}/VizWiz_<split>_<n>.jpg
+      the pictures (`draw`), named as COCO's and VizWiz's files
+  features/therapy_grid.npy (+ .image_ids.npy, .settings.json, .image_paths.json)
+      [N, 14, 14, 32] float16 grid features of the pictures (`colour_cells` layer `grid14`),
+      one row per image, keyed by `feature_key(image_id)`
   MANIFEST.json   scale, seed, grid shape, counts (samples and multiple per file,
                   families), files
 
@@ -22,11 +24,11 @@ families of `synthetic_therapy_questions` (examples there); `binary_label` is si
 exactly when all answers are grounded on one thing (identical polygons).
 
 Grid features (14 x 14, like VGG conv5 at 448 px or ViT-B/16 patch tokens at 224 px;
-`masks.to_grid` cells): cell (i, j) holds, for every thing in the image (grounded or
-not), the fraction of the cell its polygon covers times the thing's vector (label +
-colour + text embeddings), over the scene's vector, plus per-image and per-cell
-Gaussian noise, then ReLU. So a thing's mask can be read back from the cells and an
-answer ("red", "sofa", "campbells") points at the cells whose vector it names.
+`masks.to_grid` cells) are made from the pictures by the `colour_cells` extractor
+(`features/models.py`), through the code `vqajax ask` computes an upload's features with:
+each thing's polygon is drawn in stripes of colours that name its label, colour and text,
+so a thing's mask can be read back from the cells and an answer ("red", "sofa",
+"campbells") points at the cells whose colours it names.
 """
 
 from __future__ import annotations
@@ -34,37 +36,32 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
-import zlib
 
 import numpy as np
 
-from vqajax.answertherapy import masks
 from vqajax.answertherapy.files import VIZWIZ, VQA
 from vqajax.core.errors import InputError
 from vqajax.core.files import write_json_atomic
 from vqajax.features.keys import feature_key
-from vqajax.features.store import write_store
-from vqajax.synthetic import folder
+from vqajax.synthetic import folder, pictures
 from vqajax.synthetic.answertherapy import questions as TQ
+from vqajax.synthetic.answertherapy.draw import picture
 from vqajax.synthetic.vqa import world as W
 
 GRID = 14
 CHANNELS = 32
-FORMAT = "vqajax-synthetic-therapy/1"
+FORMAT = "vqajax-synthetic-therapy/2"  # 2: pictures, features made from them
 MANIFEST = "MANIFEST.json"
 SPLITS = ("train", "val", "test")
 SPLIT_SHARES = (0.7, 0.1, 0.2)
 FILE_PREFIX = {VQA: "VQA", VIZWIZ: "VizWiz"}
 FILES = {**{f"{p}_{s}": f"{p}_{s}.json" for p in FILE_PREFIX.values() for s in SPLITS},
          "grid_features": "features/therapy_grid.npy", "grid_image_ids": "features/therapy_grid.image_ids.npy"}
-# (width, height) of VizWiz-like photos, with weights like the released train file's.
-VIZWIZ_SIZES = {(1224, 1632): 9, (968, 1296): 7, (360, 480): 2, (480, 640): 1, (1936, 2592): 1}
+# (width, height) of VizWiz-like photos, a quarter of the sizes of the released train file (weighted
+# as there): the pictures stay quick to write and to read
+VIZWIZ_SIZES = {(306, 408): 9, (242, 324): 7, (90, 120): 2, (120, 160): 1, (484, 648): 1}
 SCALES = {"tiny": (170, 230), "small": (700, 900), "medium": (2150, 2850)}  # (VQA, VizWiz) questions
-# Norms of the parts of the grid features, per channel.
-VECTOR_SCALES = {"label": 1.0, "colour": 0.8, "text": 1.0, "scene": 0.5}
-IMAGE_NOISE, CELL_NOISE = 0.3, 0.4
-_RASTER = 8 * GRID  # polygons are rasterised at 112 x 112 for the features
-
+COCO_SUBTYPES = {"train": "train2014", "val": "val2014", "test": "test2015"}  # folders of the VQA-sourced pictures
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Item:
@@ -139,45 +136,6 @@ def sample(seed: int = 0, scale: str = "tiny") -> list[Item]:
   return items
 
 
-# --- grid features ---------------------------------------------------------------------
-
-def cell_fractions(polygon: np.ndarray) -> np.ndarray:
-  """[GRID, GRID] share of each cell that a unit-coordinate polygon covers (at 112 px)."""
-  return masks.to_grid(masks.polygon_mask(polygon * _RASTER, _RASTER, _RASTER), GRID)
-
-
-class _Vectors:
-  """Fixed random vectors per (kind, word), from the seed and a hash of the word."""
-
-  def __init__(self, seed: int):
-    self.seed, self.cache = seed, {}
-
-  def __call__(self, kind: str, word: str | None) -> np.ndarray | float:
-    if word is None:
-      return 0.0
-    key = (kind, word)
-    if key not in self.cache:
-      rng = np.random.default_rng([self.seed, 11, list(VECTOR_SCALES).index(kind), zlib.crc32(word.encode())])
-      self.cache[key] = VECTOR_SCALES[kind] * rng.standard_normal(CHANNELS)
-    return self.cache[key]
-
-
-def grid_features(items: list[Item], seed: int) -> np.ndarray:
-  """[N, GRID, GRID, CHANNELS] float16 (module docstring)."""
-  vectors = _Vectors(seed)
-  rng = np.random.default_rng([seed, 12])
-  out = np.empty((len(items), GRID, GRID, CHANNELS), np.float16)
-  for n, item in enumerate(items):
-    cells = np.zeros((GRID, GRID, CHANNELS))
-    cells += vectors("scene", item.scene) + IMAGE_NOISE * rng.standard_normal(CHANNELS)
-    for t in item.things:
-      vector = vectors("label", t.label) + vectors("colour", t.colour) + vectors("text", t.text)
-      cells += cell_fractions(t.polygon)[..., None] * vector
-    cells += CELL_NOISE * rng.standard_normal(cells.shape)
-    out[n] = np.maximum(cells, 0.0)
-  return out
-
-
 # --- files --------------------------------------------------------------------------------
 
 def record(item: Item) -> dict:
@@ -191,6 +149,14 @@ def record(item: Item) -> dict:
     out["question_id"] = item.question_id
   out["width"] = item.width
   return out
+
+
+def picture_path(item: Item) -> str:
+  """Where the picture of `item` lies in the dataset's folder (COCO's and VizWiz's names)."""
+  if item.source == VIZWIZ:
+    return os.path.join(item.split, item.image_id)
+  subtype = COCO_SUBTYPES[item.split]
+  return os.path.join(subtype, f"COCO_{subtype}_{int(item.image_id):012d}.jpg")
 
 
 def generate(out_dir: str, seed: int = 0, scale: str = "tiny") -> dict[str, str]:
@@ -210,7 +176,9 @@ def _write(out_dir: str, seed: int, scale: str) -> dict[str, str]:
       write_json_atomic(paths[f"{prefix}_{split}"], [record(it) for it in part], make_dirs=True)
       counts[f"{prefix}_{split}"] = {"samples": len(part), "multiple": sum(it.label == "multiple" for it in part)}
   keys = np.array([feature_key(it.image_id) for it in items], np.int64)
-  write_store(paths["grid_features"], keys, grid_features(items, seed))
+  files = [os.path.join(out_dir, picture_path(it)) for it in items]
+  pictures.write(picture, items, files)
+  pictures.extract_stores(files, keys, {"grid14": paths["grid_features"]})
   families = {f: sum(it.family == f for it in items) for f in TQ.FAMILIES}
   write_json_atomic(manifest_path, {
       "format": FORMAT, "scale": scale, "seed": seed,

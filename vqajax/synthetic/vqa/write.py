@@ -11,13 +11,18 @@ byte-identical files) and atomically (each file via a temp file and `os.replace`
                                                        a quarter of test's images, as the real ones)
   {OpenEnded,MultipleChoice}_mscoco_{test-dev,test}2015_questions.json  the same as VQA v1 files
   captions_{train,val}2014.json                        COCO captions, 5 per image
+  {train,val}2014/COCO_{train,val}2014_<id>.jpg,       the pictures (`draw`), as COCO's files are named
+  test2015/COCO_test2015_<id>.jpg
   features/fc7.h5                                      [N, 4096] float16, train+val+test images
   features/conv5_grid.npy (+ .image_ids.npy)           [N, 7, 7, 64] float16
   features/grid_layout.json                            object boxes in grid cells per image
   MANIFEST.json                                        scale, seed, counts, files
 
 The images, questions and answers come from `synthetic_world`, `synthetic_questions`
-and `synthetic_annotators`;
+and `synthetic_annotators`; the two feature stores are made from the pictures by the
+`colour_cells` extractor (`features/models.py`: layers `global` and `grid7`), through the
+code `vqajax ask` computes an upload's features with, and record its settings and each
+row's picture (relative to the store), so a run on them answers about new pictures too;
 `sample(seed, scale)` returns them in memory (with each question's true answer) for
 tests and oracles.
 """
@@ -34,12 +39,11 @@ import numpy as np
 
 from vqajax.core.errors import InputError
 from vqajax.core.files import write_json_atomic
-from vqajax.features.store import write_store
-from vqajax.synthetic import folder
+from vqajax.synthetic import folder, pictures
 from vqajax.synthetic.vqa import annotators as SA
 from vqajax.synthetic.vqa import questions as SQ
 from vqajax.synthetic.vqa import world as W
-from vqajax.synthetic.vqa.features import fc7_features, grid_features
+from vqajax.synthetic.vqa.draw import picture
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +63,7 @@ SCALES = {
 SPLITS = ("train", "val")
 TEST_SUBTYPES = ("test-dev2015", "test2015")  # the questions-only splits (images of `test`)
 MANIFEST = "MANIFEST.json"
-FORMAT = "vqajax-synthetic/2"  # 2: the test splits
+FORMAT = "vqajax-synthetic/3"  # 2: the test splits; 3: pictures, features made from them
 
 FILES = {
     "train_questions": "v2_OpenEnded_mscoco_train2014_questions.json",
@@ -288,6 +292,12 @@ def generate(out_dir: str, seed: int = 0, scale: str = "tiny") -> dict[str, str]
   return folder.write_new(out_dir, lambda tmp: _write(tmp, seed, scale))
 
 
+def picture_path(img: W.Image) -> str:
+  """Where the picture of `img` lies in the dataset's folder (COCO's folder and file names)."""
+  subtype = "test2015" if img.split == "test" else f"{img.split}2014"
+  return os.path.join(subtype, f"COCO_{subtype}_{img.image_id:012d}.jpg")
+
+
 def _write(out_dir: str, seed: int, scale: str) -> dict[str, str]:
   world = sample(seed, scale)
   paths = {role: os.path.join(out_dir, rel) for role, rel in FILES.items()}
@@ -309,12 +319,9 @@ def _write(out_dir: str, seed: int, scale: str) -> dict[str, str]:
     _write_json(paths[f"{subtype}_v1_MultipleChoice"], _questions_json(world, questions, subtype, choices))
   images = world.images["train"] + world.images["val"] + world.images["test"]
   ids = np.array([img.image_id for img in images], np.int64)
-  # test rows: noise of their own streams, so the train and val rows stay as they were
-  seen = world.images["train"] + world.images["val"]
-  write_store(paths["features"], ids, np.concatenate([
-      fc7_features(seen, seed), fc7_features(world.images["test"], seed, noise_stream=1)]))
-  write_store(paths["grid_features"], ids, np.concatenate([
-      grid_features(seen, seed), grid_features(world.images["test"], seed, noise_stream=1)]))
+  files = [os.path.join(out_dir, picture_path(img)) for img in images]
+  pictures.write(lambda img: picture(img, seed), images, files)
+  pictures.extract_stores(files, ids, {"global": paths["features"], "grid7": paths["grid_features"]})
   _write_json(paths["grid_layout"], {
       "grid_size": W.GRID, "box_format": "[label, x0, y0, x1, y1] in grid cells, x1 and y1 exclusive",
       "images": {str(img.image_id): [list(b) for b in img.boxes] for img in images}})

@@ -1,0 +1,142 @@
+"""Using a trained model at VQA v2's real size: whole `vqajax ask` processes and the demo's answers.
+
+  python bench/bench_trained.py [--scale 1.0] [--rounds 3]
+
+Generates official-format files at VQA v2's counts (`vqa_v2_files.py`, times `--scale`),
+makes a deeper LSTM Q + norm I run on them (its initial state as the checkpoint: what
+answering reads), exports it as a bundle, then measures, each against its target:
+
+  ask of one question by store id from the bundle, whole process: wall s, peak RSS
+      (target <= 5 s, <= 1.5 GiB), and the same from the workdir
+  today's path before runs kept their encoders (the workdir without encoders.json: the
+      vocabulary and answer table rebuilt from the train / val files), once: the ratio
+  1,000 questions from a file, whole process (target <= 10 s)
+  the demo's answer to a store image, and to an upload whose features it kept (both the
+      `Answerer.answer` of one question in the server process; target <= 1 s each)
+
+Medians of `--rounds`; each child's peak RSS from `wait4` (its own, not the parent's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # experiments/
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def child(argv: list[str]) -> tuple[float, float]:
+  """(wall seconds, peak RSS GiB) of one whole `python -m vqajax ...` process."""
+  start = time.perf_counter()
+  process = subprocess.Popen([sys.executable, "-m", "vqajax", *argv], cwd=ROOT, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+  _, status, usage = os.wait4(process.pid, 0)
+  wall = time.perf_counter() - start
+  if os.waitstatus_to_exitcode(status) != 0:
+    raise RuntimeError(f"vqajax {' '.join(argv)} failed: {process.stderr.read().decode()[-2000:]}")
+  return wall, usage.ru_maxrss / 2**20  # KiB -> GiB
+
+
+def make_run(data: str, workdir: str, config_arg: str) -> None:
+  """A deeper LSTM Q + norm I run (`config_arg`) on `data` whose checkpoint is its initial state."""
+  import jax  # pylint: disable=g-import-not-at-top
+
+  from experiments.vqa import deeper_lstm_norm_i  # pylint: disable=g-import-not-at-top
+  from vqajax.core import checkpoint, run_record  # pylint: disable=g-import-not-at-top
+  from vqajax.core import config as config_lib  # pylint: disable=g-import-not-at-top
+  from vqajax.core.experiment import Experiment  # pylint: disable=g-import-not-at-top
+  from vqajax.vqa import task  # pylint: disable=g-import-not-at-top
+  config = config_lib.override(deeper_lstm_norm_i.get_config(config_arg), {
+      "data.dir": data, "data.synthetic": False, "data.val_mc_questions": ""})
+  exp = Experiment.build(task, config, jax.devices()[:1])
+  saver = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"))
+  saver.save(0, exp.initial_state(), {"input_step": 0, "seed": config.seed})
+  saver.close()
+  digest = run_record.record_encoders(workdir, config.task, exp.data.encoders.tables())
+  run_record.write_run_file(workdir, config, task.sizes(exp.data), digest)
+
+
+def demo_answers(bundle: str, image_id: int, rounds: int) -> tuple[float, float]:
+  """Median seconds of the demo's per-Ask work on a store image and on kept upload features."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+
+  import vqajax  # pylint: disable=g-import-not-at-top
+  answerer = vqajax.load(bundle)
+  features = answerer._run.store.read(answerer._run.store.rows([image_id]))  # pylint: disable=protected-access
+  timed = {"store": lambda: answerer.answer(["what is in the picture?"], image_ids=[image_id]),
+           "upload": lambda: answerer.answer(["what is in the picture?"], features=np.asarray(features))}
+  out = {}
+  for name, fn in timed.items():
+    fn()  # the server's first answer compiles
+    times = []
+    for _ in range(max(rounds, 5)):
+      start = time.perf_counter()
+      fn()
+      times.append(time.perf_counter() - start)
+    out[name] = statistics.median(times)
+  return out["store"], out["upload"]
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--scale", type=float, default=1.0, help="share of VQA v2's counts (default: 1)")
+  parser.add_argument("--rounds", type=int, default=3)
+  parser.add_argument("--config-arg", default="", help="deeper_lstm_norm_i's argument ('': the paper's sizes)")
+  args = parser.parse_args()
+  from vqa_v2_files import generate  # pylint: disable=g-import-not-at-top
+  tmp = tempfile.mkdtemp(prefix="bench_trained-")
+  try:
+    data, workdir, bundle = (os.path.join(tmp, n) for n in ("data", "run", "bundle"))
+    times = generate(data, args.scale)
+    print(f"files at {args.scale:g} x VQA v2: " + ", ".join(f"{k} {v:.1f} s" for k, v in times.items()))
+    start = time.perf_counter()
+    make_run(data, workdir, args.config_arg)
+    print(f"run made in {time.perf_counter() - start:.1f} s (the data read once, as training does)")
+    export = child(["export", f"--workdir={workdir}", f"--out={bundle}"])
+    size = sum(os.path.getsize(os.path.join(bundle, n)) for n in os.listdir(bundle))
+    print(f"export: {export[0]:.1f} s, bundle {size / 2**20:.1f} MiB")
+    with open(os.path.join(data, "v2_OpenEnded_mscoco_val2014_questions.json")) as f:
+      questions = json.load(f)["questions"]
+    image_id = questions[0]["image_id"]
+    one = ["--image-id", str(image_id), "--question", "what color is the bus?"]
+    rows = {}
+    for name, path in (("bundle", bundle), ("workdir", workdir)):
+      runs = [child(["ask", f"--workdir={path}", *one]) for _ in range(args.rounds)]
+      rows[name] = (statistics.median(w for w, _ in runs), max(r for _, r in runs))
+    old = os.path.join(tmp, "old")
+    shutil.copytree(workdir, old)
+    os.remove(os.path.join(old, "encoders.json"))  # today's path: the encoders rebuilt from the data
+    with open(os.path.join(old, "run.json")) as f:
+      record = json.load(f)
+    del record["encoders"]
+    with open(os.path.join(old, "run.json"), "w") as f:
+      json.dump(record, f)
+    rows["before"] = child(["ask", f"--workdir={old}", *one])
+    for name, label in (("bundle", "from the bundle"), ("workdir", "from the workdir"),
+                        ("before", "rebuilding from the data (before)")):
+      wall, peak = rows[name]
+      print(f"ask one question {label:34} {wall:6.2f} s  {peak:5.2f} GiB peak RSS  "
+            f"{rows['before'][0] / wall:5.1f}x faster than before  (target <= 5 s, <= 1.5 GiB)")
+    path = os.path.join(tmp, "questions.jsonl")
+    with open(path, "w") as f:
+      for q in questions[:1000]:
+        f.write(json.dumps({"image_id": q["image_id"], "question": q["question"]}) + "\n")
+    many = statistics.median(child(["ask", f"--workdir={bundle}", f"--questions={path}"])[0]
+                             for _ in range(args.rounds))
+    print(f"ask 1,000 questions from a file, bundle: {many:.2f} s (target <= 10 s)")
+    store, upload = demo_answers(bundle, image_id, args.rounds)
+    print(f"demo answer, store image {store * 1000:.1f} ms, kept upload {upload * 1000:.1f} ms (target <= 1 s each)")
+  finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,102 @@
+"""An export bundle: one checkpoint of a run as a folder to share (`vqajax export`).
+
+Laid out as a Hugging Face Hub model repository, so it can be published as it is:
+
+  README.md           the model card (YAML metadata, what it was trained on, its val
+                      metrics, the commands to use it)
+  config.json         the run's config
+  encoders.json       its encoders (`core/encoders.py`)
+  flax_model.msgpack  the parameters (`flax.serialization` msgpack: nested dicts of arrays)
+  extractor/*.npz     with --with-weights: the image feature extractor's weights
+  vqajax.json         {"format", "task", "step", "metrics", "data" (sizes), "extractor"
+                      (settings), "encoders" (sha256), "files": {name: sha256}}
+
+`read` verifies every listed file's sha256 before anything is used, so a bundle copied
+to another folder, machine or bucket gives the same answers or a one-line refusal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import jax
+import ml_collections
+import numpy as np
+from flax import serialization
+
+from vqajax.core import encoders, fs
+from vqajax.core.errors import InputError
+from vqajax.core.files import write_atomic_many
+from vqajax.core.official_files import load_json, read_bytes
+
+FILE = "vqajax.json"
+FORMAT = "vqajax-bundle/1"
+PARAMS = "flax_model.msgpack"
+CONFIG = "config.json"
+CARD = "README.md"
+
+
+def is_bundle(path: str) -> bool:
+  return fs.exists(os.path.join(path, FILE))
+
+
+def read_record(path: str) -> dict:
+  record = load_json(os.path.join(path, FILE))
+  if not isinstance(record, dict) or record.get("format") != FORMAT:
+    raise InputError(f"{os.path.join(path, FILE)}: expected a {FORMAT} record")
+  return record
+
+
+def _verified(path: str, name: str, files: dict) -> bytes:
+  blob = read_bytes(os.path.join(path, name))
+  found = hashlib.sha256(blob).hexdigest()
+  if found != files.get(name):
+    raise InputError(f"{os.path.join(path, name)}: sha256 {found[:12]}... is not the {str(files.get(name))[:12]}... "
+                     f"that {FILE} lists (damaged or edited since the export)")
+  return blob
+
+
+def read_config(path: str):
+  record = read_record(path)
+  config = ml_collections.ConfigDict(load_json(os.path.join(path, CONFIG), _verified(path, CONFIG, record["files"])))
+  config.lock()
+  return config
+
+
+def read(path: str, task: str) -> tuple[dict, dict, dict]:
+  """(record, encoders' tables, host parameters) of the bundle at `path`, every file verified."""
+  record = read_record(path)
+  _verified(path, encoders.FILE, record["files"])
+  tables = encoders.read(path, task, record["encoders"])
+  params = serialization.msgpack_restore(_verified(path, PARAMS, record["files"]))
+  if isinstance(record.get("extractor"), dict) and not fs.isabs(record["extractor"].get("weights", "")):
+    record["extractor"]["weights"] = os.path.join(path, record["extractor"]["weights"])  # shipped inside
+  return record, tables, params
+
+
+def write(out: str, *, task: str, config, tables: dict, params, step: int, metrics: dict, sizes: dict,
+          extractor: dict | None, card: str, weights: tuple[str, bytes] | None = None) -> list[str]:
+  """Writes the bundle into `out` (all files or none); `weights`: (file name, .npz bytes) of
+  the extractor's weights, shipped under extractor/. Returns the files written."""
+  files = {
+      CONFIG: _json(config.to_dict()),
+      encoders.FILE: encoders.to_bytes(task, tables),
+      PARAMS: serialization.msgpack_serialize(jax.tree.map(np.asarray, params)),
+      CARD: card.encode(),
+  }
+  if weights is not None:
+    name = f"extractor/{weights[0]}"
+    files[name] = weights[1]
+    extractor = {**extractor, "weights": name}
+  record = {"format": FORMAT, "task": task, "step": step, "metrics": metrics, "data": sizes,
+            "extractor": extractor, "encoders": hashlib.sha256(files[encoders.FILE]).hexdigest(),
+            "files": {name: hashlib.sha256(blob).hexdigest() for name, blob in files.items()}}
+  outputs = {os.path.join(out, name): blob for name, blob in {**files, FILE: _json(record)}.items()}
+  write_atomic_many(outputs, make_dirs=True)
+  return list(outputs)
+
+
+def _json(obj) -> bytes:
+  return json.dumps(obj, indent=1, sort_keys=True).encode()

@@ -1,0 +1,119 @@
+"""`vqajax export`: one checkpoint of a workdir as a bundle to share (`core/bundle.py`).
+
+The bundle holds what answering needs and nothing of the training: the parameters (no
+optimizer state), the config, the encoders, the extractor settings (with
+`with_weights`, the extractor's weights as `.npz`), checksums and a model card.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import Any, Mapping
+
+import numpy as np
+
+from vqajax.core import bundle, files, fs, run_record, trained
+from vqajax.core.errors import InputError
+from vqajax.features import weights
+
+_PIPELINE_TAGS = {"vqa": "visual-question-answering", "grounding_mask": "image-segmentation",
+                  "grounding_class": "visual-question-answering"}
+
+
+def _metrics_table(metrics: Mapping[str, float]) -> str:
+  if not metrics:
+    return "No val metrics were recorded with this checkpoint.\n"
+  rows = "\n".join(f"| {name} | {value:.2f} |" for name, value in sorted(metrics.items()))
+  return f"| metric | value |\n|---|---:|\n{rows}\n"
+
+
+def model_card(saved: trained.Checkpoint, name: str, source: str, with_weights: bool) -> str:
+  """README.md: Hub metadata (YAML) and what a user needs to know and type."""
+  config, task = saved.config, saved.config.task
+  data = "the embedded synthetic dataset" if config.data.get("synthetic") else f"`{config.data.dir}`"
+  metrics = "\n".join(f"      - type: {k}\n        value: {v:.4f}" for k, v in sorted(saved.metrics.items())
+                      if "/" not in k)
+  ask = ("vqajax ask --workdir=BUNDLE --image=photo.jpg --question='what color is the bus?'" if task == "vqa" else
+         "vqajax ask --workdir=BUNDLE --image=photo.jpg --question='what is it?' --answers red blue --out=masks")
+  return f"""---
+library_name: vqajax
+pipeline_tag: {_PIPELINE_TAGS.get(task, "visual-question-answering")}
+tags: [vqajax, jax, flax, {task}]
+model-index:
+  - name: {name}
+    results:
+      - task: {{type: {_PIPELINE_TAGS.get(task, "visual-question-answering")}}}
+        dataset: {{name: "{config.data.get("dir") or "embedded synthetic"}", type: {config.data.get("format", task)}}}
+        metrics:
+{metrics or "      []"}
+---
+
+# {name}
+
+A vqajax `{task}` model (`config.model`: see `config.json`), exported from `{source}` at step
+{saved.step}. Trained on {data}; the files it read are named in `config.json` (`data`).
+
+## Val metrics at step {saved.step}
+
+{_metrics_table(saved.metrics)}
+## Use
+
+```bash
+pip install vqajax
+{ask}
+vqajax submit QUESTIONS.json --workdir=BUNDLE --out=submission
+```
+
+```python
+import vqajax
+model = vqajax.load("BUNDLE")  # an Answerer (VQA) or a Grounder (AnswerTherapy masks)
+```
+
+Asking about an image file computes its features as the training store's were (the
+extractor settings in `vqajax.json`){", with the weights shipped in `extractor/`" if with_weights else ""};
+asking by image id needs the
+training feature store at the path `config.json` names.
+
+## Files
+
+`flax_model.msgpack` (parameters), `config.json`, `encoders.json` (vocabulary, answers),
+`vqajax.json` (step, metrics, extractor settings, sha256 of every file).
+"""
+
+
+def export(path: str, tasks: Mapping[str, Any], out: str, step: int | None = None, best: bool = False,
+           with_weights: bool = False) -> list[str]:
+  """Writes the bundle of `path`'s checkpoint into the new folder `out`; returns its files."""
+  if bundle.is_bundle(path):
+    raise InputError(f"{path}: already a bundle (copy the folder to share it)")
+  run_record.protect(path)  # the output rule: nothing into the run or its data folder
+  if fs.exists(out) and (not fs.isdir(out) or fs.listdir(out)):
+    raise InputError(f"--out {out}: already exists; a bundle is written into a new (or empty) folder")
+  files.check_output(out, folder=True)
+  saved = trained.read(path, tasks, step, best)
+  extractor, weights = saved.record.get("extractor"), None
+  if with_weights:
+    if not extractor:
+      raise InputError(f"{path}: its features were not extracted by vqajax features (no extractor settings): "
+                       "there are no weights to ship; export without --with-weights")
+    extractor, weights = _weights(extractor)
+  name = os.path.basename(os.path.normpath(path)) or saved.config.name
+  card = model_card(saved, f"{saved.config.name} ({name})", path, with_weights)
+  return bundle.write(out, task=saved.config.task, config=saved.config, tables=saved.tables, params=saved.params,
+                      step=saved.step, metrics=saved.metrics, sizes=saved.record.get("data", {}),
+                      extractor=extractor, card=card, weights=weights)
+
+
+def _weights(extractor: dict) -> tuple[dict, tuple[str, bytes]]:
+  """The extractor's weights as `.npz` bytes, and its settings with their tensors' digest."""
+  path = extractor["weights"]
+  if not os.path.isfile(path):
+    raise InputError(f"{path}: the extractor's weights are not there; export without --with-weights")
+  if weights.sha256(path) != extractor["weights_sha256"]:
+    raise InputError(f"{path}: not the file the features were extracted with (its sha256 differs)")
+  state = weights.read_state(path)
+  buffer = io.BytesIO()
+  np.savez(buffer, **state)
+  name = os.path.splitext(os.path.basename(path))[0] + ".npz"
+  return {**extractor, "weights_tensors_sha256": weights.tensors_sha256(state)}, (name, buffer.getvalue())
