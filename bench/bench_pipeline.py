@@ -75,7 +75,7 @@ def rss(field: str = "VmHWM") -> int:
 def worker(store_path: str, train_steps: int, config_arg: str, batch: int) -> dict:
   """Pipeline alone for an epoch, then training on it; runs in its own process."""
   import jax
-  from jax_vqa import JaxTrainer
+  from jax_vqa import JaxTrainer, peak_device_memory
 
   from experiments.vqa import deeper_lstm_norm_i
   from vqajax.core import pipeline, sharding
@@ -107,7 +107,8 @@ def worker(store_path: str, train_steps: int, config_arg: str, batch: int) -> di
     metrics = trainer.step(sharding.to_global(next(batches), mesh))
   jax.block_until_ready(metrics)
   train_rate = train_steps * batch / (time.perf_counter() - start)
-  return {"rows": n, "pipeline": pipeline_rate, "train": train_rate, "peak_rss": rss(), "phases": phases}
+  return {"rows": n, "pipeline": pipeline_rate, "train": train_rate, "peak_rss": rss(), "phases": phases,
+          "peak_device": peak_device_memory()}
 
 
 
@@ -291,6 +292,7 @@ def main():
   print(f"peak RSS while training      {result['peak_rss'] / 2**30:6.2f} GiB compiling the step, "
         f"{warm['peak_rss'] / 2**30:.2f} GiB loading it from the compilation cache (a restarted run; "
         f"target <= 2 GiB)")
+  print(f"peak device memory while training on it: {result['peak_device']}")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ with dropout off (asserted). The padded model under `torch.compile` is a third c
 """
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -38,7 +39,7 @@ import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
 import torch  # noqa: E402  (torch and its compiler stack first: the triton extension
 import torch._dynamo  # noqa: E402,F401  that torch.optim loads segfaults when loaded after TensorFlow)
-from jax_vqa import MAX_LEN, JaxTrainer, make_batches, vqa_lengths  # noqa: E402
+from jax_vqa import MAX_LEN, JaxTrainer, make_batches, peak_device_memory, vqa_lengths  # noqa: E402
 from torch_vqa import Trainer, load_flax_params  # noqa: E402
 
 from experiments.vqa import deeper_lstm_norm_i  # noqa: E402
@@ -163,12 +164,19 @@ def main():
   parser.add_argument("--answers", type=int, default=1000)
   parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                       help="cores and threads for both sides (default: all this process may use)")
+  parser.add_argument("--lstm-impls", default="chunked",
+                      help="comma-separated config.model.lstm_impl values: the first is vqajax's main contender, "
+                           "each other one an f32 contender beside it")
   args = parser.parse_args()
   threads = pin_threads(args.threads)
+  impl, *others = args.lstm_impls.split(",")
 
-  config = deeper_lstm_norm_i.get_config()
-  bf16_config = deeper_lstm_norm_i.get_config().unlock()
-  bf16_config.model.dtype = "bfloat16"
+  def row_config(**model):
+    config = deeper_lstm_norm_i.get_config().unlock()
+    config.model.update({"lstm_impl": impl, **model})
+    return config
+
+  config, bf16_config = row_config(), row_config(dtype="bfloat16")
   mesh = sharding.data_mesh()
   rng = np.random.default_rng(0)
   host = make_batches(rng, 4, args.batch, args.vocab, args.answers, vqa_lengths)
@@ -176,6 +184,8 @@ def main():
                         lambda rng, n: np.full(n, MAX_LEN, np.int32))
   jax_f32 = JaxTrainer(config, args.vocab, args.answers, mesh, host[0])
   jax_bf16 = JaxTrainer(bf16_config, args.vocab, args.answers, mesh, host[0])
+  jax_others = {name: JaxTrainer(row_config(lstm_impl=name), args.vocab, args.answers, mesh, host[0])
+                for name in others}
   batches = [jax_f32.to_device(b) for b in host]
   batches26 = [jax_f32.to_device(b) for b in host26]
   torch_padded = TorchRunner(Trainer(config, args.vocab, args.answers, packed=False), host)
@@ -190,8 +200,10 @@ def main():
       "torch packed": lambda: torch_packed.run(args.steps),
       "torch padded, compiled": lambda: torch_compiled.run(args.steps),
       "vqajax f32, length 26": lambda: jax_f32.run(batches26, args.steps),
+      **{f"vqajax f32, {name}": functools.partial(trainer.run, batches, args.steps)
+         for name, trainer in jax_others.items()},
   }
-  for trainer in (jax_f32, jax_bf16):  # compile every bucket shape
+  for trainer in (jax_f32, jax_bf16, *jax_others.values()):  # compile every bucket shape
     trainer.run(batches + batches26, len(batches) + len(batches26))
   torch_padded.run(1)
   torch_packed.run(1)
@@ -212,7 +224,7 @@ def main():
   words = np.mean([b["length"].mean() for b in host])
   print(f"\nthreads: {threads}")
   print(same_loss)
-  print(f"devices: {mesh.devices.size} x {jax.devices()[0].platform}; "
+  print(f"devices: {mesh.devices.size} x {jax.devices()[0].platform}; lstm_impl {impl}; "
         f"batch {args.batch}, vocab {args.vocab}, K {args.answers}, mean question length {words:.1f}; "
         f"{args.rounds} rounds x {args.steps} steps per contender")
   for name in contenders:
@@ -220,12 +232,15 @@ def main():
   print(f"f32 matmul peak          {median(peaks) / 1e9:7.0f} GFLOP/s; useful FLOPs per step at length 26: "
         f"{flops26 / 1e9:.0f} G")
   print(f"bf16 vs f32 (vqajax)     {ratio('vqajax bf16', 'vqajax f32'):5.2f}x (reported, no target)")
+  for name in others:
+    print(f"lstm_impl {name} vs {impl}  {ratio(f'vqajax f32, {name}', 'vqajax f32'):5.2f}x (reported, no target)")
   print(f"length 26: useful FLOP/s {share26:5.0%} of the f32 matmul peak (target >= 60%)")
   print(f"vqajax f32 step, VQA lengths: {step_breakdown(jax_f32, config, args.vocab, host[0], median(peaks))}")
   print(f"one LSTM step's matmul, share of the peak: {skinny_matmuls(config.model, median(peaks))}")
   print(f"vs torch padded          {ratio('vqajax f32', 'torch padded'):5.2f}x (target >= 2.0x)")
   print(f"vs torch packed          {ratio('vqajax f32', 'torch packed'):5.2f}x (target >= 1.2x)")
   print(f"vs torch padded, compiled {ratio('vqajax f32', 'torch padded, compiled'):5.2f}x (reported, no target)")
+  print(f"peak device memory       {peak_device_memory()}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,13 @@ from vqajax.vqa import task as vqa_task
 MAX_LEN = 26
 
 
+def peak_device_memory() -> str:
+  """The largest peak of allocated memory over this process's local devices, or why none."""
+  stats = [d.memory_stats() or {} for d in jax.local_devices()]
+  peaks = [s["peak_bytes_in_use"] for s in stats if "peak_bytes_in_use" in s]
+  return f"{max(peaks) / 2**30:.2f} GiB" if peaks else f"not reported on {jax.devices()[0].platform}"
+
+
 def vqa_lengths(rng, n, max_len=MAX_LEN):
   """Question lengths like VQA's: mostly 4-8 words, a long tail up to max_len."""
   return np.clip(np.round(rng.lognormal(np.log(5.8), 0.3, n)), 2, max_len).astype(np.int32)

@@ -1,5 +1,8 @@
 """The benchmarks still run (small): each checks its own numbers against its reference
-(identical scores, equal IoU-PQ) and prints its ratios with the targets."""
+(identical scores, equal IoU-PQ, the same outputs as torch) and prints its ratios with the
+targets. The device benchmarks run once, through `bench/device_check.sh --tiny` (the GPU
+host's check at its small size); all run on one CPU device, as on a real CPU host (the
+suite's 8 fake devices multiply what compiling costs)."""
 
 import importlib.util
 import math
@@ -11,43 +14,62 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torchvision") is None,
+                                 reason="needs torch and torchvision (the test extra)")
 
 
-def _run(script, *args):
-  done = subprocess.run([sys.executable, os.path.join("bench", script), *args], cwd=ROOT,
+@pytest.fixture(scope="module")
+def device_check(one_device_env, tmp_path_factory):
+  """{script: its section of the report} of `bench/device_check.sh --tiny`."""
+  report = tmp_path_factory.mktemp("device_check") / "report.txt"
+  done = subprocess.run(["bash", "bench/device_check.sh", "--tiny", "--out", str(report)], cwd=ROOT,
+                        env=one_device_env, capture_output=True, text=True, timeout=4 * 1500)
+  assert report.exists(), done.stderr[-3000:]  # its status counts the failed scripts: each test checks its own
+  parts = re.split(r"^=== (\S+) .*===$", report.read_text(), flags=re.M)
+  return dict(zip(parts[1::2], parts[2::2]))
+
+
+def _section(device_check, script):
+  out = device_check[script]
+  assert re.search(r"^--- exit 0 after \d+ s$", out, re.M), out[-5000:]
+  return out
+
+
+def _run(env, script, *args):
+  done = subprocess.run([sys.executable, os.path.join("bench", script), *args], cwd=ROOT, env=env,
                         capture_output=True, text=True, timeout=600)
   assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
   return done.stdout
 
 
-def test_bench_score_agrees_with_the_official_loop():
-  out = _run("bench_score.py", "--questions", "3000", "--rounds", "1")
+def test_bench_score_agrees_with_the_official_loop(one_device_env):
+  out = _run(one_device_env, "bench_score.py", "--questions", "3000", "--rounds", "1")
   assert "identical: overall" in out
   assert out.count("(target >= 10x)") == 3 and out.count("vs the reference with the GC on") == 3
   assert "median vs median (target >= 1000x)" in out
 
 
-def test_bench_iou_agrees_with_the_numpy_loop():
-  out = _run("bench_iou.py", "--rounds", "1", "--scale", "0.05")
+def test_bench_iou_agrees_with_the_numpy_loop(device_check):
+  out = _section(device_check, "bench_iou.py")
   assert out.count("(equal)") == 2 and "each side computes iou.group_sums" in out
   assert out.count("device vs numpy vectorised") == out.count("device vs numpy loop") == 2
   assert out.count("(target >= 20x)") == 4
 
 
-@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs the bench extra (torch)")
-def test_bench_train_runs_against_torch():
-  out = _run("bench_train.py", "--batch", "32", "--rounds", "1", "--steps", "1", "--vocab", "200",
-             "--answers", "20")
+@needs_torch
+def test_bench_train_runs_against_torch(device_check):
+  out = _section(device_check, "bench_train.py")
   for target in ("(target >= 60%)", "(target >= 2.0x)", "(target >= 1.2x)"):
     assert target in out
   assert "question LSTM fwd + bwd" in out
   assert "loss vqajax" in out and "(close)" in out and "intra_op_parallelism_threads=" in out
   assert "vs torch padded, compiled" in out and "torch padded, compiled " in out
+  assert re.search(r"^lstm_impl scan vs chunked +[\d.]+x", out, re.M) and "vqajax f32, scan" in out
+  assert "peak device memory       not reported on cpu" in out
 
 
-def test_bench_pipeline_measures_both_feature_modes_and_peak_rss():
-  out = _run("bench_pipeline.py", "--rows", "3000", "--grid-rows", "300", "--min-batches", "4", "--batch", "256", "--store-gb", "0.03",
-             "--train-steps", "1", "--grid-steps", "1", "--config-arg", "runlocal")
+def test_bench_pipeline_measures_both_feature_modes_and_peak_rss(device_check):
+  out = _section(device_check, "bench_pipeline.py")
   host = re.findall(r"^(device-resident fc7|streamed grid \d+x\d+x512) +host +(\S+) examples/s with (\d+) "
                     r"readers?", out, re.M)
   readers = sorted({1, 2, os.cpu_count()})
@@ -62,8 +84,26 @@ def test_bench_pipeline_measures_both_feature_modes_and_peak_rss():
   assert "(target >= 10x)" in out and "target <= 2 GiB" in out
 
 
-def test_bench_trained_measures_asking_a_bundle():
-  out = _run("bench_trained.py", "--scale", "0.001", "--rounds", "1", "--config-arg", "runlocal")
+@needs_torch
+def test_bench_extract_runs_against_torchvision(device_check):
+  out = _section(device_check, "bench_extract.py")
+  assert "fc7 max abs difference" in out and "(close)" in out
+  figures = re.findall(r"^(vqajax|torchvision) +(\S+) images/s", out, re.M)
+  assert [name for name, _ in figures] == ["vqajax", "torchvision"]
+  numbers = [float(v) for _, v in figures] + [float(v) for v in re.findall(
+      r"^(?:vs torchvision|useful FLOP/s|whole extractor) +([\d.]+)", out, re.M)]
+  numbers += [float(v) for v in re.search(r"first ETA ([\d.]+) s vs ([\d.]+) s taken", out).groups()]
+  assert len(numbers) == 7 and all(math.isfinite(v) and v > 0 for v in numbers), numbers
+  for target in ("(target >= 1.0x)", "(target >= 50%)", "(target 0.75-1.25x)"):
+    assert target in out
+
+
+def test_device_check_report_has_every_section(device_check):
+  assert list(device_check) == ["bench_train.py", "bench_pipeline.py", "bench_iou.py", "bench_extract.py"]
+
+
+def test_bench_trained_measures_asking_a_bundle(one_device_env):
+  out = _run(one_device_env, "bench_trained.py", "--scale", "0.001", "--rounds", "1", "--config-arg", "runlocal")
   asks = re.findall(r"^ask one question (from the bundle|from the workdir|rebuilding from the data \(before\)) +"
                     r"([\d.]+) s +([\d.]+) GiB peak RSS +([\d.]+)x faster", out, re.M)
   assert [a[0] for a in asks] == ["from the bundle", "from the workdir", "rebuilding from the data (before)"]

@@ -65,12 +65,9 @@ def test_bad_config_values_are_one_line_naming_the_field(tiny_data, tmp_path, ca
   assert not os.path.exists(tmp_path / "w")
 
 
-def test_eval_uses_the_runs_recorded_config(tiny_data, tmp_path, capsys):
-  workdir = str(tmp_path / "w")
-  assert cli.main(["train", f"--config={CONFIG}", f"--workdir={workdir}", f"--config.data.dir={tiny_data}",
-                   *STEPS]) == 0
-  trained = capsys.readouterr().out
-  assert cli.main(["eval", f"--workdir={workdir}"]) == 0  # no --config, no overrides
+def test_eval_uses_the_runs_recorded_config(tiny_lstm_run, tiny_lstm_run_copy, tmp_path, capsys):
+  trained = tiny_lstm_run[1]
+  assert cli.main(["eval", f"--workdir={tiny_lstm_run_copy}"]) == 0  # no --config, no overrides
   evaluated = capsys.readouterr().out
   row = lambda text: next(line for line in text.splitlines() if "open-ended" in line).split("|")[3:]
   assert row(evaluated) == row(trained)
@@ -286,10 +283,8 @@ def test_a_full_disk_while_saving_is_one_line_and_not_finished(tiny_data, tmp_pa
   assert not os.path.exists(os.path.join(workdir, "lock"))
 
 
-def test_eval_all_skips_a_damaged_checkpoint_and_names_it(tiny_data, tmp_path, capsys):
-  workdir = str(tmp_path / "w")
-  assert cli.main(["train", f"--config={CONFIG}", f"--workdir={workdir}", f"--config.data.dir={tiny_data}",
-                   "--config.num_train_steps=4", "--config.eval_every_steps=2"]) == 0
+def test_eval_all_skips_a_damaged_checkpoint_and_names_it(tiny_lstm_run_copy, capsys):
+  workdir = tiny_lstm_run_copy
   for path in glob.glob(f"{workdir}/checkpoints/2/state/**/d/*", recursive=True):
     with open(path, "r+b") as f:  # a half-copied checkpoint
       f.truncate(os.path.getsize(path) // 2)

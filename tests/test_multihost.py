@@ -2,7 +2,8 @@
 
 Each process reads its own half of every global batch; the losses, the evaluation, the
 official results files and the checkpoint must be those of a single 8-device process.
-A SIGTERM to one process stops both after the same step, with one checkpoint.
+A SIGTERM to one process stops both after the same step, with one checkpoint. Questions
+are cut to 8 words: one length bucket, so each process compiles one train and one eval step.
 """
 
 import glob
@@ -33,7 +34,8 @@ def _command(data_dir, workdir, *extra):
   return [sys.executable, "-c", "import sys; from vqajax.cli import main; sys.exit(main(['train', *sys.argv[1:]]))",
           f"--config={ROOT}/experiments/vqa/deeper_lstm_norm_i.py:runlocal", f"--workdir={workdir}",
           f"--config.data.dir={data_dir}", f"--config.num_train_steps={STEPS}",
-          "--config.log_every_steps=1", f"--config.eval_every_steps={STEPS}", *extra]
+          "--config.log_every_steps=1", f"--config.eval_every_steps={STEPS}", "--config.data.max_question_len=8",
+          *extra]
 
 
 def _env(devices):

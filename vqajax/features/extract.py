@@ -87,19 +87,25 @@ def _decoded(todo: list[tuple[str, int]], preprocess: str, size: int, ahead: int
 
 
 class _Progress:
-  """A line every `every` images (`say`: the log by default): done / total, rate and ETA."""
+  """A line every `every` images (`say`: the log by default): done / total, rate and ETA.
+  From the `warmup`-th image on, the rate counts from there (the first batches pay
+  compiling, and the decoder filled its lookahead meanwhile), so the first ETA holds."""
 
-  def __init__(self, total: int, every: int, say: Callable[[str], None] = logging.info):
-    self.total, self.every, self.start, self.done, self._next = total, every, time.monotonic(), 0, every
+  def __init__(self, total: int, every: int, warmup: int, say: Callable[[str], None] = logging.info):
+    self.total, self.every, self.warmup, self.done, self._next = total, every, warmup, 0, every
+    self._start = (time.monotonic(), 0)  # (time, images done then)
     self.say = say
 
   def add(self, count: int) -> None:
     self.done += count
     if self.done >= self._next or self.done == self.total:
       self._next = self.done + self.every
-      rate = self.done / max(time.monotonic() - self.start, 1e-9)
+      start, before = self._start
+      rate = (self.done - before) / max(time.monotonic() - start, 1e-9)
       eta = time.strftime("%H:%M:%S", time.gmtime((self.total - self.done) / rate))
       self.say(f"{self.done} / {self.total} images, {rate:.1f} images/s, ETA {eta}")
+    if not self._start[1] and self.done >= self.warmup:
+      self._start = (time.monotonic(), self.done)
 
 
 class Forward:
@@ -145,7 +151,7 @@ def features_of(paths: list[str], forward: Forward, preprocess: str, image_size:
   its `dtype`); a file that cannot be decoded is an InputError naming it. More than
   `log_every` images (long work: `vqajax ask` over a folder) print progress on stderr."""
   say = lambda line: print(f"image features: {line}", file=sys.stderr, flush=True)
-  progress = _Progress(len(paths), log_every, say) if len(paths) > log_every else None
+  progress = _Progress(len(paths), log_every, forward.batch, say) if len(paths) > log_every else None
   out = []
   for n, inputs in input_batches(paths, forward.batch, preprocess, image_size):
     out.append(np.asarray(jax.device_get(forward(inputs)))[:n].astype(dtype))
@@ -169,7 +175,8 @@ def extract(paths: list[str], model: nn.Module, params, out: str, settings: dict
 
   forward = Forward(model, params, batch)
   batch = forward.batch
-  progress = _Progress(len(todo), log_every)
+  ahead = 2 * batch  # images decoded ahead of the forward
+  progress = _Progress(len(todo), log_every, warmup=ahead)
   rows: list[tuple[list[int], np.ndarray]] = []  # fetched, not yet in a chunk
   path_of = {key: path for path, key in todo}
 
@@ -185,7 +192,7 @@ def extract(paths: list[str], model: nn.Module, params, out: str, settings: dict
       rows.clear()
 
   in_flight = None
-  decoded = _decoded(todo, preprocess, image_size, 2 * batch)
+  decoded = _decoded(todo, preprocess, image_size, ahead)
   while True:
     keys, inputs = [], np.zeros((batch, image_size, image_size, 3), np.float32)
     for path, key, pixels, reason in decoded:

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Every figure that matters on an accelerator host, in one report, within 8 minutes:
+#   bash bench/device_check.sh [--tiny] [--out REPORT]   (default report: device_check_report.txt)
+# training examples/s at the paper's sizes, f32 vs bf16 and lstm_impl chunked vs scan
+# (bench_train); the host feeding device-resident fc7 and streamed grids, the model's
+# consumption and peak RSS (bench_pipeline); IoU-PQ on the device (bench_iou); extraction
+# images/s (bench_extract); peak device memory (bench_train, bench_pipeline). The PyTorch
+# references run on the host's CPU. --tiny: every script at its small size (the suite runs it
+# on CPU, tests/test_bench.py). Each section of the report is the script's output, then
+# "--- exit N after S s" (and the end of its stderr when N != 0); the exit status is the
+# number of scripts that failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+TINY=0
+OUT=device_check_report.txt
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --tiny) TINY=1 ;;
+    --out) OUT=$2; shift ;;
+    *) echo "usage: bash bench/device_check.sh [--tiny] [--out REPORT]" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+if [ "$TINY" = 1 ]; then  # seconds per script, then its arguments
+  TRAIN=(1500 --batch 32 --rounds 1 --steps 1 --vocab 200 --answers 20 --lstm-impls chunked,scan)
+  PIPELINE=(1500 --rows 3000 --grid-rows 300 --min-batches 4 --batch 256 --store-gb 0.03 --train-steps 1
+            --grid-steps 1 --config-arg runlocal)
+  IOU=(1500 --rounds 1 --scale 0.05)
+  EXTRACT=(1500 --size 32 --batch 4 --images 12 --rounds 1)
+else  # 470 s in all at most
+  TRAIN=(240 --batch 500 --rounds 3 --steps 3 --lstm-impls chunked,scan)
+  PIPELINE=(120 --store-gb 4)
+  IOU=(40 --rounds 3)
+  EXTRACT=(70 --batch 64 --images 512 --rounds 3)
+fi
+
+{
+  echo "device check $(date -u +%FT%TZ) on $(hostname); git $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || true
+  "${PYTHON:-python}" -c "import jax; print('jax', jax.__version__, jax.devices())"
+  echo "load: $(uptime)"
+} > "$OUT" 2>&1
+
+FAILED=0
+section() {  # section SCRIPT SECONDS ARGS...
+  local script=$1 seconds=$2 err start status
+  shift 2
+  err=$(mktemp)
+  echo "=== $script $* ===" >> "$OUT"
+  start=$(date +%s)
+  timeout "$seconds" "${PYTHON:-python}" "bench/$script" "$@" >> "$OUT" 2> "$err"
+  status=$?
+  echo "--- exit $status after $(( $(date +%s) - start )) s" >> "$OUT"
+  if [ "$status" != 0 ]; then
+    tail -n 40 "$err" >> "$OUT"
+    FAILED=$((FAILED + 1))
+  fi
+  rm -f "$err"
+}
+section bench_train.py "${TRAIN[@]}"
+section bench_pipeline.py "${PIPELINE[@]}"
+section bench_iou.py "${IOU[@]}"
+section bench_extract.py "${EXTRACT[@]}"
+echo "report: $OUT ($FAILED failed)"
+exit "$FAILED"
