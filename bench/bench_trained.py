@@ -14,7 +14,9 @@ answering reads), exports it as a bundle, then measures, each against its target
   the demo's answer to a store image, and to an upload whose features it kept (both the
       `Answerer.answer` of one question in the server process; target <= 1 s each)
 
-Medians of `--rounds`; each child's peak RSS from `wait4` (its own, not the parent's).
+Medians of `--rounds`. Each child's peak RSS is `wait4`'s ru_maxrss, which Linux carries
+over from the parent through fork + exec: the files and the run are made in children of
+their own, so this process stays small and the figure is the child's.
 """
 
 from __future__ import annotations
@@ -90,16 +92,22 @@ def main() -> None:
   parser.add_argument("--scale", type=float, default=1.0, help="share of VQA v2's counts (default: 1)")
   parser.add_argument("--rounds", type=int, default=3)
   parser.add_argument("--config-arg", default="", help="deeper_lstm_norm_i's argument ('': the paper's sizes)")
+  parser.add_argument("--make-run", nargs=2, metavar=("DATA", "WORKDIR"), help=argparse.SUPPRESS)  # a child's job
   args = parser.parse_args()
-  from vqa_v2_files import generate  # pylint: disable=g-import-not-at-top
+  if args.make_run:
+    make_run(*args.make_run, args.config_arg)
+    return
   tmp = tempfile.mkdtemp(prefix="bench_trained-")
   try:
     data, workdir, bundle = (os.path.join(tmp, n) for n in ("data", "run", "bundle"))
-    times = generate(data, args.scale)
-    print(f"files at {args.scale:g} x VQA v2: " + ", ".join(f"{k} {v:.1f} s" for k, v in times.items()))
-    start = time.perf_counter()
-    make_run(data, workdir, args.config_arg)
-    print(f"run made in {time.perf_counter() - start:.1f} s (the data read once, as training does)")
+    here = os.path.dirname(os.path.abspath(__file__))
+    for what, command in (("files", [os.path.join(here, "vqa_v2_files.py"), data, f"--scale={args.scale}"]),
+                          ("run", [__file__, "--make-run", data, workdir, f"--config-arg={args.config_arg}"])):
+      start = time.perf_counter()
+      done = subprocess.run([sys.executable, *command], capture_output=True, text=True, check=False)
+      if done.returncode:
+        raise RuntimeError(done.stderr[-3000:])
+      print(f"{what} made in {time.perf_counter() - start:.1f} s ({args.scale:g} x VQA v2's counts) {done.stdout.strip()}")
     export = child(["export", f"--workdir={workdir}", f"--out={bundle}"])
     size = sum(os.path.getsize(os.path.join(bundle, n)) for n in os.listdir(bundle))
     print(f"export: {export[0]:.1f} s, bundle {size / 2**20:.1f} MiB")

@@ -34,7 +34,7 @@ from typing import Callable, Sequence
 import numpy as np
 from PIL import Image
 
-from vqajax.core import files, official_files, trained
+from vqajax.core import files, official_files, runtime, trained
 from vqajax.core.errors import InputError, exit_status
 from vqajax.features import images
 
@@ -44,6 +44,7 @@ _NO_PIXELS_SIDE = 224  # a store image without pixels: its mask drawn at this si
 
 def _parser(prog: str) -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+  runtime.add_compilation_cache_flag(parser)
   parser.add_argument("--workdir", required=True, help="a trained vqa or grounding_mask run")
   parser.add_argument("--step", type=int, help="the checkpoint step (default: the latest)")
   parser.add_argument("--image", action="append", default=[], help="an image file or a folder of them (repeatable)")
@@ -304,6 +305,7 @@ def run(args, prepare_data: Callable) -> None:
   items = asked(args)
   files.protect(*(item["image"] for item in items if "image" in item))
   prepare_data(config)
+  runtime.use_compilation_cache(args.compilation_cache_dir)
   if config.task == "vqa":
     from vqajax.vqa.ask import Answerer  # pylint: disable=g-import-not-at-top
     answerer = Answerer.from_workdir(args.workdir, args.step, weights=args.weights)

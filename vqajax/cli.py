@@ -12,6 +12,7 @@ import os
 import sys
 from typing import Callable, Sequence
 
+from vqajax.core import runtime
 from vqajax.core.errors import exit_status
 
 VERBS = {
@@ -78,9 +79,7 @@ def _run_parser(verb: str) -> argparse.ArgumentParser:
     parser.add_argument("--coordinator_address", help="host:port of process 0 (multi-host)")
     parser.add_argument("--num_processes", type=int, help="processes in a multi-host run")
     parser.add_argument("--process_id", type=int, help="this process' index in a multi-host run")
-    parser.add_argument("--compilation_cache_dir",
-                        default=os.environ.get("JAX_COMPILATION_CACHE_DIR", "~/.cache/vqajax/xla"),
-                        help="persistent XLA compilation cache; '' disables it (default: %(default)s)")
+    runtime.add_compilation_cache_flag(parser)
   return parser
 
 
@@ -105,8 +104,7 @@ def _split_overrides(parser: argparse.ArgumentParser, argv: Sequence[str]):
 def _initialise(args) -> None:
   import jax  # pylint: disable=g-import-not-at-top
   from absl import logging  # pylint: disable=g-import-not-at-top
-  if getattr(args, "compilation_cache_dir", ""):
-    jax.config.update("jax_compilation_cache_dir", os.path.expanduser(args.compilation_cache_dir))
+  runtime.use_compilation_cache(getattr(args, "compilation_cache_dir", ""))
   if getattr(args, "coordinator_address", None):
     # CPU processes (tests, CPU clusters) exchange collectives over gloo; no effect elsewhere.
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
@@ -267,9 +265,7 @@ def _trained_parser(verb: str, description: str, out: str) -> argparse.ArgumentP
   parser.add_argument("--out", required=verb == "export", help=out)
   parser.add_argument("--verbosity", default="warning", choices=("warning", "info", "debug"),
                       help="log level (default: %(default)s)")
-  parser.add_argument("--compilation_cache_dir",
-                      default=os.environ.get("JAX_COMPILATION_CACHE_DIR", "~/.cache/vqajax/xla"),
-                      help="persistent XLA compilation cache; '' disables it (default: %(default)s)")
+  runtime.add_compilation_cache_flag(parser)
   return parser
 
 

@@ -35,6 +35,7 @@ from typing import Sequence
 
 import numpy as np
 
+from vqajax.core import runtime
 from vqajax.core.errors import InputError, exit_status
 
 TOP_K = 5
@@ -282,6 +283,7 @@ def build(page: Page):
 
 def _parser(prog: str) -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+  runtime.add_compilation_cache_flag(parser)
   parser.add_argument("--workdir", required=True, help="a trained VQA run")
   parser.add_argument("--therapy-workdir", help="a trained VQA-AnswerTherapy mask run (draws the groundings)")
   parser.add_argument("--therapy-class-workdir", help="a grounding_class run deciding single / multiple "
@@ -316,6 +318,7 @@ def main(argv: Sequence[str], prog: str = "vqajax demo") -> int:
       import gradio  # noqa: F401  # pylint: disable=g-import-not-at-top,unused-import
     except ImportError:
       raise InputError("the demo needs Gradio: pip install 'vqajax[demo]'") from None
+    runtime.use_compilation_cache(args.compilation_cache_dir)
     from vqajax.vqa.ask import Answerer  # pylint: disable=g-import-not-at-top
     answerer = Answerer.from_workdir(args.workdir, step=args.step)
     grounder = None

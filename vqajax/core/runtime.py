@@ -45,6 +45,21 @@ def tensorflow():
   return tf
 
 
+def add_compilation_cache_flag(parser) -> None:
+  """`--compilation_cache_dir` of every verb that compiles (train, eval, submit, ask, demo)."""
+  parser.add_argument("--compilation_cache_dir",
+                      default=os.environ.get("JAX_COMPILATION_CACHE_DIR", "~/.cache/vqajax/xla"),
+                      help="persistent XLA compilation cache; '' disables it (default: %(default)s)")
+
+
+def use_compilation_cache(directory: str) -> None:
+  """Compiled programs are stored in and loaded from `directory` ("" : not at all), so a
+  second run of a command loads what the first compiled."""
+  if directory:
+    import jax  # pylint: disable=g-import-not-at-top
+    jax.config.update("jax_compilation_cache_dir", os.path.expanduser(directory))
+
+
 def init(verbose: bool = False) -> None:
   """Quiets the libraries (idempotent)."""
   from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
