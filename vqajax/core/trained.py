@@ -84,14 +84,16 @@ class Trained:
 
   def predict(self, jitted, inputs: dict[str, np.ndarray], *args) -> Any:
     """`jitted(params, batch, *args)` over every row of `inputs` (host arrays) in padded
-    batches of the run's eval batch size; `image_row` rows are read from the store a batch
-    at a time. Host arrays of the outputs, one row per input row."""
+    batches of the run's eval batch size (fewer rows: the next power of two, so one question
+    costs one row's work and a few shapes are ever compiled); `image_row` rows are read from
+    the store a batch at a time. Host arrays of the outputs, one row per input row."""
     n = len(next(iter(inputs.values())))
-    pad = -n % self.batch  # the last batch repeats its last row
+    size = min(self.batch, sharding.padded_batch_size(1 << (n - 1).bit_length(), self.mesh))  # few rows: fewer
+    pad = -n % size  # the last batch repeats its last row
     inputs = {k: np.concatenate([v, np.repeat(v[-1:], pad, axis=0)]) for k, v in inputs.items()}
     dispatched = []
-    for start in range(0, n + pad, self.batch):
-      batch = {k: v[start:start + self.batch] for k, v in inputs.items()}
+    for start in range(0, n + pad, size):
+      batch = {k: v[start:start + size] for k, v in inputs.items()}
       if "image_row" in batch:
         batch["image"] = self.store.read(batch.pop("image_row"))
       dispatched.append(jitted(self.params, sharding.to_global(batch, self.mesh), *args))
