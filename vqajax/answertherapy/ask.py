@@ -79,7 +79,7 @@ class Grounder:
   def features_of(self, image_paths: list[str]) -> np.ndarray:
     """Grid features of image files, made as the run's store's were."""
     if self._extractor is None:
-      self._extractor = Extractor(self._run.extractor, self._run.encoders.image_shape, self._run.path, self._weights)
+      self._extractor = Extractor(self._run.extractor_settings(), self._run.encoders.image_shape, self._run.path, self._weights)
     return self._extractor(list(image_paths))
 
   def _image(self, image_id, features) -> np.ndarray:

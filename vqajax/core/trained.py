@@ -74,6 +74,16 @@ class Trained:
       raise InputError(f"{self.path}: a text-only run has no feature store")
     return store
 
+  def extractor_settings(self) -> dict | None:
+    """The settings its image features were extracted with: recorded with the run, else
+    those its feature store records (None: neither has any)."""
+    if self.extractor is not None:
+      return self.extractor
+    try:
+      return self.store.settings
+    except InputError:
+      return None
+
   @property
   def batch(self) -> int:
     return sharding.padded_batch_size(self.config.eval_batch_size, self.mesh)

@@ -99,7 +99,7 @@ class Answerer:
   def features_of(self, image_paths: list[str]) -> np.ndarray:
     """Features of image files, made as the run's store's were (module docstring)."""
     if self._extractor is None:
-      self._extractor = Extractor(self._run.extractor, self._enc.image_shape, self.path, self._weights)
+      self._extractor = Extractor(self._run.extractor_settings(), self._enc.image_shape, self.path, self._weights)
     return self._extractor(list(image_paths))
 
   def unknown_words(self, question: str) -> list[str]:
