@@ -74,7 +74,9 @@ def test_two_processes_train_like_one_with_all_devices(tiny_data, tmp_path):
   assert sorted(r["question_id"] for r in results) == sorted(questions)  # each question once
   assert results == _results(one)
   config = _config(tiny_data)
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7),
+  # the all-reduce sums in another order across 2 x 4 devices than over 8: Adam's steps carry
+  # that rounding into the parameters (seen up to 2e-5 relative on the pictures' features)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6),
                _params(two, config), _params(one, config))
 
 
