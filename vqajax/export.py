@@ -107,7 +107,9 @@ def export(path: str, tasks: Mapping[str, Any], out: str, step: int | None = Non
 
 def _weights(extractor: dict) -> tuple[dict, tuple[str, bytes]]:
   """The extractor's weights as `.npz` bytes, and its settings with their tensors' digest."""
-  path = extractor["weights"]
+  path = extractor.get("weights")
+  if not path:
+    raise InputError(f"its extractor ({extractor.get('model')}) has no weights file: export without --with-weights")
   if not os.path.isfile(path):
     raise InputError(f"{path}: the extractor's weights are not there; export without --with-weights")
   if weights.sha256(path) != extractor["weights_sha256"]:
