@@ -135,8 +135,10 @@ def _read(path):
 
 
 def _centres(decoded, n=14):
+  """The grid mask back from an upsampled one: the pixel at each cell's centre."""
+  centre = lambda side: (2 * np.arange(n) + 1) * side // (2 * n)  # noqa: E731
   h, w = decoded.shape
-  return decoded[(np.arange(n) * h + h // (2 * n)) // n][:, (np.arange(n) * w + w // (2 * n)) // n] > 0
+  return decoded[centre(h)][:, centre(w)] > 0
 
 
 def _iou(a, b):
