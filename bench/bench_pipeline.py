@@ -80,6 +80,7 @@ def worker(store_path: str, train_steps: int, config_arg: str, batch: int) -> di
   from experiments.vqa import deeper_lstm_norm_i
   from vqajax.core import pipeline, sharding
   from vqajax.features.store import FeatureStore
+  from vqajax.vqa import task as vqa_task
 
   store = FeatureStore(store_path)
   n = len(store.image_ids)
@@ -87,7 +88,8 @@ def worker(store_path: str, train_steps: int, config_arg: str, batch: int) -> di
   tokens = arrays["tokens"]
 
   phases = {"imports and question arrays": rss("VmRSS")}
-  batches = pipeline.train_dataset(arrays, store, batch, seed=0, start_step=0).as_numpy_iterator()
+  batches = pipeline.train_dataset(arrays, store, batch, seed=0, start_step=0,
+                                   keys=vqa_task.TRAIN_KEYS).as_numpy_iterator()
   epoch = max(n // batch, 1)
   start = time.perf_counter()
   for _ in range(epoch):

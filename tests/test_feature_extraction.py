@@ -296,6 +296,7 @@ def test_the_embedded_extractor_needs_no_weights_and_matches_the_embedded_store(
   made = FeatureStore(out)
   assert made.settings == embedded.settings and len(made.image_ids) == len(os.listdir(folder)) == 60
   np.testing.assert_array_equal(made.read(made.rows(made.image_ids)), embedded.read(embedded.rows(made.image_ids)))
+  capsys.readouterr()  # the extraction's progress lines
   command = ["--images", folder, "--layer", "grid7", "--out", str(tmp_path / "x.npy")]
   for extra, message in [(["--model", "colour_cells", "--weights", out], "--weights: colour_cells takes none"),
                          (["--model", "vgg16", "--layer", "fc7"], "--weights: vgg16 needs its weights file"),

@@ -23,7 +23,7 @@ from vqajax.vqa import humans, report_cli, reports
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SWEEPS = os.path.join(ROOT, "experiments", "sweeps")
 ROWS = ("bow_q", "i", "bow_q_i", "lstm_q", "lstm_q_i", "deeper_lstm_q", "deeper_lstm_norm_i",
-        "caption", "bow_q_c", "attention")
+        "caption", "bow_q_c", "attention", "transformer_q_norm_i")
 BASELINES = ("random", "prior", "q_type_prior", "nearest_neighbour")
 
 
