@@ -68,8 +68,7 @@ def read_config(path: str):
 def read(path: str, task: str) -> tuple[dict, dict, dict]:
   """(record, encoders' tables, host parameters) of the bundle at `path`, every file verified."""
   record = read_record(path)
-  _verified(path, encoders.FILE, record["files"])
-  tables = encoders.read(path, task, record["encoders"])
+  tables = encoders.read(path, task, record["encoders"])  # checked against its sha256 there
   params = serialization.msgpack_restore(_verified(path, PARAMS, record["files"]))
   weights = (record.get("extractor") or {}).get("weights")
   if isinstance(weights, str) and not fs.isabs(weights):
