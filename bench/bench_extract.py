@@ -6,7 +6,7 @@
 Both sides get the same random weights (torchvision's initialisation, copied with
 `features/weights.py`), the same input batch in their own layout (NHWC / NCHW) and the same
 `--threads` cores and threads (bench_train's pinning); their fc7 outputs are checked close.
-Each round times both forwards (`extract.Forward`, jitted over the local devices, vs
+Each round times both forwards (`forward.Forward`, jitted over the local devices, vs
 torchvision under `inference_mode`) and an f32 2048^3 matmul for the peak; the figures are
 medians: images/s, vqajax vs torchvision (target >= 1.0x) and the useful FLOP/s (from the
 layer sizes) as a share of the matmul peak (target >= 50%). Then the whole
@@ -31,7 +31,8 @@ from absl import logging as absl_logging
 from bench_train import matmul_peak, pin_threads, timed
 from PIL import Image
 
-from vqajax.features import extract, models, weights
+from data_pipeline.features import extract
+from vqajax.features import forward, models, weights
 
 
 def vgg_flops(stages, size: int, hidden: int = 4096) -> int:
@@ -99,7 +100,7 @@ def main():
   theirs = torch_fc7(net)
   model = models.MODELS["vgg16"](layer="fc7")
   params = weights.load_params({k: v.numpy() for k, v in net.state_dict().items()}, model, "vgg16")
-  ours = extract.Forward(model, params, args.batch)
+  ours = forward.Forward(model, params, args.batch)
   nhwc = np.random.default_rng(0).normal(size=(ours.batch, args.size, args.size, 3)).astype(np.float32)
   nchw = torch.from_numpy(np.ascontiguousarray(nhwc.transpose(0, 3, 1, 2)))
 

@@ -17,6 +17,8 @@ import pytest
 from PIL import Image
 from pycocotools import mask as coco_mask
 
+from data_pipeline.features import extract
+from data_pipeline.features.partial_store import ChunkedStore
 from experiments.therapy import grounding_class as class_config
 from experiments.therapy import grounding_mask as mask_config
 from experiments.vqa import bow_q_i
@@ -27,9 +29,8 @@ from vqajax.core import checkpoint, evaluate, run_record, train, trained
 from vqajax.core import config as config_lib
 from vqajax.core.errors import InputError
 from vqajax.core.experiment import Experiment
-from vqajax.features import extract, models, recorded, weights
+from vqajax.features import models, recorded, weights
 from vqajax.features.keys import feature_key
-from vqajax.features.partial_store import ChunkedStore
 from vqajax.features.store import FeatureStore, settings_path, write_store
 from vqajax.vqa.ask import Answerer
 

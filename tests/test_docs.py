@@ -10,9 +10,9 @@ import re
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FOLDERS = ("vqajax", "experiments", "bench", "tests")
+FOLDERS = ("vqajax", "data_pipeline", "experiments", "bench", "tests")
 SLASHED = re.compile(r"(?<![\w./-])((?:[\w-]+/)+[\w-]+\.py)(?::(\w+))?")
-DOTTED = re.compile(r"(?<![\w.])(vqajax(?:\.\w+)+)")
+DOTTED = re.compile(r"(?<![\w.])((?:vqajax|data_pipeline)(?:\.\w+)+)")
 FILE_NAMES = (".json", ".py", ".md", ".h5", ".npy", ".npz")  # `vqajax.json` is a file, not a module
 
 

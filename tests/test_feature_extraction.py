@@ -16,11 +16,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from data_pipeline.features import cli, extract
 from experiments.vqa import i as image_only
 from vqajax import cli as front_door
 from vqajax.core import train
 from vqajax.core.errors import InputError
-from vqajax.features import cli, extract, images, models, weights
+from vqajax.features import forward, images, models, weights
 from vqajax.features.store import FeatureStore
 
 SAMPLE_DATA = os.path.join(os.path.dirname(__import__("matplotlib").__file__), "mpl-data", "sample_data")
@@ -139,16 +140,16 @@ def test_a_fifo_or_a_broken_link_is_counted_unreadable_never_waited_on(given, tm
 def test_features_of_many_files_prints_progress_with_an_eta(tmp_path, capsys):
   """Issue 22.4: `vqajax ask --image DIR` over many images says how far it is (stderr), as `features` does."""
   model, params = _tiny()
-  forward = extract.Forward(model, params, 8)  # batches of 8
-  rows = extract.features_of([GRACE] * 20, forward, "vqa", SIZE, "float32", log_every=8)
+  model_forward = forward.Forward(model, params, 8)  # batches of 8
+  rows = forward.features_of([GRACE] * 20, model_forward, "vqa", SIZE, "float32", log_every=8)
   lines = capsys.readouterr().err.strip().splitlines()
   assert [line.split(",")[0] for line in lines] == [f"image features: {n} / 20 images" for n in (8, 16, 20)]
   assert rows.shape == (20, HIDDEN) and all(", ETA " in line for line in lines)
-  extract.features_of([GRACE] * 8, forward, "vqa", SIZE, "float32", log_every=8)
+  forward.features_of([GRACE] * 8, model_forward, "vqa", SIZE, "float32", log_every=8)
   assert capsys.readouterr().err == ""  # short work: no progress lines
   os.mkfifo(tmp_path / "fifo_1.jpg")  # an ask questions file naming a fifo: one line, not a hang
   with pytest.raises(InputError, match=r"fifo_1.jpg: not a readable image \(not a regular file\)"):
-    extract.features_of([GRACE, str(tmp_path / "fifo_1.jpg")], forward, "vqa", SIZE, "float32")
+    forward.features_of([GRACE, str(tmp_path / "fifo_1.jpg")], model_forward, "vqa", SIZE, "float32")
 
 
 def test_resume_after_a_subset_equals_one_run(photos, tmp_path):
@@ -171,7 +172,7 @@ def test_resume_after_a_subset_equals_one_run(photos, tmp_path):
 _KILLED_RUN = """
 import sys, time
 import jax, numpy as np
-from vqajax.features import extract
+from data_pipeline.features import extract
 from vqajax.features import images
 from vqajax.features import models
 load = images.load

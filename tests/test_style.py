@@ -9,7 +9,7 @@ import tokenize
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FOLDERS = ("vqajax", "tests", "bench", "experiments")
+FOLDERS = ("vqajax", "data_pipeline", "tests", "bench", "experiments")
 
 
 def _python_files():

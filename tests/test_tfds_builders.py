@@ -1,4 +1,4 @@
-"""TFDS builders (vqajax/tfds): exact round trips of the official files, feature
+"""TFDS builders (data_pipeline/tfds): exact round trips of the official files, feature
 joins, bad input, per-host splits, and the TFDS route of vqajax feeding the batches of
 the raw-file route."""
 
@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
+from data_pipeline.tfds import cli as tfds_cli
 from experiments.therapy import grounding_mask
 from experiments.vqa import deeper_lstm_norm_i
 from vqajax import cli
@@ -25,7 +26,6 @@ from vqajax.core.experiment import Experiment
 from vqajax.core.official_files import DataFileError
 from vqajax.features.keys import feature_key
 from vqajax.features.store import FeatureStore, FeatureStoreError, write_store
-from vqajax.tfds import cli as tfds_cli
 from vqajax.vqa import dataset as vqa_dataset
 from vqajax.vqa import tfds_records
 

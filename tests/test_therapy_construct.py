@@ -1,4 +1,4 @@
-"""AnswerTherapy construction (vqajax/answertherapy/construct.py): each step on hand-built
+"""AnswerTherapy construction (data_pipeline/answertherapy/construct.py): each step on hand-built
 questions with hand-computed results, the seeded 70/10/20 split, the end-to-end run on
 the synthetic raw input read back by `read_therapy`, and one-line errors."""
 
@@ -9,9 +9,9 @@ import re
 import numpy as np
 import pytest
 
+from data_pipeline.answertherapy import construct
+from data_pipeline.answertherapy import construct_raw as raw
 from vqajax.answertherapy import analysis as therapy
-from vqajax.answertherapy import construct
-from vqajax.answertherapy import construct_raw as raw
 from vqajax.answertherapy import files as therapy_files
 from vqajax.core.errors import InputError
 from vqajax.synthetic.answertherapy import raw as synthetic_raw

@@ -27,6 +27,7 @@ VERBS = {
     "therapy": "VQA-AnswerTherapy: dataset analysis (3.2), construction (3.1), Table 4 across runs",
     "features": "image features with torchvision weights, into a feature store",
     "tfds": "prepare TFDS datasets from the official files",
+    "convert": "other datasets' files (VizWiz-VQA) as the official VQA questions / annotations files",
     "ask": "a trained run's answers (or answer groundings) about images and questions of your own",
     "export": "one checkpoint of a workdir as a bundle to share (parameters, config, encoders, model card)",
     "demo": "a local web page asking a trained run about an image (needs the demo extra)",
@@ -322,12 +323,24 @@ def _delegate(verb: str) -> Callable[[Sequence[str], str], int]:
     from vqajax.synthetic import cli as main_module  # pylint: disable=g-import-not-at-top
   elif verb == "therapy":
     from vqajax.answertherapy import cli as main_module  # pylint: disable=g-import-not-at-top
-  elif verb == "features":
-    from vqajax.features import cli as main_module  # pylint: disable=g-import-not-at-top
   elif verb == "demo":
     from vqajax import demo as main_module  # pylint: disable=g-import-not-at-top
   else:
-    from vqajax.tfds import cli as main_module  # pylint: disable=g-import-not-at-top
+    return _pipeline(verb)
+  return main_module.main
+
+
+def _pipeline(verb: str) -> Callable[[Sequence[str], str], int]:
+  """The `main(argv, prog)` of an offline pipeline (`data_pipeline/`, imported only here)."""
+  if verb == "features":
+    from data_pipeline.features import cli as main_module  # pylint: disable=g-import-not-at-top
+  elif verb == "tfds":
+    from data_pipeline.tfds import cli as main_module  # pylint: disable=g-import-not-at-top
+  elif verb == "convert":
+    from data_pipeline.convert import cli as main_module  # pylint: disable=g-import-not-at-top
+  else:
+    from data_pipeline.answertherapy import construct  # pylint: disable=g-import-not-at-top
+    return lambda argv, prog: construct.main(argv[1:], f"{prog} construct")
   return main_module.main
 
 
@@ -362,6 +375,8 @@ def _main(argv: Sequence[str] | None) -> int:
   if verb == "export":
     return _export(rest)
   _setup_logging("warning")  # these verbs print what they do; the libraries stay quiet
+  if verb == "therapy" and rest[:1] == ["construct"]:
+    return _pipeline("therapy construct")(rest, f"vqajax {verb}")
   return _delegate(verb)(rest, f"vqajax {verb}")
 
 

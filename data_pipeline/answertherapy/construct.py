@@ -63,10 +63,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from data_pipeline.answertherapy import construct_raw as raw
+from data_pipeline.answertherapy.construct_raw import Question
 from vqajax.answertherapy import analysis as therapy
-from vqajax.answertherapy import construct_raw as raw
 from vqajax.answertherapy import masks
-from vqajax.answertherapy.construct_raw import Question
 from vqajax.answertherapy.files import VIZWIZ, VQA, Sample
 from vqajax.answertherapy.iou import iou_from_counts
 from vqajax.core import files, tables

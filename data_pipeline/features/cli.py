@@ -19,10 +19,10 @@ from typing import Sequence
 
 from absl import logging
 
+from data_pipeline.features.extract import extract
 from vqajax.core import files
 from vqajax.core.errors import InputError, exit_status
 from vqajax.features import images, models, recorded, store, weights
-from vqajax.features.extract import extract
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:

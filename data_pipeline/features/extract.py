@@ -2,8 +2,9 @@
 
 Images are decoded and preprocessed on the host by a thread pool that works up to two
 batches ahead; batches are `jax.jit`-ed over a 1-D ('data',) mesh of all local devices
-(the last batch padded), and the next batch is dispatched before the previous one is
-fetched, so neither side waits for the other. Finished rows go to a `ChunkedStore`.
+(the last batch padded: `vqajax/features/forward.py`, which new images go through too),
+and the next batch is dispatched before the previous one is fetched, so neither side
+waits for the other. Finished rows go to a `ChunkedStore`.
 """
 
 from __future__ import annotations
@@ -12,20 +13,19 @@ import collections
 import dataclasses
 import itertools
 import os
-import sys
 import time
 from concurrent import futures
-from typing import Callable, Iterator
+from typing import Iterator
 
 import flax.linen as nn
 import jax
 import numpy as np
 from absl import logging
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from data_pipeline.features.partial_store import ChunkedStore
 from vqajax.core.errors import InputError
 from vqajax.features import images
-from vqajax.features.partial_store import ChunkedStore
+from vqajax.features.forward import Forward, Progress
 
 
 @dataclasses.dataclass
@@ -86,80 +86,6 @@ def _decoded(todo: list[tuple[str, int]], preprocess: str, size: int, ahead: int
         yield path, key, None, str(e)
 
 
-class _Progress:
-  """A line every `every` images (`say`: the log by default): done / total, rate and ETA.
-  From the `warmup`-th image on, the rate counts from there (the first batches pay
-  compiling, and the decoder filled its lookahead meanwhile), so the first ETA holds."""
-
-  def __init__(self, total: int, every: int, warmup: int, say: Callable[[str], None] = logging.info):
-    self.total, self.every, self.warmup, self.done, self._next = total, every, warmup, 0, every
-    self._start = (time.monotonic(), 0)  # (time, images done then)
-    self.say = say
-
-  def add(self, count: int) -> None:
-    self.done += count
-    if self.done >= self._next or self.done == self.total:
-      self._next = self.done + self.every
-      start, before = self._start
-      rate = (self.done - before) / max(time.monotonic() - start, 1e-9)
-      eta = time.strftime("%H:%M:%S", time.gmtime((self.total - self.done) / rate))
-      self.say(f"{self.done} / {self.total} images, {rate:.1f} images/s, ETA {eta}")
-    if not self._start[1] and self.done >= self.warmup:
-      self._start = (time.monotonic(), self.done)
-
-
-class Forward:
-  """The model jitted over a 1-D ('data',) mesh of the local devices; `batch` is the
-  requested batch rounded up to a multiple of the device count."""
-
-  def __init__(self, model: nn.Module, params, batch: int):
-    devices = jax.local_devices()
-    self.batch = -(-batch // len(devices)) * len(devices)
-    mesh = Mesh(np.array(devices), ("data",))
-    self._data, replicated = NamedSharding(mesh, PartitionSpec("data")), NamedSharding(mesh, PartitionSpec())
-    self._forward = jax.jit(lambda p, x: model.apply({"params": p}, x),
-                            in_shardings=(replicated, self._data), out_shardings=self._data)
-    self._params = jax.device_put(params, replicated)
-
-  def __call__(self, inputs: np.ndarray) -> jax.Array:
-    """The outputs of a [batch, size, size, 3] input batch (dispatched, not fetched)."""
-    return self._forward(self._params, jax.device_put(inputs, self._data))
-
-
-def input_batches(paths: list[str], batch: int, preprocess: str, image_size: int
-                  ) -> Iterator[tuple[int, np.ndarray]]:
-  """(n, [batch, size, size, 3] inputs of the next n image files, zeros after them) in order,
-  decoded by a thread pool; a file that cannot be decoded is an InputError naming it."""
-  def load(path: str) -> np.ndarray:
-    try:
-      return images.load(path, preprocess, image_size)
-    except images.UnreadableImage as e:
-      raise InputError(f"{path}: not a readable image ({e})") from None
-
-  with futures.ThreadPoolExecutor(os.cpu_count()) as pool:
-    for start in range(0, len(paths), batch):
-      chunk = paths[start:start + batch]
-      inputs = np.zeros((batch, image_size, image_size, 3), np.float32)
-      for i, pixels in enumerate(pool.map(load, chunk)):
-        inputs[i] = pixels
-      yield len(chunk), inputs
-
-
-def features_of(paths: list[str], forward: Forward, preprocess: str, image_size: int, dtype: str,
-                log_every: int = 256) -> np.ndarray:
-  """[len(paths), ...] float32 features of image files as `extract` stores them (cast to
-  its `dtype`); a file that cannot be decoded is an InputError naming it. More than
-  `log_every` images (long work: `vqajax ask` over a folder) print progress on stderr."""
-  say = lambda line: print(f"image features: {line}", file=sys.stderr, flush=True)
-  progress = _Progress(len(paths), log_every, forward.batch, say) if len(paths) > log_every else None
-  out = []
-  for n, inputs in input_batches(paths, forward.batch, preprocess, image_size):
-    out.append(np.asarray(jax.device_get(forward(inputs)))[:n].astype(dtype))
-    if progress is not None:
-      progress.add(n)
-  return np.concatenate(out).astype(np.float32)
-
-
 def extract(paths: list[str], model: nn.Module, params, out: str, settings: dict, *,
             preprocess: str = "vqa", image_size: int = 224, batch: int = 32,
             dtype: str = "float16", chunk: int = 256, log_every: int = 1000) -> Summary:
@@ -176,7 +102,7 @@ def extract(paths: list[str], model: nn.Module, params, out: str, settings: dict
   forward = Forward(model, params, batch)
   batch = forward.batch
   ahead = 2 * batch  # images decoded ahead of the forward
-  progress = _Progress(len(todo), log_every, warmup=ahead)
+  progress = Progress(len(todo), log_every, warmup=ahead)
   rows: list[tuple[list[int], np.ndarray]] = []  # fetched, not yet in a chunk
   path_of = {key: path for path, key in todo}
 

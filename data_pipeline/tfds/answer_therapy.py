@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 
+from data_pipeline.tfds import base
 from vqajax.answertherapy import files as therapy_files
 from vqajax.answertherapy import tfds_records
 from vqajax.core import official_files
 from vqajax.features.keys import feature_key
-from vqajax.tfds import base
 
 
 class AnswerTherapy(base.ManualBuilder):

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from data_pipeline.tfds import base
+from data_pipeline.tfds.answer_therapy import AnswerTherapy
+from data_pipeline.tfds.vizwiz import VizwizVqa
+from data_pipeline.tfds.vqa import Vqa
 from vqajax.core.errors import InputError
-from vqajax.tfds import base
-from vqajax.tfds.answer_therapy import AnswerTherapy
-from vqajax.tfds.vizwiz import VizwizVqa
-from vqajax.tfds.vqa import Vqa
 
 BUILDERS = {"vqa": Vqa, "vizwiz_vqa": VizwizVqa, "answer_therapy": AnswerTherapy}
 

@@ -15,9 +15,9 @@ import shutil
 import time
 from typing import Sequence
 
+from data_pipeline.tfds import base, builders
 from vqajax.core import files
 from vqajax.core.errors import exit_status
-from vqajax.tfds import base, builders
 
 
 def build(name: str, manual_dir: str, data_dir: str, features: str = "") -> str:

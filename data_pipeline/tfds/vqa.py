@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
+from data_pipeline.tfds import base
 from vqajax.core import official_files
-from vqajax.tfds import base
 from vqajax.vqa import files as vqa_files
 from vqajax.vqa import tfds_records
 

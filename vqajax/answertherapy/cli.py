@@ -3,6 +3,8 @@ construction (3.1) and Table 4 across runs.
 
   vqajax therapy analyze FILE... --out DIR
   vqajax therapy table4 [NAME=]WORKDIR... --out DIR
+  vqajax therapy construct ...   (3.1, an offline pipeline: `data_pipeline/answertherapy/construct.py`,
+                                  which the front door runs; listed here for --help)
 
 FILE is a released annotation file (e.g. VQA_train.json, VizWiz_train.json). Writes
 agreement, disagreements, relation_pairs, table1, table2, table3 and degenerate as
@@ -25,7 +27,6 @@ import time
 from typing import Sequence
 
 from vqajax.answertherapy import analysis as therapy
-from vqajax.answertherapy import construct
 from vqajax.answertherapy.files import read_therapy
 from vqajax.core import files
 from vqajax.core.errors import InputError, exit_status
@@ -79,7 +80,5 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, prog: str = "vqajax therapy") -> int:
   argv = sys.argv[1:] if argv is None else list(argv)
-  if argv[:1] == ["construct"]:  # its own parser: construct.py
-    return construct.main(argv[1:], f"{prog} construct")
   args = _parser(prog).parse_args(argv)
   return exit_status(prog, lambda: args.fn(args))

@@ -58,7 +58,7 @@ def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.Co
   data.val_files = "VQA_val.json,VizWiz_val.json"        # "" -> a held-out share of train
   data.holdout = 0.2                    # that share (seeded by config.seed), without val_files
   data.source = "raw"                   # or "tfds": the files' splits of a prepared TFDS dataset ...
-  data.tfds_dir = ""                    # ... in this directory (vqajax/tfds), relative to dir
+  data.tfds_dir = ""                    # ... in this directory (data_pipeline/tfds), relative to dir
   data.features = "features/therapy_grid.npy"  # grid store keyed by therapy_files.feature_key; "" none
   data.feature_shape = ()               # [G, G, C] checked against the store; () -> the store's
   data.features_on_device = "auto"      # the feature table on the devices: auto | true | false | sharded

@@ -3,7 +3,7 @@
 The per-format features and the way back to the official objects are in
 `vqa/tfds_records.py` and `answertherapy/tfds_records.py`. What follows is their common layout.
 
-The builders of `vqajax/tfds` write one example per record with the features
+The builders of `data_pipeline/tfds` write one example per record with the features
 below (every string exactly as in the file); `config.data.source = "tfds"` reads a
 prepared dataset back here as the official JSON objects, so the same readers,
 encoders and pipeline run on it as on the files. Splits are named after the files:

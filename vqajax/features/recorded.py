@@ -16,7 +16,7 @@ import os
 import numpy as np
 
 from vqajax.core.errors import InputError
-from vqajax.features import extract, models, weights
+from vqajax.features import forward, models, weights
 
 KEYS = ("model", "layer", "preprocess", "image_size", "dtype", "weights", "weights_sha256")
 
@@ -44,7 +44,7 @@ def _expected_tensors(recorded_path: str, file_sha256: str) -> str | None:
 
 @functools.lru_cache(maxsize=2)
 def _forward(model_name: str, layer: str, path: str, identity: tuple, tensors_sha256: str | None,
-             recorded_path: str, file_sha256: str, batch: int) -> extract.Forward:
+             recorded_path: str, file_sha256: str, batch: int) -> forward.Forward:
   """The jitted model with the weights of `path` (`identity`: its mtime and size, so a
   replaced file is read again), verified against the recorded digest."""
   del identity
@@ -62,12 +62,12 @@ def _forward(model_name: str, layer: str, path: str, identity: tuple, tensors_sh
     if found != expected:
       raise InputError(f"{path}: the sha256 of its tensors {found[:12]}... differs from {expected[:12]}..., the "
                        "weights the features were extracted with: new images would not get comparable features")
-  return extract.Forward(model, weights.load_params(state, model, model_name, where=path), batch)
+  return forward.Forward(model, weights.load_params(state, model, model_name, where=path), batch)
 
 
 @functools.lru_cache(maxsize=2)
-def _weightless(model_name: str, layer: str, batch: int) -> extract.Forward:
-  return extract.Forward(models.MODELS[model_name](layer=layer), {}, batch)
+def _weightless(model_name: str, layer: str, batch: int) -> forward.Forward:
+  return forward.Forward(models.MODELS[model_name](layer=layer), {}, batch)
 
 
 class Extractor:
@@ -101,7 +101,7 @@ class Extractor:
 
   def __call__(self, paths: list[str]) -> np.ndarray:
     s = self.settings
-    features = extract.features_of(paths, self._forward, s["preprocess"], s["image_size"], s["dtype"])
+    features = forward.features_of(paths, self._forward, s["preprocess"], s["image_size"], s["dtype"])
     if features.shape[1:] != self.shape:
       raise InputError(f"{self.source}: reads features of shape {self.shape}, the recorded extractor makes "
                        f"{features.shape[1:]}")

@@ -23,7 +23,7 @@ import jax
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from vqajax.features import extract, models, recorded
+from vqajax.features import forward, models, recorded
 from vqajax.features.store import write_store
 from vqajax.features.weights import IMAGE_SIZE  # the extractor's input side
 from vqajax.synthetic.vqa import world as W
@@ -118,13 +118,13 @@ def write(draw: Callable[[T], Image.Image], things: list[T], paths: list[str]) -
 
 def extract_stores(paths: list[str], keys: np.ndarray, stores: dict[str, str], batch: int = 64) -> None:
   """Writes {layer: store path} of `colour_cells` features of the pictures at `paths` (each
-  decoded once, as `extract.features_of` does; the image paths recorded relative to each
+  decoded once, as `forward.features_of` does; the image paths recorded relative to each
   store's folder, the extractor's settings, with no weights file)."""
-  forwards = {layer: extract.Forward(models.MODELS["colour_cells"](layer=layer), {}, batch) for layer in stores}
+  forwards = {layer: forward.Forward(models.MODELS["colour_cells"](layer=layer), {}, batch) for layer in stores}
   rows: dict[str, list[np.ndarray]] = {layer: [] for layer in stores}
-  for n, inputs in extract.input_batches(paths, batch, "vqa", IMAGE_SIZE):
-    for layer, forward in forwards.items():
-      rows[layer].append(np.asarray(jax.device_get(forward(inputs)))[:n].astype(np.float16))
+  for n, inputs in forward.input_batches(paths, batch, "vqa", IMAGE_SIZE):
+    for layer, apply in forwards.items():
+      rows[layer].append(np.asarray(jax.device_get(apply(inputs)))[:n].astype(np.float16))
   for layer, store in stores.items():
     settings = recorded.settings("colour_cells", layer, "vqa", IMAGE_SIZE, "float16", None)
     folder = os.path.dirname(store)

@@ -56,7 +56,7 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   data.dir = ""                         # "" -> ~/.cache/vqajax/synthetic-v2/<scale>-seed<seed>
   data.format = "vqa"                   # or "vizwiz" (one JSON list per split)
   data.source = "raw"                   # or "tfds": the records of a prepared TFDS dataset ...
-  data.tfds_dir = ""                    # ... in this directory (vqajax/tfds), relative to dir
+  data.tfds_dir = ""                    # ... in this directory (data_pipeline/tfds), relative to dir
   # file fields take several comma-separated names (or a list), paired in order: e.g. train
   # and val together before a test submission (`vqajax submit`)
   data.train_questions = "v2_OpenEnded_mscoco_train2014_questions.json"
