@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 VIZWIZ_KEYS = {"train": 1_000_000_000, "val": 2_000_000_000, "test": 3_000_000_000}
-_VIZWIZ_NAME = re.compile(r"VizWiz_(train|val|test)_(\d{1,9})\.jpg")
+_VIZWIZ_NAME = re.compile(r"VizWiz_(train|val|test)_(\d{1,9})\.jpg")  # n < 1e9: the splits' keys never meet
 
 
 def feature_key(image_id: str | int) -> int:
@@ -22,3 +22,8 @@ def feature_key(image_id: str | int) -> int:
     raise ValueError(f"image_id {image_id!r} has no feature key: expected a COCO id or "
                      "'VizWiz_<train|val|test>_<number>.jpg'")
   return VIZWIZ_KEYS[match[1]] + int(match[2])
+
+
+def vizwiz_split(key: int) -> str | None:
+  """The VizWiz split whose image has feature key `key` (None: a COCO id)."""
+  return next((split for split, base in VIZWIZ_KEYS.items() if base <= key < base + 1_000_000_000), None)
