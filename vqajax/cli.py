@@ -338,9 +338,8 @@ def _pipeline(verb: str) -> Callable[[Sequence[str], str], int]:
     from data_pipeline.tfds import cli as main_module  # pylint: disable=g-import-not-at-top
   elif verb == "convert":
     from data_pipeline.convert import cli as main_module  # pylint: disable=g-import-not-at-top
-  else:
-    from data_pipeline.answertherapy import construct  # pylint: disable=g-import-not-at-top
-    return lambda argv, prog: construct.main(argv[1:], f"{prog} construct")
+  else:  # therapy construct
+    from data_pipeline.answertherapy import construct as main_module  # pylint: disable=g-import-not-at-top
   return main_module.main
 
 
@@ -376,7 +375,7 @@ def _main(argv: Sequence[str] | None) -> int:
     return _export(rest)
   _setup_logging("warning")  # these verbs print what they do; the libraries stay quiet
   if verb == "therapy" and rest[:1] == ["construct"]:
-    return _pipeline("therapy construct")(rest, f"vqajax {verb}")
+    return _pipeline("therapy construct")(rest[1:], "vqajax therapy construct")
   return _delegate(verb)(rest, f"vqajax {verb}")
 
 
