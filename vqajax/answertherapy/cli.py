@@ -2,6 +2,8 @@
 construction (3.1) and Table 4 across runs.
 
   vqajax therapy analyze FILE... --out DIR
+  vqajax therapy construct --groundings G.json --out DIR [--questions Q.json --annotations A.json]
+      [--vizwiz FILE...] [--seed S]
   vqajax therapy table4 [NAME=]WORKDIR... --out DIR
 
 FILE is a released annotation file (e.g. VQA_train.json, VizWiz_train.json). Writes
@@ -9,6 +11,9 @@ agreement, disagreements, relation_pairs, table1, table2, table3 and degenerate 
 Markdown, CSV and JSON into DIR and prints them (`analysis.therapy`). A file given twice
 (by any path to it) and a record repeated in or across files (the same image_id,
 question_id, question and answers: `files.check_unique`) are refused, naming both.
+
+`construct` builds the dataset from raw VQA v2 / VizWiz files and the annotators'
+groundings (`construct`: the input formats, the steps) and prints its tables.
 
 `table4` writes DIR/table4.{md,csv,json} of classifier (`grounding_class`) and mask
 (`grounding_mask`: single vs multiple from the predicted masks) workdirs with the naive
@@ -20,7 +25,6 @@ from __future__ import annotations
 import argparse
 import collections
 import os
-import sys
 import time
 from typing import Sequence
 
@@ -52,6 +56,13 @@ def analyze(args) -> None:
         f"tables in {args.out}")
 
 
+def build(args) -> None:
+  files.protect(args.groundings, args.questions, args.annotations, *args.vizwiz)
+  files.check_output(args.out, folder=True)
+  print(construct.build(args.out, args.groundings, args.questions, args.annotations, args.vizwiz, args.seed))
+  print(f"written to {args.out}")
+
+
 def table4(args) -> None:
   from vqajax.answertherapy import report  # pylint: disable=g-import-not-at-top  (jax, the models)
   print(report.write(args.runs, args.out))
@@ -61,9 +72,15 @@ def table4(args) -> None:
 def _parser(prog: str) -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   commands = parser.add_subparsers(dest="command", required=True)
-  commands.add_parser("construct", add_help=False,
-                      help="build the dataset from raw VQA v2 / VizWiz files and groundings (3.1); "
-                      "`construct --help` lists its flags")
+  command = commands.add_parser("construct", help="build the dataset from raw VQA v2 / VizWiz files and "
+                                "groundings (3.1)")
+  command.set_defaults(fn=build)
+  command.add_argument("--questions", help="VQA v2 questions file (official format)")
+  command.add_argument("--annotations", help="VQA v2 annotations file (official format)")
+  command.add_argument("--vizwiz", nargs="+", default=[], metavar="FILE", help="VizWiz-VQA split files")
+  command.add_argument("--groundings", required=True, help="the annotators' groundings (answertherapy/construct.py)")
+  command.add_argument("--out", required=True, help="output directory")
+  command.add_argument("--seed", type=int, default=0, help="seed of the VQAv2 70/10/20 split")
   command = commands.add_parser("analyze", help="single vs multiple groundings, Tables 1-3")
   command.set_defaults(fn=analyze)
   command.add_argument("files", nargs="+", metavar="FILE", help="VQA-AnswerTherapy JSON file")
@@ -78,8 +95,6 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "vqajax therapy") -> int:
-  argv = sys.argv[1:] if argv is None else list(argv)
-  if argv[:1] == ["construct"]:  # its own parser: construct.py
-    return construct.main(argv[1:], f"{prog} construct")
   args = _parser(prog).parse_args(argv)
-  return exit_status(prog, lambda: args.fn(args))
+  name = f"{prog} construct" if args.command == "construct" else prog  # its errors name the step
+  return exit_status(name, lambda: args.fn(args))
