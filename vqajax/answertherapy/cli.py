@@ -65,6 +65,9 @@ def build(args) -> None:
 
 def table4(args) -> None:
   from vqajax.answertherapy import report  # pylint: disable=g-import-not-at-top  (jax, the models)
+  files.check_output(args.out, folder=True)  # refused before any run is evaluated
+  for path in report.evaluate_missing(args.runs):
+    print(f"{path}: no Table 4 results yet, evaluating the newest checkpoint")
   print(report.write(args.runs, args.out))
   print(f"Table 4 in {args.out}")
 
