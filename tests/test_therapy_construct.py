@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from vqajax.answertherapy import analysis as therapy
-from vqajax.answertherapy import construct
 from vqajax.answertherapy import cli as therapy_cli
+from vqajax.answertherapy import construct
 from vqajax.answertherapy import construct_raw as raw
 from vqajax.answertherapy import files as therapy_files
 from vqajax.core.errors import InputError

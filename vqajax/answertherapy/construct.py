@@ -68,7 +68,7 @@ from vqajax.answertherapy import masks
 from vqajax.answertherapy.construct_raw import Question
 from vqajax.answertherapy.files import VIZWIZ, VQA, Sample
 from vqajax.answertherapy.iou import iou_from_counts
-from vqajax.core import files, tables
+from vqajax.core import tables
 from vqajax.core.errors import InputError
 from vqajax.core.files import write_atomic_many
 
