@@ -36,6 +36,7 @@ from vqajax.core import fs, text
 from vqajax.core.errors import InputError
 from vqajax.core.files import check_name
 from vqajax.core.official_files import DATA_SOURCES
+from vqajax.core.task import TestFile
 from vqajax.features.keys import feature_key
 from vqajax.features.store import FeatureStore
 
@@ -187,24 +188,15 @@ def load(config, grid_targets: bool = False) -> TherapyData:
   return TherapyData(train=arrays["train"], val=arrays["val"], store=store, encoders=enc, val_samples=val)
 
 
-@dataclasses.dataclass
-class TestFile:
-  """A test file (labels optional) as arrays, for `vqajax submit`."""
-  path: str
-  name: str                          # the file's stem, e.g. VQA_test
-  samples: list[therapy_files.Sample]
-  arrays: dict[str, np.ndarray]
-  keys: tuple[str, ...] = TEXT_KEYS + ("question_id",)  # the arrays the predict step reads
-
-
 def read_test(config, enc: Encoders, store, path: str) -> TestFile:
   """The samples of the released-format file at `path`, encoded as the run's training
   data was (its encoders; image rows of its `store`, None for a text-only run); their
-  labels and groundings, where the file has them, are not used."""
+  labels and groundings, where the file has them, are not used. Its records are the
+  samples, its name the file's stem (e.g. VQA_test)."""
   samples = therapy_files.read_therapy(path, labels_optional=True)
   name = check_name(os.path.splitext(os.path.basename(path))[0], f"{path}: the file name")
-  return TestFile(path=path, name=name, samples=samples,
-                  arrays=_arrays(samples, enc.vocab, config.data, store, None))
+  return TestFile(path=path, name=name, records=samples, arrays=_arrays(samples, enc.vocab, config.data, store, None),
+                  keys=TEXT_KEYS + ("question_id",))
 
 
 def sizes(data: TherapyData) -> dict[str, int]:
