@@ -83,7 +83,7 @@ def make_loss(config):
 
 def eval_keys(data) -> tuple[str, ...]:
   del data
-  return TRAIN_KEYS + ("label", "source", "question_id")
+  return TRAIN_KEYS + ("label", "source")
 
 
 def make_eval_step(model, data, mesh):

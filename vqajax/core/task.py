@@ -20,7 +20,6 @@ from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 LABEL = "label"              # train split: its length is the train stream's length
-QUESTION_ID = "question_id"  # val split: its length is the eval stream's length
 IMAGE_ROW = "image_row"      # both splits, with a store: the example's row of the store
 
 
