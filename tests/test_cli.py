@@ -93,6 +93,25 @@ def test_unknown_image_id(data_copy, tmp_path):
   _fails_cleanly(_train_cmd(data_copy, tmp_path / "w"), "no features for image_id 999999999", tmp_path / "w")
 
 
+def test_more_than_ten_answers_is_one_error_line(data_copy, tmp_path, capsys):
+  """The official accuracy counts one answer per annotator (10): an eleventh is refused,
+  naming the question, before anything is written (in process: the data is read first)."""
+  from vqajax import cli  # pylint: disable=g-import-not-at-top
+  path = os.path.join(data_copy, "v2_mscoco_train2014_annotations.json")
+  with open(path) as f:
+    data = json.load(f)
+  record = data["annotations"][3]
+  record["answers"].append({**record["answers"][0], "answer_id": 11})
+  with open(path, "w") as f:
+    json.dump(data, f)
+  assert cli.main(["train", f"--config={CONFIG}", f"--workdir={tmp_path / 'w'}", f"--config.data.dir={data_copy}",
+                   "--print-config"]) == 2
+  last = capsys.readouterr().err.splitlines()[-1]  # after the log's info lines
+  assert last == (f"vqajax train: error: the annotation of question_id {record['question_id']}: has 11 answers, "
+                  "expected 1 to 10 (one per annotator)")
+  assert not os.path.exists(tmp_path / "w")
+
+
 def _start_and_wait_for_checkpoint(cmd, workdir):
   proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
   ckpt_dir = os.path.join(workdir, "checkpoints")

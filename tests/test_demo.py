@@ -17,6 +17,8 @@ from PIL import Image
 
 from vqajax import cli, demo
 from vqajax.core.errors import InputError
+from vqajax.features import run_images
+from vqajax.features.run_images import RunImages
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
@@ -25,12 +27,14 @@ CHROMEDRIVER = shutil.which("chromedriver")
 PREDICTED = [("red", 0.5), ("blue", 0.25), ("green", 0.125), ("2", 0.0625), ("yes", 0.0625)]
 
 
-class FakeAnswerer:
-  """The Answerer's surface: two captioned store images without files, one with its picture."""
+class FakeAnswerer(RunImages):
+  """The Answerer's surface: two captioned store images without files, one with its picture
+  (the uploads' kept features are the real `RunImages`')."""
 
   image_ids = [11, 12, 13]
 
   def __init__(self, photo=None, extractor=False):
+    super().__init__(run=None)
     self.photo, self.extractor, self.calls, self.extracted = photo, extractor, [], 0
 
   def caption(self, image_id):
@@ -51,12 +55,13 @@ class FakeAnswerer:
             for q in questions]
 
 
-class FakeGrounder:
+class FakeGrounder(RunImages):
   """The Grounder's surface: string ids, one shared with the VQA store (as text), one its own."""
 
   image_ids = ["11", "therapy_7"]
 
   def __init__(self, extractor=False):
+    super().__init__(run=None)
     self.calls, self.extractor = [], extractor
 
   def image_path(self, image_id):
@@ -147,6 +152,22 @@ def test_an_uploads_features_are_made_once_while_it_stays(photo, tmp_path):
   assert page.show("11", photo)[0].shape == (6, 8, 3)
   page.forget(str(other))  # replaced or the page closed: the upload is deleted
   assert not other.exists() and os.path.exists(photo)
+
+
+def test_the_last_uploads_features_are_kept_by_content(photo, tmp_path):
+  answerer = FakeAnswerer(extractor=True)
+  again = tmp_path / "again.png"
+  shutil.copy(photo, again)
+  answerer.kept_features(str(photo))
+  answerer.kept_features(str(again))  # the same picture under another name: made once
+  assert answerer.extracted == 1
+  for n in range(run_images.KEPT):
+    other = tmp_path / f"other{n}.png"
+    Image.fromarray(np.full((2, 2, 3), n, np.uint8)).save(other)
+    answerer.kept_features(str(other))
+  assert answerer.extracted == 1 + run_images.KEPT
+  answerer.kept_features(str(photo))  # pushed out by KEPT newer ones: made again
+  assert answerer.extracted == 2 + run_images.KEPT
 
 
 def test_masks_are_drawn_over_the_picture_each_in_its_colour_with_a_legend(photo):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tests.reference import reference_accuracy
+from vqajax.core.errors import InputError
 from vqajax.vqa.accuracy import score_cli
 from vqajax.vqa.accuracy.kernel import (
   Interner,
@@ -118,9 +119,9 @@ def test_encode_targets_layout():
   yes, no = interner("yes"), interner("no")
   assert t["gt_ids"].tolist() == [[yes, yes, -1, -1], [no, no, no, -1]]
   assert t["gt_dup"].tolist() == [[1] * 4, [1] * 4]
-  with pytest.raises(ValueError, match="question_id 2"):
+  with pytest.raises(InputError, match="question_id 2: has 3 answers, expected 1 to 2"):
     encode_targets(annotations, Interner(), max_answers=2)
-  with pytest.raises(ValueError, match="question_id 3"):
+  with pytest.raises(InputError, match="question_id 3: has 0 answers"):
     encode_targets([_annotation(3, [])], Interner())
 
 

@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pytest
 
+from data_pipeline.answertherapy import cli as construct_cli
 from data_pipeline.answertherapy import construct
 from data_pipeline.answertherapy import construct_raw as raw
 from vqajax.answertherapy import analysis as therapy
@@ -181,10 +182,15 @@ EXPECTED_REPORT = [
 ]
 
 
+def _construct(argv):
+  """`vqajax therapy construct ARGV`'s exit status."""
+  return construct_cli.main(argv)
+
+
 def _run(raw_paths, out, *extra):
-  return construct.main(["--questions", raw_paths["questions"], "--annotations", raw_paths["annotations"],
-                         "--vizwiz", raw_paths["vizwiz_train"], raw_paths["vizwiz_val"],
-                         "--groundings", raw_paths["groundings"], "--out", str(out), *extra])
+  return _construct(["--questions", raw_paths["questions"], "--annotations", raw_paths["annotations"],
+                     "--vizwiz", raw_paths["vizwiz_train"], raw_paths["vizwiz_val"],
+                     "--groundings", raw_paths["groundings"], "--out", str(out), *extra])
 
 
 @pytest.fixture(scope="module")
@@ -269,7 +275,7 @@ def _record(**changes):
 
 
 def test_a_one_question_input_runs(tmp_path, capsys):
-  assert construct.main(_inputs(tmp_path)) == 0
+  assert _construct(_inputs(tmp_path)) == 0
   [record] = json.loads((tmp_path / "out" / "VQA_test.json").read_text())  # floor: 0 train, 0 val
   assert record == {"image_id": "7", "question": "What is it?", "answers": ["cat", "dog"],
                     "grounding_labels": [SQUARE, SQUARE], "width": 8, "height": 6,
@@ -316,7 +322,7 @@ def test_a_one_question_input_runs(tmp_path, capsys):
      r"a\.json: annotations\[0\] \(question_id=70\) has image_id 8, .*q\.json says 7"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, changes, message):
-  assert construct.main(_inputs(tmp_path, **changes)) == 2
+  assert _construct(_inputs(tmp_path, **changes)) == 2
   error = capsys.readouterr().err
   assert error.startswith("vqajax therapy construct: error: ") and error.count("\n") == 1
   assert re.search(message, error), error
@@ -325,11 +331,11 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, changes, mes
 
 def test_missing_files_and_missing_sources(tmp_path, capsys):
   args = _inputs(tmp_path)
-  assert construct.main(args[:1] + [str(tmp_path / "nope.json")] + args[2:]) == 2
+  assert _construct(args[:1] + [str(tmp_path / "nope.json")] + args[2:]) == 2
   assert "nope.json: file not found" in capsys.readouterr().err
-  assert construct.main(args[2:]) == 2  # annotations without questions
+  assert _construct(args[2:]) == 2  # annotations without questions
   assert capsys.readouterr().err == ("vqajax therapy construct: error: VQAv2 input needs both a questions and "
                                      "an annotations file\n")
-  assert construct.main(args[-4:]) == 2
+  assert _construct(args[-4:]) == 2
   assert "no input questions" in capsys.readouterr().err
   assert not os.path.exists(tmp_path / "out")

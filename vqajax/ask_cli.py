@@ -29,11 +29,12 @@ import json
 import os
 import re
 import sys
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 from PIL import Image
 
+from vqajax import cli
 from vqajax.core import files, official_files, runtime, trained
 from vqajax.core.errors import InputError, exit_status
 from vqajax.features import images
@@ -297,14 +298,14 @@ def _print_groundings(records: list[dict], out: str, as_json: bool) -> None:
   print(f"masks: {os.path.join(out, 'masks.json')}")
 
 
-def run(args, prepare_data: Callable) -> None:
+def run(args) -> None:
   if args.top_k < 1:
     raise InputError(f"--top-k {args.top_k}: expected a positive integer")
   config = trained.read_config(args.workdir, dict.fromkeys(_TASKS))
   files.protect(args.workdir, *(p for p in (args.questions, args.weights, args.class_workdir) if p), *args.image)
   items = asked(args)
   files.protect(*(item["image"] for item in items if "image" in item))
-  prepare_data(config)
+  cli.prepare_data(config)  # the embedded dataset (its store) of a run trained on one
   runtime.use_compilation_cache(args.compilation_cache_dir)
   if config.task == "vqa":
     from vqajax.vqa.ask import Answerer  # pylint: disable=g-import-not-at-top
@@ -319,6 +320,6 @@ def run(args, prepare_data: Callable) -> None:
   _print_groundings(ground_all(grounder, items, args.out), args.out, args.json)
 
 
-def main(argv: Sequence[str], prog: str, prepare_data: Callable) -> int:
+def main(argv: Sequence[str], prog: str = "vqajax ask") -> int:
   args = _parser(prog).parse_args(argv)
-  return exit_status(prog, lambda: run(args, prepare_data))
+  return exit_status(prog, lambda: run(args))

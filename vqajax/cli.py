@@ -309,13 +309,10 @@ def _export(argv: Sequence[str]) -> int:
 def _delegate(verb: str) -> Callable[[Sequence[str], str], int]:
   """The `main(argv, prog)` of a verb with its own parser."""
   if verb == "sweep":
-    from vqajax.vqa import sweep  # pylint: disable=g-import-not-at-top
-    commands = {"train": train_config, "baselines": baselines_config, "check": check_config}
-    return lambda argv, prog: sweep.main(argv, prog, commands)
-  if verb == "ask":
-    from vqajax import ask_cli  # pylint: disable=g-import-not-at-top
-    return lambda argv, prog: ask_cli.main(argv, prog, prepare_data)
-  if verb == "score":
+    from vqajax import sweep_cli as main_module  # pylint: disable=g-import-not-at-top
+  elif verb == "ask":
+    from vqajax import ask_cli as main_module  # pylint: disable=g-import-not-at-top
+  elif verb == "score":
     from vqajax.vqa.accuracy import score_cli as main_module  # pylint: disable=g-import-not-at-top
   elif verb == "report":
     from vqajax.vqa import report_cli as main_module  # pylint: disable=g-import-not-at-top
@@ -339,7 +336,7 @@ def _pipeline(verb: str) -> Callable[[Sequence[str], str], int]:
   elif verb == "convert":
     from data_pipeline.convert import cli as main_module  # pylint: disable=g-import-not-at-top
   else:  # therapy construct
-    from data_pipeline.answertherapy import construct as main_module  # pylint: disable=g-import-not-at-top
+    from data_pipeline.answertherapy import cli as main_module  # pylint: disable=g-import-not-at-top
   return main_module.main
 
 

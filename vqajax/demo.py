@@ -6,7 +6,7 @@
 Choose any of the run's store images (a searchable list, each with its caption where the
 data has captions; shown as a picture where the store recorded its file, as the embedded
 datasets' do) or upload a picture (its features computed once, as the store's were:
-`Answerer.features_of`), type a question, optionally the choices of a multiple-choice
+`RunImages.kept_features`), type a question, optionally the choices of a multiple-choice
 question, and see the top answers as bars, the pick among the choices and which image
 was answered. With a VQA-AnswerTherapy mask run beside it, each answer's mask is drawn
 over the picture in a colour of its own, with a legend and whether the answers share one
@@ -24,8 +24,6 @@ says otherwise, with Gradio's telemetry off and nothing fetched from the interne
 from __future__ import annotations
 
 import argparse
-import collections
-import hashlib
 import html
 import os
 import shutil
@@ -43,7 +41,6 @@ GROUNDED = 3  # the top answers grounded when the page names none
 CANVAS = 224  # the side of the blank image masks are drawn on when a store image has no file
 MAX_UPLOAD = "8mb"
 MAX_PIXELS = 40_000_000  # a picture larger than this is refused before it is decoded
-UPLOADS_KEPT = 4  # uploads whose features are kept (the ones on the pages now, mostly)
 MASK_COLOURS = ((230, 25, 75), (0, 130, 200), (60, 180, 75), (245, 130, 48), (145, 30, 180))
 MASK_OPACITY = 0.55
 CSS = """
@@ -65,7 +62,6 @@ class Page:
     self.answerer, self.grounder = answerer, grounder
     self._asked = {str(i): i for i in answerer.image_ids}
     self._grounded = {str(i): i for i in grounder.image_ids} if grounder else {}
-    self._features: collections.OrderedDict[str, dict] = collections.OrderedDict()  # digest -> {run: features}
 
   def image_choices(self) -> list[tuple[str, str]]:
     """(label, key): every image of the VQA run's store with its caption, then every image of
@@ -104,7 +100,7 @@ class Page:
       if not question:
         raise InputError("type a question")
       if upload:
-        key, pixels, image = None, _pixels(upload), {"features": self._upload_features(upload, "vqa")[None]}
+        key, pixels, image = None, _pixels(upload), {"features": self.answerer.kept_features(upload)[None]}
         out["answered"] = f"Answered about your upload **{html.escape(os.path.basename(upload))}**"
       elif choice in self._asked or choice in self._grounded:
         key, pixels, image = choice, self._store_pixels(choice), {"image_ids": [self._asked.get(choice)]}
@@ -146,24 +142,11 @@ class Page:
             else self.grounder.image_path(self._grounded[key]))
     return _pixels(path) if path else None
 
-  def _upload_features(self, upload: str, run: str) -> np.ndarray:
-    """The features of an upload for the VQA ("vqa") or the mask run ("grid"), each made once."""
-    with open(upload, "rb") as f:
-      digest = hashlib.sha256(f.read()).hexdigest()
-    cached = self._features.setdefault(digest, {})
-    self._features.move_to_end(digest)
-    while len(self._features) > UPLOADS_KEPT:
-      self._features.popitem(last=False)
-    if run not in cached:
-      owner = self.answerer if run == "vqa" else self.grounder
-      cached[run] = owner.features_of([upload])[0]
-    return cached[run]
-
   def _ground(self, question, answers, key, upload, pixels):
     """(the single / multiple call in words, the overlay); what cannot be grounded is the call alone."""
     try:
       if upload:
-        image = {"features": self._upload_features(upload, "grid")}
+        image = {"features": self.grounder.kept_features(upload)}
       elif key in self._grounded:
         image = {"image_id": self._grounded[key]}
       else:

@@ -54,7 +54,6 @@ question_id as strings like the released files, an empty split as []); then the 
 
 from __future__ import annotations
 
-import argparse
 import collections
 import dataclasses
 import os
@@ -69,8 +68,8 @@ from vqajax.answertherapy import analysis as therapy
 from vqajax.answertherapy import masks
 from vqajax.answertherapy.files import VIZWIZ, VQA, Sample
 from vqajax.answertherapy.iou import iou_from_counts
-from vqajax.core import files, tables
-from vqajax.core.errors import InputError, exit_status
+from vqajax.core import tables
+from vqajax.core.errors import InputError
 from vqajax.core.files import write_atomic_many
 
 UNUSABLE = ("unanswerable", "unsuitable")
@@ -266,26 +265,3 @@ def build(out_dir: str, groundings_path: str, questions_path: str | None = None,
                 for name, records in files.items()]
   return (tables.write_table(out_dir, "construction", REPORT_COLUMNS, rows) + "\n"
           + tables.write_table(out_dir, "splits", ["file", "questions", "single", "multiple"], split_rows))
-
-
-def _parser(prog: str) -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
-  parser.add_argument("--questions", help="VQA v2 questions file (official format)")
-  parser.add_argument("--annotations", help="VQA v2 annotations file (official format)")
-  parser.add_argument("--vizwiz", nargs="+", default=[], metavar="FILE", help="VizWiz-VQA split files")
-  parser.add_argument("--groundings", required=True, help="the annotators' groundings (module docstring)")
-  parser.add_argument("--out", required=True, help="output directory")
-  parser.add_argument("--seed", type=int, default=0, help="seed of the VQAv2 70/10/20 split")
-  return parser
-
-
-def main(argv: Sequence[str] | None = None, prog: str = "vqajax therapy construct") -> int:
-  args = _parser(prog).parse_args(argv)
-
-  def run() -> None:
-    files.protect(args.groundings, args.questions, args.annotations, *args.vizwiz)
-    files.check_output(args.out, folder=True)
-    print(build(args.out, args.groundings, args.questions, args.annotations, args.vizwiz, args.seed))
-    print(f"written to {args.out}")
-
-  return exit_status(prog, run)

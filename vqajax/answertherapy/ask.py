@@ -6,7 +6,7 @@ its recorded vocabulary, a checkpoint; no training data) and, with `class_workdi
 grounding_class run that decides single / multiple. Without one the decision comes from
 the predicted masks by the dataset's rule (`from_masks`: every pair of groundings with
 IoU > 0.9 is single). Images are the run's grid-store ids or image files whose features
-are made with the extractor settings the run recorded (`features/recorded.py`).
+are made with the extractor settings the run recorded (`features/run_images.py`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from vqajax.answertherapy import dataset as therapy_dataset
 from vqajax.answertherapy import from_masks, grounding_class, grounding_mask, masks
 from vqajax.core import trained as trained_runs
 from vqajax.core.errors import InputError
-from vqajax.features.recorded import Extractor
+from vqajax.features.run_images import RunImages
 
 
 class _Model:
@@ -32,12 +32,14 @@ class _Model:
     return self.run.predict(self._apply, inputs)[0]
 
 
-class Grounder:
-  """Answer-grounding masks and the single / multiple call (module docstring)."""
+class Grounder(RunImages):
+  """Answer-grounding masks and the single / multiple call (module docstring); its images,
+  the mask run's: `RunImages`."""
 
   def __init__(self, mask_run: trained_runs.Trained, class_run: trained_runs.Trained | None = None,
                weights: str | None = None):
-    self._run, self._config = mask_run, mask_run.config
+    super().__init__(mask_run, weights)
+    self._config = mask_run.config
     self._masks = _Model(mask_run, jax.nn.sigmoid)
     self._classes = None
     if class_run is not None:
@@ -46,7 +48,6 @@ class Grounder:
         raise InputError(f"the grounding_class run reads {class_run.config.data.features}, the mask run "
                          f"{mask_run.config.data.features}: give two runs on one feature store")
       self._classes = _Model(class_run, lambda logits: jax.nn.softmax(logits)[..., 1])
-    self._weights, self._extractor = weights, None
 
   @classmethod
   def from_workdir(cls, path: str, step: int | None = None, *, best: bool = False, class_workdir: str | None = None,
@@ -60,27 +61,9 @@ class Grounder:
     return cls(mask_run, class_run, weights)
 
   @property
-  def image_ids(self) -> list:
-    """The run's grid store's image ids (empty when the store is not there)."""
-    try:
-      return self._run.store.image_ids.tolist()
-    except InputError:
-      return []
-
-  @property
   def grid(self) -> int:
     """The side of the predicted masks (the store's grid)."""
     return self._run.encoders.image_shape[0]
-
-  def image_path(self, image_id: int) -> str | None:
-    """The image file of a store image, if the store recorded one (extracted stores do)."""
-    return self._run.store.image_path(image_id)
-
-  def features_of(self, image_paths: list[str]) -> np.ndarray:
-    """Grid features of image files, made as the run's store's were."""
-    if self._extractor is None:
-      self._extractor = Extractor(self._run.extractor_settings(), self._run.encoders.image_shape, self._run.path, self._weights)
-    return self._extractor(list(image_paths))
 
   def _image(self, image_id, features) -> np.ndarray:
     if (image_id is None) == (features is None):
@@ -90,11 +73,8 @@ class Grounder:
       if features.shape != self._run.encoders.image_shape:
         raise InputError(f"features of shape {features.shape}, the run reads {self._run.encoders.image_shape}")
       return features[None]
-    store = self._run.store
-    if image_id not in set(store.image_ids.tolist()):
-      raise InputError(f"image id {image_id}: not in the run's feature store {store.path} "
-                       f"({len(store.image_ids)} images, e.g. {store.image_ids[:3].tolist()})")
-    return store.read(store.rows([image_id]))
+    self.check_ids([image_id])
+    return self._run.store.read(self._run.store.rows([image_id]))
 
   def ground(self, question: str, answers: list[str], *, image_id: int | None = None,
              features: np.ndarray | None = None, image_size: tuple[int, int] | None = None) -> dict:

@@ -3,7 +3,7 @@ construction (3.1) and Table 4 across runs.
 
   vqajax therapy analyze FILE... --out DIR
   vqajax therapy table4 [NAME=]WORKDIR... --out DIR
-  vqajax therapy construct ...   (3.1, an offline pipeline: `data_pipeline/answertherapy/construct.py`,
+  vqajax therapy construct ...   (3.1, an offline pipeline: `data_pipeline/answertherapy/cli.py`,
                                   which the front door runs; listed here for --help)
 
 FILE is a released annotation file (e.g. VQA_train.json, VizWiz_train.json). Writes
@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import collections
 import os
-import sys
 import time
 from typing import Sequence
 
@@ -55,6 +54,9 @@ def analyze(args) -> None:
 
 def table4(args) -> None:
   from vqajax.answertherapy import report  # pylint: disable=g-import-not-at-top  (jax, the models)
+  files.check_output(args.out, folder=True)  # refused before any run is evaluated
+  for path in report.evaluate_missing(args.runs):
+    print(f"{path}: no Table 4 results yet, evaluating the newest checkpoint")
   print(report.write(args.runs, args.out))
   print(f"Table 4 in {args.out}")
 
@@ -62,9 +64,6 @@ def table4(args) -> None:
 def _parser(prog: str) -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   commands = parser.add_subparsers(dest="command", required=True)
-  commands.add_parser("construct", add_help=False,
-                      help="build the dataset from raw VQA v2 / VizWiz files and groundings (3.1); "
-                      "`construct --help` lists its flags")
   command = commands.add_parser("analyze", help="single vs multiple groundings, Tables 1-3")
   command.set_defaults(fn=analyze)
   command.add_argument("files", nargs="+", metavar="FILE", help="VQA-AnswerTherapy JSON file")
@@ -79,6 +78,5 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "vqajax therapy") -> int:
-  argv = sys.argv[1:] if argv is None else list(argv)
   args = _parser(prog).parse_args(argv)
   return exit_status(prog, lambda: args.fn(args))

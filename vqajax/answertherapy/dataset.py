@@ -2,9 +2,9 @@
 grounding, answer-grounding masks).
 
 Every split is a dict of numpy arrays with one row per visual question (file order, the
-`train_files` / `val_files` one after another):
+`train_files` / `val_files` one after another; the results name a sample by its
+released ids, `Sample.image_id` and `Sample.question_id`):
 
-  question_id        row index in the split (results name the sample by its ids)
   label              0 single, 1 multiple (`binary_label`)
   source             0 VQAv2, 1 VizWiz (`therapy_files.SOURCES`)
   tokens, length     the question: ids [N, max_question_len] of the shared vocabulary
@@ -36,6 +36,7 @@ from vqajax.core import fs, text
 from vqajax.core.errors import InputError
 from vqajax.core.files import check_name
 from vqajax.core.official_files import DATA_SOURCES
+from vqajax.core.task import TestFile
 from vqajax.features.keys import feature_key
 from vqajax.features.store import FeatureStore
 
@@ -133,13 +134,12 @@ def text_arrays(questions: list[str], answers: list[tuple[str, ...]], vocab: tex
 
 
 def _arrays(samples, vocab: text.Vocab, config_data, store, grid: int | None) -> dict[str, np.ndarray]:
-  n, width = len(samples), config_data.max_answers
+  width = config_data.max_answers
   too_many = next((s for s in samples if len(s.answers) > width), None)
   if too_many is not None:
     raise InputError(f"{too_many.path}: records[{too_many.index}] has {len(too_many.answers)} answers; "
                      f"config.data.max_answers is {width}")
   out = {
-      "question_id": np.arange(n, dtype=np.int64),
       "label": np.array([s.label == "multiple" for s in samples], np.int32),
       "source": np.array([therapy_files.SOURCES.index(s.source) for s in samples], np.int32),
       **text_arrays([s.question for s in samples], [s.answers for s in samples], vocab, config_data),
@@ -187,24 +187,15 @@ def load(config, grid_targets: bool = False) -> TherapyData:
   return TherapyData(train=arrays["train"], val=arrays["val"], store=store, encoders=enc, val_samples=val)
 
 
-@dataclasses.dataclass
-class TestFile:
-  """A test file (labels optional) as arrays, for `vqajax submit`."""
-  path: str
-  name: str                          # the file's stem, e.g. VQA_test
-  samples: list[therapy_files.Sample]
-  arrays: dict[str, np.ndarray]
-  keys: tuple[str, ...] = TEXT_KEYS + ("question_id",)  # the arrays the predict step reads
-
-
 def read_test(config, enc: Encoders, store, path: str) -> TestFile:
   """The samples of the released-format file at `path`, encoded as the run's training
   data was (its encoders; image rows of its `store`, None for a text-only run); their
-  labels and groundings, where the file has them, are not used."""
+  labels and groundings, where the file has them, are not used. Its records are the
+  samples, its name the file's stem (e.g. VQA_test)."""
   samples = therapy_files.read_therapy(path, labels_optional=True)
   name = check_name(os.path.splitext(os.path.basename(path))[0], f"{path}: the file name")
-  return TestFile(path=path, name=name, samples=samples,
-                  arrays=_arrays(samples, enc.vocab, config.data, store, None))
+  return TestFile(path=path, name=name, records=samples, arrays=_arrays(samples, enc.vocab, config.data, store, None),
+                  keys=TEXT_KEYS)
 
 
 def sizes(data: TherapyData) -> dict[str, int]:

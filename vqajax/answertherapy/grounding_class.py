@@ -58,7 +58,7 @@ def make_loss(config):
 
 def eval_keys(data) -> tuple[str, ...]:
   del data
-  return TEXT_KEYS + ("label", "source", "question_id")
+  return TEXT_KEYS + ("label", "source")
 
 
 def make_eval_step(model, data, mesh):

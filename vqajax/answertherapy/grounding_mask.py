@@ -83,7 +83,7 @@ def make_loss(config):
 
 def eval_keys(data) -> tuple[str, ...]:
   del data
-  return TRAIN_KEYS + ("label", "source", "question_id")
+  return TRAIN_KEYS + ("label", "source")
 
 
 def make_eval_step(model, data, mesh):
@@ -211,6 +211,6 @@ def make_predict_step(model):
 def write_submission(out_dir: str, config, enc, test, predictions: dict) -> list[str]:
   """Each test answer's mask as a COCO RLE at the image size (`answertherapy/submission.py`)."""
   del enc
-  rles = predicted_rles(test.samples, predictions["mask"])
+  rles = predicted_rles(test.records, predictions["mask"])
   return submission.write(out_dir, config.name, test, [{"grounding_masks": [masks.to_json(r) for r in answer_rles]}
                                                       for answer_rles in rles])

@@ -5,14 +5,15 @@ side with the naive baselines, per source.
 A run is [NAME=]WORKDIR; its row is NAME, by default its `config.model.inputs` in capitals
 (a mask run's followed by " from masks"). Each run's newest results/step_N/metrics.json is
 read; a workdir whose newest results lack its Table 4 metrics (none yet, or written before
-masks were scored as Table 4) has its newest checkpoint evaluated first, with its run.json.
+masks were scored as Table 4) has its newest checkpoint evaluated first, with its run.json
+(`evaluate_missing`, which the command drives and reports).
 The runs must have been evaluated on the same questions (the naive baselines agree).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from vqajax.answertherapy import grounding_class, grounding_mask, table4
 from vqajax.core import files, fs, run_record, tables, trained
@@ -23,12 +24,14 @@ TASKS = {"grounding_class": (grounding_class, "", ""),
          "grounding_mask": (grounding_mask, grounding_mask.FROM_MASKS, " from masks")}
 
 
-def _newest_metrics(workdir: str) -> tuple[str, dict] | None:
-  """(results dir, metrics) of the newest results/step_N holding metrics.json."""
+def _table4_results(workdir: str, prefix: str) -> tuple[str, dict] | None:
+  """(results dir, metrics) of the newest results/step_N holding metrics.json, if they hold
+  the Table 4 metrics (named after `prefix`)."""
   for _, folder in run_record.result_steps(workdir):
     path = os.path.join(folder, "metrics.json")
     if fs.isfile(path):
-      return folder, load_json(path)
+      metrics = load_json(path)
+      return (folder, metrics) if prefix + "recall/single" in metrics else None
   return None
 
 
@@ -38,19 +41,28 @@ def _run(argument: str) -> tuple[str, str, object]:
   return name, path, trained.read_config(path, TASKS)
 
 
-def collect(arguments: Sequence[str]) -> list[tuple[str, dict, str, str]]:
-  """[(row name, metrics, metric prefix, results dir)] of the runs, in order, evaluating
-  those without Table 4 results (module docstring)."""
+def evaluate_missing(arguments: Sequence[str]) -> Iterator[str]:
+  """Evaluates the newest checkpoint of each run whose newest results lack its Table 4
+  metrics (module docstring), yielding the run's workdir before it does."""
   from vqajax.core import evaluate  # pylint: disable=g-import-not-at-top  (jax only when needed)
+  for argument in arguments:
+    _, path, config = _run(argument)
+    task, prefix, _ = TASKS[config.task]
+    if _table4_results(path, prefix) is None:
+      yield path
+      evaluate.evaluate_checkpoints(task, config, path)
+
+
+def collect(arguments: Sequence[str]) -> list[tuple[str, dict, str, str]]:
+  """[(row name, metrics, metric prefix, results dir)] of the runs, in order (each run's
+  newest results: `evaluate_missing` first)."""
   runs = []
   for argument in arguments:
     name, path, config = _run(argument)
-    task, prefix, suffix = TASKS[config.task]
-    found = _newest_metrics(path)
-    if found is None or prefix + "recall/single" not in found[1]:
-      print(f"{path}: no Table 4 results yet, evaluating the newest checkpoint")
-      evaluate.evaluate_checkpoints(task, config, path)
-      found = _newest_metrics(path)
+    _, prefix, suffix = TASKS[config.task]
+    found = _table4_results(path, prefix)
+    if found is None:
+      raise InputError(f"{path}: no Table 4 results (evaluate its newest checkpoint first)")
     runs.append((name or config.model.inputs.upper() + suffix, found[1], prefix, found[0]))
   names = [r[0] for r in runs]
   repeated = sorted({n for n in names if names.count(n) > 1})
@@ -65,8 +77,8 @@ def collect(arguments: Sequence[str]) -> list[tuple[str, dict, str, str]]:
 
 
 def write(arguments: Sequence[str], out_dir: str) -> str:
-  """Writes out_dir/table4.{md,csv,json} of the runs; returns its Markdown."""
-  files.check_output(out_dir, folder=True)
+  """Writes out_dir/table4.{md,csv,json} of the runs (evaluated: `evaluate_missing`);
+  returns its Markdown."""
   runs = collect(arguments)
   for argument in arguments:  # read from here on: no table goes into a run or its data
     run_record.protect(_run(argument)[1])

@@ -27,6 +27,6 @@ def released_record(sample) -> dict:
 def write(out_dir: str, alg: str, test, predictions: list[dict]) -> list[str]:
   """Writes each sample's record with its prediction; returns the file's path."""
   path = os.path.join(out_dir, f"{test.name}_{alg}_results.json")
-  write_json_atomic(path, [{**released_record(s), **p} for s, p in zip(test.samples, predictions)],
+  write_json_atomic(path, [{**released_record(s), **p} for s, p in zip(test.records, predictions)],
                     make_dirs=True)
   return [path]

@@ -16,7 +16,7 @@ import numpy as np
 
 from vqajax.core import runtime
 from vqajax.core.errors import InputError
-from vqajax.core.task import IMAGE_ROW, LABEL, QUESTION_ID
+from vqajax.core.task import IMAGE_ROW, LABEL
 
 tf = runtime.tensorflow()
 
@@ -137,7 +137,7 @@ def train_dataset(arrays, store, global_batch: int, seed: int, start_step: int,
 
 def eval_batches(arrays, store, global_batch: int, keys: Sequence[str]) -> Iterator[dict[str, np.ndarray]]:
   """This host's slices of the eval batches, in file order; the last one padded, with `mask`."""
-  n, host = len(arrays[QUESTION_ID]), _host_slice(global_batch)
+  n, host = len(next(iter(arrays.values()))), _host_slice(global_batch)  # one row per example
   loader = _Loader(arrays, store, keys)
 
   def make_rows(step):

@@ -14,12 +14,12 @@ data. The arrays the core itself reads are named here.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 LABEL = "label"              # train split: its length is the train stream's length
-QUESTION_ID = "question_id"  # val split: its length is the eval stream's length
 IMAGE_ROW = "image_row"      # both splits, with a store: the example's row of the store
 
 
@@ -67,18 +67,27 @@ class Task(Protocol):
     """A Markdown table for the console."""
 
 
+@dataclasses.dataclass
+class TestFile:
+  """A questions-only file as its task read it (`Predicts.read_test`), for `vqajax submit`."""
+  path: str
+  name: str                          # the split's name, the default output folder (test-dev2015, VQA_test)
+  records: list                      # the file's records in file order, as the task's writer needs them
+  arrays: dict[str, np.ndarray]      # one row per record: the inputs, `image_row` of the store
+  keys: tuple[str, ...] = ()         # the arrays the predict step reads
+  info: dict[str, str] = dataclasses.field(default_factory=dict)  # what else names the output files
+
+
 @runtime_checkable
 class Predicts(Protocol):
   """What a task adds to predict a questions-only file for an evaluation server
   (`core/submission.py`)."""
 
-  def read_test(self, config, encoders, store, path: str) -> Any:
-    """The test file at `path`: `.arrays` (a split without labels: `question_id`, the
-    inputs, `image_row` of `store`), `.keys` (those the predict step reads) and `.name`
-    (the split's name, e.g. test-dev2015: the default output folder)."""
+  def read_test(self, config, encoders, store, path: str) -> TestFile:
+    """The test file at `path`, its arrays a split without labels (`image_row` of `store`)."""
 
   def make_predict_step(self, model) -> Any:
     """`(params, batch) -> predictions`, jittable."""
 
-  def write_submission(self, out_dir: str, config, encoders, test, predictions) -> list[str]:
+  def write_submission(self, out_dir: str, config, encoders, test: TestFile, predictions) -> list[str]:
     """The server's files of the predictions (host arrays in test-file order); their paths."""

@@ -4,8 +4,8 @@
 (`core/trained.py`: its config, its recorded encoders and one checkpoint's parameters;
 no training data), so a new question is encoded exactly as the training questions were.
 Images are the run's feature store ids (no extraction) or image files, whose features are
-computed as the store's were: with the extractor settings the run recorded
-(`features/recorded.py`), refused when those weights are not there or differ. Questions
+computed as the store's were (`features/run_images.py`): with the extractor settings the
+run recorded (`features/recorded.py`), refused when those weights are not there or differ. Questions
 go through one jitted function in fixed-size batches (the run's eval batch), so
 thousands of questions cost a few device calls.
 """
@@ -21,7 +21,7 @@ import numpy as np
 from vqajax.core import text
 from vqajax.core import trained as trained_runs
 from vqajax.core.errors import InputError
-from vqajax.features.recorded import Extractor
+from vqajax.features.run_images import RunImages
 from vqajax.vqa import dataset as vqa_dataset
 from vqajax.vqa import files as vqa_files
 from vqajax.vqa import task as vqa_task
@@ -30,12 +30,12 @@ MC_WIDTH = 18  # choices per question padded to this (VQA v1's count): one compi
 _CAPTION_FILES = ("captions_train2014.json", "captions_val2014.json")  # looked for beside the data
 
 
-class Answerer:
-  """A trained VQA model answering questions (module docstring)."""
+class Answerer(RunImages):
+  """A trained VQA model answering questions (module docstring); its images: `RunImages`."""
 
   def __init__(self, run: trained_runs.Trained, weights: str | None = None):
-    self.path, self._run, self._enc = run.path, run, run.encoders
-    self._weights, self._extractor, self._captions = weights, None, None
+    super().__init__(run, weights)
+    self.path, self._enc, self._captions = run.path, run.encoders, None
     self.answers: list[str] = list(run.encoders.answers.answers)
     self._predict = run.jit(self._top_k, static_argnums=2)
 
@@ -54,14 +54,6 @@ class Answerer:
   def batch(self) -> int:
     """Questions per device call (the run's eval batch, padded to the devices)."""
     return self._run.batch
-
-  @property
-  def image_ids(self) -> list[int]:
-    """The run's feature store's image ids (empty when the store is not there)."""
-    try:
-      return self._run.store.image_ids.tolist()
-    except InputError:
-      return []
 
   def _top_k(self, params, batch, k: int):
     logits = self._run.model.apply({"params": params}, batch, train=False)
@@ -91,29 +83,11 @@ class Answerer:
     captions = self._caption_table().get(image_id)
     return captions[0] if captions else None
 
-  def image_path(self, image_id: int) -> str | None:
-    """The image file of a store image, if the store recorded one (extracted stores do)."""
-    self._check_ids([image_id])
-    return self._run.store.image_path(image_id)
-
-  def features_of(self, image_paths: list[str]) -> np.ndarray:
-    """Features of image files, made as the run's store's were (module docstring)."""
-    if self._extractor is None:
-      self._extractor = Extractor(self._run.extractor_settings(), self._enc.image_shape, self.path, self._weights)
-    return self._extractor(list(image_paths))
-
   def unknown_words(self, question: str) -> list[str]:
     """The words of `question` the run's vocabulary does not have (read as one unknown word)."""
     words = text.tokenize(question)
     tokens, _ = self._enc.vocab.encode([words], max(1, len(words)))
     return [w for w, t in zip(words, tokens[0].tolist()) if t == text.UNK]
-
-  def _check_ids(self, image_ids) -> None:
-    store = self._run.store
-    unknown = [i for i, known in zip(image_ids, np.isin(image_ids, store.image_ids)) if not known]
-    if unknown:
-      raise InputError(f"image id {unknown[0]}: not in the run's feature store {store.path} "
-                       f"({len(store.image_ids)} images, e.g. {store.image_ids[:3].tolist()})")
 
   # ---------------------------------------------------------------- answering
 
@@ -150,7 +124,7 @@ class Answerer:
       if bad is not None:
         raise InputError(f"question {bad}: {len(choices[bad])} choices, expected 1 to {MC_WIDTH}")
     if image_ids is not None:
-      self._check_ids(image_ids)
+      self.check_ids(image_ids)
 
   def answer(self, questions: list[str], *, image_ids: list[int] | None = None,
              features: np.ndarray | None = None, k: int = 5,

@@ -17,6 +17,7 @@ from vqajax.core.config import file_names
 from vqajax.core.errors import InputError
 from vqajax.core.files import SAFE_NAME
 from vqajax.core.official_files import DATA_SOURCES
+from vqajax.core.task import TestFile
 from vqajax.features.store import FeatureStore
 from vqajax.vqa import files as vqa_files
 from vqajax.vqa import results
@@ -241,22 +242,13 @@ def _arrays(records, source, enc: Encoders, store, captions=None, tokens=None):
   return out
 
 
-@dataclasses.dataclass
-class TestFile:
-  """A questions-only file (a server's test split) as arrays, for `vqajax submit`."""
-  path: str
-  name: str                          # its data_subtype, e.g. test-dev2015 (VizWiz: test)
-  version: str                       # "v2", "v1" or "vizwiz": which server's files
-  questions: list[dict]              # file order; VizWiz questions keep their `image`
-  arrays: dict[str, np.ndarray]
-  info: dict[str, str]               # data_type / data_subtype
-  keys: tuple[str, ...] = ()         # the arrays the predict step reads (set by the task)
-
-
 def read_test(config, enc: Encoders, store, path: str) -> TestFile:
   """The questions of the test file at `path` (VQA v1 / v2 questions, with or without
   `multiple_choices`, or a VizWiz-VQA list), encoded as the run's training data was (its
-  encoders; image rows of its `store`). Answers in the file, if any, are not read."""
+  encoders; image rows of its `store`). Answers in the file, if any, are not read. Its
+  records are the questions (VizWiz's keep their `image`), its name the data_subtype (e.g.
+  test-dev2015), its info data_type, data_subtype and `version` ("v2", "v1" or "vizwiz":
+  which server's files); the task sets its keys."""
   if "caption_bow" in enc.bag_sizes:
     raise InputError(f"{path}: a caption model needs the test images' captions; "
                      "submissions are for the models without captions")
@@ -279,8 +271,8 @@ def read_test(config, enc: Encoders, store, path: str) -> TestFile:
   if not questions["questions"]:
     raise official_files.DataFileError(f"{path}: holds no questions")
   arrays = _question_arrays(questions["questions"], path, enc, store)
-  return TestFile(path=path, name=info["data_subtype"], version=version, questions=questions["questions"],
-                  arrays=arrays, info=info)
+  return TestFile(path=path, name=info["data_subtype"], records=questions["questions"], arrays=arrays,
+                  info={**info, "version": version})
 
 
 def _check_dataset(config, path: str, content) -> None:

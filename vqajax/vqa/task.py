@@ -9,6 +9,7 @@ import optax
 
 from vqajax.core import sharding
 from vqajax.core.errors import InputError
+from vqajax.core.task import TestFile
 from vqajax.vqa import configs, reports, results
 from vqajax.vqa import dataset as vqa_dataset
 from vqajax.vqa import models as vqa_models
@@ -176,7 +177,7 @@ def table(name: str, metrics: dict[str, float]) -> str:
 
 # ---------------------------------------------------------------------------- test files
 
-def read_test(config, enc: vqa_dataset.Encoders, store, path: str) -> vqa_dataset.TestFile:
+def read_test(config, enc: vqa_dataset.Encoders, store, path: str) -> TestFile:
   test = vqa_dataset.read_test(config, enc, store, path)
   test.keys = INPUT_KEYS + ("question_id",) + (("choice_index",) if "choice_index" in test.arrays else ())
   return test
@@ -187,14 +188,15 @@ def make_predict_step(model):
   return lambda params, batch: answers(model.apply({"params": params}, batch, train=False), batch)
 
 
-def write_submission(out_dir: str, config, enc: vqa_dataset.Encoders, test: vqa_dataset.TestFile,
+def write_submission(out_dir: str, config, enc: vqa_dataset.Encoders, test: TestFile,
                      predictions: dict) -> list[str]:
   """The server's results files of a test split: every question once, in file order."""
   table_answers = enc.answers.answers
-  id_key = "image" if test.version == "vizwiz" else "question_id"
+  version = test.info["version"]
+  id_key = "image" if version == "vizwiz" else "question_id"
   predicted = {"OpenEnded": [{id_key: q[id_key], "answer": table_answers[i]}
-                             for q, i in zip(test.questions, predictions["answer"])]}
+                             for q, i in zip(test.records, predictions["answer"])]}
   if "mc_choice" in predictions:
     predicted["MultipleChoice"] = [{"question_id": q["question_id"], "answer": q["multiple_choices"][c]}
-                                   for q, c in zip(test.questions, predictions["mc_choice"])]
-  return results.write_submission(out_dir, config.name, test.version, test.info, predicted)
+                                   for q, c in zip(test.records, predictions["mc_choice"])]
+  return results.write_submission(out_dir, config.name, version, test.info, predicted)

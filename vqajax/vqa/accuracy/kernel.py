@@ -27,6 +27,7 @@ from typing import Any, Callable, Hashable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
+from vqajax.core.errors import InputError
 from vqajax.vqa.accuracy.normalize import clean, normalize
 
 
@@ -163,13 +164,15 @@ def encode_answers(
 def encode_targets(
   annotations: Sequence[dict[str, Any]], interner: Interner, max_answers: int = 10
 ) -> dict[str, np.ndarray]:
-  """Padded id arrays (see module docstring) for official annotation records."""
+  """Padded id arrays (see module docstring) for official annotation records; a record
+  with no answers or more than `max_answers` is an InputError naming its question_id."""
   answer_lists = list(map(operator.itemgetter("answers"), annotations))
   counts = np.fromiter(map(len, answer_lists), np.int64, len(answer_lists))
   bad = np.flatnonzero((counts == 0) | (counts > max_answers))
   if bad.size:
-    raise ValueError(
-      f"question_id {annotations[bad[0]]['question_id']}: has {counts[bad[0]]} answers, expected 1 to {max_answers}"
+    raise InputError(
+      f"the annotation of question_id {annotations[bad[0]]['question_id']}: has {counts[bad[0]]} answers, "
+      f"expected 1 to {max_answers} (one per annotator)"
     )
   flat = list(itertools.chain.from_iterable(answer_lists))
 
