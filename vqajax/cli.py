@@ -266,7 +266,7 @@ def _trained_parser(verb: str, description: str, out: str) -> argparse.ArgumentP
       ", or an export bundle)" if verb == "submit" else ")"))
   which = parser.add_mutually_exclusive_group()
   which.add_argument("--step", type=int, help="the checkpoint step (default: the latest)")
-  which.add_argument("--best", action="store_true", help="the kept checkpoint with the best val metric")
+  which.add_argument("--best", action="store_true", help="the kept checkpoint with the best config.best_metric")
   parser.add_argument("--out", required=verb == "export", help=out)
   parser.add_argument("--verbosity", default="warning", choices=("warning", "info", "debug"),
                       help="log level (default: %(default)s)")

@@ -123,11 +123,11 @@ def _check_one(name: str, group, task) -> None:
 
 def split_config(config, spec: Spec, task) -> Any:
   """A copy of `config` whose `data` is that of `spec`'s split; InputError naming the field
-  for a file it names that is not there."""
+  for a file it names that is not there (with `data.source` "tfds" they name TFDS splits)."""
   split = ml_collections.ConfigDict(config.to_dict())
   for field, value in spec.data.items():
     split.data[field] = value
-    if task.FIELDS[f"data.{field}"] is config_lib.FILE_LIST:
+    if task.FIELDS[f"data.{field}"] is config_lib.FILE_LIST and split.data.get("source") != "tfds":  # else splits
       for name in file_names(value):
         path = name if fs.isabs(name) else os.path.join(split.data.dir, name)
         if not fs.exists(path):

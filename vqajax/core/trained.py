@@ -138,7 +138,7 @@ class Checkpoint:
 
 
 def read(path: str, tasks: Mapping[str, Any], step: int | None = None, best: bool = False) -> Checkpoint:
-  """Checkpoint `step` (default: the latest; `best`: the best by the task's val metric) of
+  """Checkpoint `step` (default: the latest; `best`: the best by `config.best_metric`) of
   the run at `path` (a workdir or a bundle) of one of `tasks` ({config.task: module})."""
   config = read_config(path, tasks)
   task = tasks[config.task]
