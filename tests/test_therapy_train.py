@@ -4,6 +4,7 @@ train files; the written results are re-scored independently on the host."""
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -36,6 +37,7 @@ def test_classifier_variant_trains_and_writes_table4(tiny_therapy, tmp_path, inp
   metrics = train.train_and_evaluate(cli.task_of(config), config, str(tmp_path))["val"]
   out = tmp_path / "results" / f"step_{STEPS}"
   assert _read(out / "metrics.json") == {"step": STEPS, **metrics}
+  assert all(re.fullmatch(cli.task_of(config).METRICS, name) for name in metrics)  # what best_metric may name
   predictions = _read(out / "predictions.json")
   val = [s for name in ("VQA_val.json", "VizWiz_val.json")
          for s in therapy_files.read_therapy(os.path.join(tiny_therapy, name))]
@@ -61,6 +63,8 @@ def test_mask_variant_trains_and_its_rle_results_rescore_to_its_metrics(tiny_the
   metrics = train.train_and_evaluate(cli.task_of(config), config, str(tmp_path))["val"]
   out = tmp_path / "results" / f"step_{STEPS}"
   assert {"table5.md", "table6.md", "table5.csv", "results.json"} <= set(os.listdir(out))
+  assert {"pixel/iou_pq", "whole_image/pixel/VizWiz/iou_pq", "from_masks/recall/single"} <= set(metrics)
+  assert all(re.fullmatch(cli.task_of(config).METRICS, name) for name in metrics)  # what best_metric may name
   records = _read(out / "results.json")
   val = [s for name in ("VQA_val.json", "VizWiz_val.json")
          for s in therapy_files.read_therapy(os.path.join(tiny_therapy, name))]

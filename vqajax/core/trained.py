@@ -156,7 +156,8 @@ def read(path: str, tasks: Mapping[str, Any], step: int | None = None, best: boo
   params, _, chosen = checkpoint.read_params(directory, chosen, newest=step is None and not best)
   metrics = run_record.step_metrics(path, chosen)
   if not metrics and (value := checkpoint.step_metric(directory, chosen, rule[0])) is not None:
-    metrics = {rule[0]: value}
+    evaluation, _, name = rule[0].partition("/")  # val's metrics are named as in its metrics.json
+    metrics = {name if evaluation == evals.DEFAULT else rule[0]: value}
   return Checkpoint(config, task, record, tables, params, chosen, metrics)
 
 
