@@ -88,8 +88,8 @@ def worker(store_path: str, train_steps: int, config_arg: str, batch: int) -> di
   tokens = arrays["tokens"]
 
   phases = {"imports and question arrays": rss("VmRSS")}
-  batches = pipeline.train_dataset(arrays, store, batch, seed=0, start_step=0,
-                                   keys=vqa_task.TRAIN_KEYS).as_numpy_iterator()
+  batches = pipeline.train_dataset(arrays, store, batch, seed=0, start_step=0, keys=vqa_task.TRAIN_KEYS,
+                                   lengths=vqa_task.LENGTHS).as_numpy_iterator()
   epoch = max(n // batch, 1)
   start = time.perf_counter()
   for _ in range(epoch):
@@ -136,8 +136,9 @@ def host_rate(arrays, store, keys, batch: int, readers: int, check, min_batches:
   `min_batches` batches (by default many more than tf.data prefetches), after its first batch;
   `check(rows, batch)` is called on that first batch."""
   from vqajax.core import pipeline
+  from vqajax.vqa import task as vqa_task  # the token arrays are cut to buckets as every task's
   batches = pipeline.train_dataset(arrays, store, batch, seed=0, start_step=0, keys=keys,
-                                   readers=readers).as_numpy_iterator()
+                                   readers=readers, lengths=vqa_task.LENGTHS).as_numpy_iterator()
   check(pipeline.train_rows(len(arrays["label"]), batch, 0, 0), next(batches))
   count = max(len(arrays["label"]) // batch, min_batches)
   start = time.perf_counter()
@@ -183,7 +184,7 @@ def device_resident(rows: int, batch: int, steps: int, readers: list[int], confi
 
   lines = [f"{'device-resident fc7':22} host {host_rate(arrays, None, keys, batch, k, check, min_batches):9.0f} examples/s "
            f"with {k} reader{'s' * (k > 1)} (target >= 200k)" for k in readers]
-  example = pipeline.example_batch(arrays, None, batch, keys)
+  example = pipeline.example_batch(arrays, None, batch, keys, vqa_task.LENGTHS)
   trainer = JaxTrainer(deeper_lstm_norm_i.get_config(config_arg), VOCAB, ANSWERS, mesh,
                        dict(example, image=np.zeros((batch, DIM), np.float32)), features)
   rate = model_rate(trainer, [trainer.to_device(example)], steps)

@@ -86,7 +86,7 @@ def test_trains_on_the_tiny_set_sharded_and_its_results_score_as_on_the_device(t
       "data.dir": tiny_data, "num_train_steps": 12, "eval_every_steps": 12, "log_every_steps": 1})
   workdir = str(tmp_path / "run")
   assert jax.device_count() == 8  # train and eval steps sharded over 8 devices
-  metrics = train.train_and_evaluate(cli.task_of(config), config, workdir)
+  metrics = train.train_and_evaluate(cli.task_of(config), config, workdir)["val"]
   with open(os.path.join(workdir, "metrics.jsonl")) as f:
     losses = [r["train/loss"] for r in map(json.loads, f) if "train/loss" in r]
   assert len(losses) == 12 and np.mean(losses[-3:]) < losses[0]

@@ -110,7 +110,7 @@ def test_a_whole_run_lives_in_a_bucket(tiny_data, ram, tmp_path, monkeypatch):
   workdir = f"{ram}/run"
   cli.prepare_data(config)  # what `vqajax train` does, on one device (cheaper on 2 cores)
   files.check_output(workdir, folder=True)
-  metrics = train.train_and_evaluate(cli.task_of(config), config, workdir, devices=jax.devices()[:1])
+  metrics = train.train_and_evaluate(cli.task_of(config), config, workdir, devices=jax.devices()[:1])["val"]
   with pytest.raises(InputError, match="lies in"):  # the data stayed protected
     files.write_json_atomic(f"{ram}/data/features/fc7.h5", [])
   assert run_record.read_config(workdir).num_train_steps == 2 and run_record.finished_step(workdir) == 2

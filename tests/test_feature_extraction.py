@@ -325,7 +325,7 @@ def test_the_extracted_store_trains(tiny_data, tmp_path):
   assert summary.rows == len(needed) and not summary.unreadable
   config.data.features, config.data.feature_shape = out, (HIDDEN,)
   config.num_train_steps, config.eval_every_steps, config.log_every_steps = 4, 4, 2
-  metrics = train.train_and_evaluate(front_door.task_of(config), config, str(tmp_path / "run"), devices=jax.devices()[:1])
+  metrics = train.train_and_evaluate(front_door.task_of(config), config, str(tmp_path / "run"), devices=jax.devices()[:1])["val"]
   with open(tmp_path / "run" / "metrics.jsonl") as f:
     losses = [r["train/loss"] for r in map(json.loads, f) if "train/loss" in r]
   assert len(losses) == 2 and np.isfinite(losses).all() and metrics

@@ -60,5 +60,7 @@ def test_tokens_are_cut_to_the_length_bucket_of_the_global_batch(tmp_path):
   arrays["tokens"] = np.zeros((8, 26), np.int32)
   arrays["length"] = np.array([3, 9, 2, 2, 2, 2, 2, 2], np.int32)
   assert [pipeline.bucket_length(n, 26) for n in (1, 8, 9, 13, 16, 17, 26)] == [8, 8, 12, 16, 16, 26, 26]
-  batches = list(pipeline.eval_batches(arrays, store, 4, keys=("tokens",)))
+  batches = list(pipeline.eval_batches(arrays, store, 4, keys=("tokens",), lengths={"tokens": "length"}))
   assert [b["tokens"].shape for b in batches] == [(4, 12), (4, 8)]
+  whole = list(pipeline.eval_batches(arrays, store, 4, keys=("tokens",)))  # no lengths named: not cut
+  assert [b["tokens"].shape for b in whole] == [(4, 26), (4, 26)]

@@ -180,7 +180,7 @@ def test_empty_very_long_and_non_ascii_questions_train_and_evaluate(tiny_data, t
   with open(path, "w") as f:
     json.dump(questions, f)
   config = _config(data, num_train_steps=2, log_every_steps=2, eval_every_steps=2)
-  metrics = train.train_and_evaluate(cli.task_of(config), config, str(tmp_path / "run"))
+  metrics = train.train_and_evaluate(cli.task_of(config), config, str(tmp_path / "run"))["val"]
   assert 0 <= metrics["accuracy"] <= 100
   from vqajax.vqa import dataset as vqa_dataset  # pylint: disable=g-import-not-at-top
   lengths = vqa_dataset.load(config.data).val["length"][:3]

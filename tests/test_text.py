@@ -1,6 +1,7 @@
 import numpy as np
 
 from vqajax.core import text
+from vqajax.vqa import text as vqa_text
 
 
 def test_tokenize_lowercases_and_drops_punctuation():
@@ -35,7 +36,7 @@ def test_confident_only_keeps_questions_with_five_confident_answers():
   def ann(qid, n_yes):
     return {"question_id": qid, "answers": [{"answer": "x", "answer_confidence": "yes" if i < n_yes else "maybe"}
                                             for i in range(10)]}
-  kept = text.confident_only([ann(1, 4), ann(2, 5), ann(3, 10)])
+  kept = vqa_text.confident_only([ann(1, 4), ann(2, 5), ann(3, 10)])
   assert [a["question_id"] for a in kept] == [2, 3]
 
 
@@ -44,7 +45,7 @@ def test_confident_only_relabels_with_the_most_frequent_confident_answer():
              + [{"answer": "blue", "answer_confidence": "yes"}] * 3
              + [{"answer": "green", "answer_confidence": "yes"}] * 3)
   ann = {"question_id": 7, "multiple_choice_answer": "red", "answers": answers}
-  kept, = text.confident_only([ann], min_confident=5)
+  kept, = vqa_text.confident_only([ann], min_confident=5)
   # "red" is the most frequent answer overall but never confident; blue and green tie at
   # 3 and blue comes first
   assert kept["multiple_choice_answer"] == "blue" and len(kept["answers"]) == 6
@@ -53,7 +54,7 @@ def test_confident_only_relabels_with_the_most_frequent_confident_answer():
 
 def test_question_bag_bins_words_then_first_second_third_words():
   questions = [["what", "color", "is", "it"], ["what", "is", "it"], ["is", "it", "red"]]
-  bag = text.QuestionBag.build(questions, words=3, lead=2)
+  bag = vqa_text.QuestionBag.build(questions, words=3, lead=2)
   # word counts: is 3, it 3, what 2, color 1, red 1 -> top 3: is, it, what (bins 0..2)
   # first words: what 2, is 1 -> bins 3, 4; second: is, it (1 each; alphabetical) and color
   # -> top 2: color, is -> bins 5, 6; third: is, it, red -> it? counts 1 each: is, it -> 7, 8

@@ -125,7 +125,7 @@ def mask_run(tiny_therapy, tmp_path_factory):
   config = config_lib.override(grounding_mask.get_config("runlocal"), {
       "data.dir": tiny_therapy, **{k: STEPS for k in ("num_train_steps", "eval_every_steps", "log_every_steps")}})
   workdir = str(tmp_path_factory.mktemp("mask_run"))
-  metrics = train.train_and_evaluate(cli.task_of(config), config, workdir)  # the steps test_therapy_train compiles
+  metrics = train.train_and_evaluate(cli.task_of(config), config, workdir)["val"]  # the steps test_therapy_train compiles
   return workdir, metrics
 
 

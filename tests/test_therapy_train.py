@@ -4,6 +4,7 @@ train files; the written results are re-scored independently on the host."""
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -33,9 +34,10 @@ def _read(path):
 @pytest.mark.parametrize("inputs", ["q", "q+a", "i+q", "i+q+a"])
 def test_classifier_variant_trains_and_writes_table4(tiny_therapy, tmp_path, inputs):
   config = _config(grounding_class, "runlocal", **{"data.dir": tiny_therapy, "model.inputs": inputs})
-  metrics = train.train_and_evaluate(cli.task_of(config), config, str(tmp_path))
+  metrics = train.train_and_evaluate(cli.task_of(config), config, str(tmp_path))["val"]
   out = tmp_path / "results" / f"step_{STEPS}"
   assert _read(out / "metrics.json") == {"step": STEPS, **metrics}
+  assert all(re.fullmatch(cli.task_of(config).METRICS, name) for name in metrics)  # what best_metric may name
   predictions = _read(out / "predictions.json")
   val = [s for name in ("VQA_val.json", "VizWiz_val.json")
          for s in therapy_files.read_therapy(os.path.join(tiny_therapy, name))]
@@ -58,9 +60,11 @@ def test_classifier_variant_trains_and_writes_table4(tiny_therapy, tmp_path, inp
 @pytest.mark.parametrize("inputs", ["i+q", "i+q+a", "i+a"])
 def test_mask_variant_trains_and_its_rle_results_rescore_to_its_metrics(tiny_therapy, tmp_path, inputs):
   config = _config(grounding_mask, "runlocal", **{"data.dir": tiny_therapy, "model.inputs": inputs})
-  metrics = train.train_and_evaluate(cli.task_of(config), config, str(tmp_path))
+  metrics = train.train_and_evaluate(cli.task_of(config), config, str(tmp_path))["val"]
   out = tmp_path / "results" / f"step_{STEPS}"
   assert {"table5.md", "table6.md", "table5.csv", "results.json"} <= set(os.listdir(out))
+  assert {"pixel/iou_pq", "whole_image/pixel/VizWiz/iou_pq", "from_masks/recall/single"} <= set(metrics)
+  assert all(re.fullmatch(cli.task_of(config).METRICS, name) for name in metrics)  # what best_metric may name
   records = _read(out / "results.json")
   val = [s for name in ("VQA_val.json", "VizWiz_val.json")
          for s in therapy_files.read_therapy(os.path.join(tiny_therapy, name))]
@@ -86,15 +90,15 @@ def test_mask_variant_trains_and_its_rle_results_rescore_to_its_metrics(tiny_the
 
 def test_eval_entry_reproduces_the_train_metrics(tiny_therapy, tmp_path):
   config = _config(grounding_mask, "runlocal", **{"data.dir": tiny_therapy})
-  metrics = train.train_and_evaluate(cli.task_of(config), config, str(tmp_path))
-  assert evaluate.evaluate_checkpoints(cli.task_of(config), config, str(tmp_path))[STEPS] == pytest.approx(metrics, abs=1e-4)
+  metrics = train.train_and_evaluate(cli.task_of(config), config, str(tmp_path))["val"]
+  assert evaluate.evaluate_checkpoints(cli.task_of(config), config, str(tmp_path))[STEPS]["val"] == pytest.approx(metrics, abs=1e-4)
 
 
 @pytest.mark.skipif(not os.path.exists(os.path.join(therapy_configs.THERAPY_DIR, "VizWiz_train.json")),
                     reason="released AnswerTherapy train files not found ($VQAJAX_THERAPY_DIR)")
 def test_text_only_classifier_on_the_released_files(tmp_path):
   config = _config(grounding_class, "real,runlocal", **{"data.dir": os.path.abspath(therapy_configs.THERAPY_DIR)})
-  metrics = train.train_and_evaluate(cli.task_of(config), config, str(tmp_path))
+  metrics = train.train_and_evaluate(cli.task_of(config), config, str(tmp_path))["val"]
   run = _read(tmp_path / "run.json")["data"]
   assert run["train_questions"] + run["val_questions"] == 1648 + 2146
   assert run["val_questions"] == round(0.2 * 3794)

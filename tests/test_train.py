@@ -64,9 +64,9 @@ def test_resume_continues_from_the_last_checkpoint_exactly(tiny_data, tmp_path):
 def test_results_files_are_official_and_scored_like_the_device(tiny_data, tmp_path):
   config = _config(tiny_data, num_train_steps=10, eval_every_steps=10, log_every_steps=5)
   workdir = str(tmp_path / "run")
-  metrics = train.train_and_evaluate(cli.task_of(config), config, workdir)
+  metrics = train.train_and_evaluate(cli.task_of(config), config, workdir)["val"]
   evaluated = evaluate.evaluate_checkpoints(cli.task_of(config), config, workdir)
-  assert evaluated[10] == pytest.approx(metrics, abs=1e-4)
+  assert evaluated[10]["val"] == pytest.approx(metrics, abs=1e-4)
   out = os.path.join(workdir, "results", "step_10")
   name = "v2_OpenEnded_mscoco_val2014_deeper_lstm_norm_i_results.json"
   with open(os.path.join(out, name)) as f:

@@ -6,7 +6,7 @@
 
 def load(path: str, step: int | None = None, *, best: bool = False, weights: str | None = None):
   """The trained run at `path` (a workdir or a `vqajax export` bundle) at checkpoint `step`
-  (default: the latest; `best`: the best by its val metric): a `vqa.ask.Answerer` for a VQA
+  (default: the latest; `best`: the best by its config.best_metric): a `vqa.ask.Answerer` for a VQA
   run, an `answertherapy.ask.Grounder` for a grounding_mask run. `weights`: the image
   feature extractor's weights file, if it is not where the run recorded it."""
   from vqajax.answertherapy import grounding_mask  # pylint: disable=g-import-not-at-top

@@ -159,7 +159,9 @@ def _resolved_config(verb: str, args, overrides):
 def check_config(config):
   """`config` if each field holds what its task's configs declare (before anything is written)."""
   from vqajax.core import config as config_lib  # pylint: disable=g-import-not-at-top
+  from vqajax.core import evals  # pylint: disable=g-import-not-at-top
   config_lib.check(config, task_of(config).FIELDS)
+  evals.check(config, task_of(config))
   return config
 
 
@@ -171,8 +173,8 @@ def prepare_data(config) -> None:
   embedded.prepare(config)
   _resolve_features(config.data)
   from vqajax.core.config import file_names  # pylint: disable=g-import-not-at-top
-  given = [name for value in config.data.values() if isinstance(value, (str, tuple, list))
-           for name in file_names(value) if fs.isabs(name)]
+  settings = [*config.data.values(), *(v for e in (config.get("evals") or {}).values() for v in e.get("data", {}).values())]
+  given = [name for value in settings if isinstance(value, (str, tuple, list)) for name in file_names(value) if fs.isabs(name)]
   files.protect(config.data.dir, *given)  # no output goes into the data or over its files
 
 
@@ -238,19 +240,22 @@ def _run_verb(verb: str, argv: Sequence[str]) -> int:
       return
     _initialise(args)
     if verb == "train":
-      metrics = train_config(config, args.workdir, args.allow_changed_run)
-      if jax.process_index() == 0 and metrics:
-        print(task_of(config).table(config.name, metrics))
+      by_eval = train_config(config, args.workdir, args.allow_changed_run)
+      if jax.process_index() == 0:
+        for name, metrics in by_eval.items():
+          print(task_of(config).table(config.name if len(by_eval) == 1 else f"{config.name} {name}", metrics))
       return
-    from vqajax.core import evaluate  # pylint: disable=g-import-not-at-top
+    from vqajax.core import evals, evaluate  # pylint: disable=g-import-not-at-top
     prepare_data(config)
     _check_workdir(args.workdir)
     task = task_of(config)
     results = evaluate.evaluate_checkpoints(task, config, args.workdir, step=args.step, every=args.all)
     if jax.process_index() == 0:
-      for step, metrics in results.items():
-        print(f"step {step}: results in {os.path.join(args.workdir, 'results', f'step_{step}')}")
-        print(task.table(f"{config.name} @ {step}", metrics))
+      specs = {spec.name: spec for spec in evals.specs(config)}
+      for step, by_eval in results.items():
+        for name, metrics in by_eval.items():
+          print(f"step {step}: results in {specs[name].results_dir(args.workdir, step)}")
+          print(task.table(f"{config.name} @ {step}" + (f" {name}" if len(by_eval) > 1 else ""), metrics))
 
   return exit_status(f"vqajax {verb}", run)
 
@@ -262,7 +267,7 @@ def _trained_parser(verb: str, description: str, out: str) -> argparse.ArgumentP
       ", or an export bundle)" if verb == "submit" else ")"))
   which = parser.add_mutually_exclusive_group()
   which.add_argument("--step", type=int, help="the checkpoint step (default: the latest)")
-  which.add_argument("--best", action="store_true", help="the kept checkpoint with the best val metric")
+  which.add_argument("--best", action="store_true", help="the kept checkpoint with the best config.best_metric")
   parser.add_argument("--out", required=verb == "export", help=out)
   parser.add_argument("--verbosity", default="warning", choices=("warning", "info", "debug"),
                       help="log level (default: %(default)s)")

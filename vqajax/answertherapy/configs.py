@@ -9,7 +9,8 @@ import ml_collections
 
 from vqajax.answertherapy import models as therapy_models
 from vqajax.core import config as config_lib
-from vqajax.core.config import FLAG, TEXT, dims, file_list, integer, number, one_of, path
+from vqajax.core import evals
+from vqajax.core.config import FILE_LIST, FLAG, TEXT, dims, integer, number, one_of, path
 from vqajax.core.official_files import DATA_SOURCES
 from vqajax.nn import lstm, question
 
@@ -22,7 +23,7 @@ THERAPY_DIR = os.environ.get("VQAJAX_THERAPY_DIR", os.path.normpath(
 FIELDS = {
     **config_lib.TRAINING,
     "data.synthetic": FLAG, "data.synthetic_scale": TEXT, "data.dir": path(),
-    "data.train_files": file_list(), "data.val_files": file_list(), "data.holdout": number(0, 1, lo_open=True, hi_open=True),
+    "data.train_files": FILE_LIST, "data.val_files": FILE_LIST, "data.holdout": number(0, 1, lo_open=True, hi_open=True),
     "data.source": one_of(*DATA_SOURCES), "data.tfds_dir": TEXT, "data.features": path(),
     "data.feature_shape": dims(), "data.features_on_device": one_of("auto", "true", "false", "sharded"),
     "data.max_question_len": integer(), "data.max_answer_len": integer(), "data.max_answers": integer(),
@@ -33,6 +34,9 @@ FIELDS = {
     "model.fused_dim": integer(), "model.attention_dim": integer(), "model.mlp_dims": dims(),
     "model.cell_dim": integer(), **config_lib.TRANSFORMER,
 }
+
+# The config.data fields an evaluation may set for its own split (config.evals.NAME.data).
+EVAL_DATA = ("val_files", "features", "feature_shape")
 
 
 def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.ConfigDict:
@@ -106,6 +110,9 @@ def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.Co
   config.log_every_steps = 100
   config.eval_every_steps = 1000
   config.keep_checkpoints = 3
+  config.evals = evals.default()        # the evaluations (vqajax/core/evals.py): `val`, on data.val_files
+  config.best_metric = "val/" + ("balanced_accuracy" if task == "grounding_class" else "iou_pq")  # EVAL/METRIC
+  config.best_mode = "max"              # the best checkpoint: its highest ("max") or lowest ("min")
   if flags & {"cpu", "runlocal"}:
     m.embed_dim, m.lstm_dim = 64, 128
     if task == "grounding_class":

@@ -45,6 +45,7 @@ _RASTER = 8  # raster pixels per grid cell side for the grid masks
 
 # The text arrays both tasks read (the question, and each answer padded to `max_answers`).
 TEXT_KEYS = ("tokens", "length", "answer_tokens", "answer_length", "answer_valid")
+LENGTHS = {"tokens": "length"}  # the question's ids cut to the length bucket of the batch (core/pipeline.py)
 
 @dataclasses.dataclass
 class Encoders:
@@ -185,6 +186,20 @@ def load(config, grid_targets: bool = False) -> TherapyData:
                len(train), len(val), 100 * arrays["train"]["label"].mean(), len(vocab))
   enc = Encoders(vocab=vocab, image_shape=None if store is None else store.shape)
   return TherapyData(train=arrays["train"], val=arrays["val"], store=store, encoders=enc, val_samples=val)
+
+
+def with_val(config, data: TherapyData, grid_targets: bool = False) -> TherapyData:
+  """`data` with the val split (and feature store) that `config.data` names: an evaluation's
+  own files (`core/evals.py`), encoded by the run's vocabulary."""
+  samples = _read(config.data, config.data.val_files)
+  store = open_store(config)
+  if (store is None) != (data.encoders.image_shape is None):
+    raise InputError("config.data.features: an evaluation reads image features where its run does, only there")
+  if store is not None:
+    store.check_shape(data.encoders.image_shape)
+  grid = store.shape[0] if grid_targets else None
+  return dataclasses.replace(data, val=_arrays(samples, data.vocab, config.data, store, grid), store=store,
+                             val_samples=samples)
 
 
 def read_test(config, enc: Encoders, store, path: str) -> TestFile:

@@ -29,11 +29,15 @@ from vqajax.core import tables
 from vqajax.core.files import write_atomic_many
 
 BEST_METRIC = "balanced_accuracy"
+METRICS = table4.metric_pattern("") + "|accuracy|balanced_accuracy"  # summarise's names
 FIELDS = configs.FIELDS
+EVAL_DATA = configs.EVAL_DATA
+LENGTHS = therapy_dataset.LENGTHS
 TEXT_KEYS = therapy_dataset.TEXT_KEYS
 TRAIN_KEYS = TEXT_KEYS + ("label", "weight")
 
 load = therapy_dataset.load
+load_eval = therapy_dataset.with_val
 sizes = therapy_dataset.sizes
 
 

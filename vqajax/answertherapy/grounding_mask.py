@@ -29,6 +29,7 @@ multiple), both with a row per level (`masks` grid | pixel), and table4 (from ma
 from __future__ import annotations
 
 import os
+import re
 
 import jax.numpy as jnp
 import numpy as np
@@ -45,6 +46,8 @@ from vqajax.core.files import write_atomic_many
 
 BEST_METRIC = "iou_pq"
 FIELDS = configs.FIELDS
+EVAL_DATA = configs.EVAL_DATA
+LENGTHS = therapy_dataset.LENGTHS
 TEXT_KEYS = therapy_dataset.TEXT_KEYS
 TRAIN_KEYS = TEXT_KEYS + ("grid_mask",)
 # (row name, sums, metric prefix) of Tables 5 and 6; the model's metrics have no prefix.
@@ -52,10 +55,17 @@ METHODS = (("whole image", "whole_image", "whole_image/"), ("model", "model", ""
 PIXEL = "pixel/"
 LEVELS = (("grid", ""), ("pixel", PIXEL))  # grid-level metrics keep the unprefixed names
 FROM_MASKS = "from_masks/"
+_GROUPS = "|".join(re.escape(g + "/") for g in BY_SOURCE_AND_LABEL if g)
+METRICS = (rf"({'|'.join(re.escape(p) for _, _, p in METHODS)})({'|'.join(re.escape(p) for _, p in LEVELS)})"
+           rf"({_GROUPS})?(iou_pq|iou)|{table4.metric_pattern(FROM_MASKS)}")  # summarise's and the host's names
 
 
 def load(config):
   return therapy_dataset.load(config, grid_targets=True)
+
+
+def load_eval(config, data):
+  return therapy_dataset.with_val(config, data, grid_targets=True)
 
 
 sizes = therapy_dataset.sizes

@@ -9,6 +9,7 @@ classifier: none; the decision from masks: `from_masks/`; `always_single/`, ...)
 
 from __future__ import annotations
 
+import re
 from typing import Mapping, Sequence
 
 from vqajax.answertherapy import precision_recall as pr
@@ -36,6 +37,13 @@ def with_baselines(sums, prefix: str = "") -> dict[str, float]:
   for c, (_, baseline) in enumerate(BASELINES):
     metrics.update(named(pr.always(sums["actual"], c), baseline))
   return metrics
+
+
+def metric_pattern(prefix: str) -> str:
+  """A regular expression of the metric names of a method under `prefix` and of the baselines."""
+  methods = "|".join(map(re.escape, (prefix, *(b for _, b in BASELINES))))
+  groups = "|".join(re.escape(g + "/") for g in BY_SOURCE if g)
+  return rf"({methods})({groups})?({'|'.join(MEASURES)})/({'|'.join(LABELS)})"
 
 
 def baseline_rows(metrics: Mapping[str, float]) -> list[tuple[str, Mapping[str, float], str]]:

@@ -3,7 +3,8 @@
 A checkpoint holds the train state (step, params, optimizer state, RNG) and a JSON
 record with the input position, so a resumed run reads exactly the batches the
 interrupted one would have. The last `keep` checkpoints and the best one by
-`best_metric` are kept. Orbax writes a step to a temporary directory and renames it when
+`best_metric` (`EVAL/METRIC`, highest or lowest by `best_mode`: `core/evals.py`) are kept;
+a checkpoint records that metric when its evaluation ran at its step. Orbax writes a step to a temporary directory and renames it when
 complete, so a half-written checkpoint is never listed. The meta also records a sha256
 of the saved state and meta (`checksum`), verified by every restore: a checkpoint damaged
 later (truncated or missing files, or flipped bytes that orbax reads back without
@@ -65,17 +66,31 @@ def checksum(state: Any, meta: dict) -> str:
   return digest.hexdigest()
 
 
+def metric_of(metrics: dict, name: str) -> float | None:
+  """`metrics[name]`; a checkpoint saved before `config.evals` named its val metric without
+  the evaluation (`accuracy` for `val/accuracy`)."""
+  value = metrics.get(name)
+  if value is None and name.startswith("val/"):
+    value = metrics.get(name[len("val/"):])
+  return float(value) if isinstance(value, (int, float)) else None
+
+
 class Checkpointer:
 
-  def __init__(self, directory: str, keep: int = 3, best_metric: str = "accuracy"):
+  def __init__(self, directory: str, keep: int = 3, best_metric: str = "val/accuracy", best_mode: str = "max"):
     self._best_metric = best_metric
+    worst = -np.inf if best_mode == "max" else np.inf
+
+    def rank(metrics):  # a checkpoint without the metric (another rule's) is never the best
+      value = metric_of(metrics, best_metric)
+      return worst if value is None else value
+
     policy = policies.AnyPreservationPolicy([
         policies.LatestN(n=keep),
-        policies.BestN(get_metric_fn=lambda m: m[best_metric], n=1,
-                       keep_checkpoints_without_metrics=False),
+        policies.BestN(get_metric_fn=rank, reverse=best_mode == "min", n=1, keep_checkpoints_without_metrics=False),
     ])
     options = ocp.CheckpointManagerOptions(preservation_policy=policy, create=True,
-                                           best_fn=lambda m: m[best_metric], best_mode="max",  # kept on disk
+                                           best_fn=rank, best_mode=best_mode,  # kept on disk
                                            enable_async_checkpointing=False,
                                            cleanup_tmp_directories=True)  # left by a kill / Ctrl-C
     if "://" not in directory:  # orbax wants absolute local paths; gs:// etc. pass through
@@ -87,7 +102,9 @@ class Checkpointer:
     self.manager = ocp.CheckpointManager(directory, options=options, item_names=("state", "meta"))
 
   def save(self, step: int, state: Any, meta: dict, metrics: Optional[dict] = None) -> None:
-    metrics = {self._best_metric: float(metrics[self._best_metric])} if metrics else None
+    """Saves `state` and `meta` at `step`, with `metrics`' best metric where it has it
+    (`EVAL/METRIC` names: the metrics of the evaluations that ran at `step`)."""
+    metrics = {self._best_metric: float(metrics[self._best_metric])} if self._best_metric in (metrics or {}) else None
     if hasattr(state, "params"):  # a train state: its parameters alone are what readers restore
       meta = {**meta, _PARAMS_CHECKSUM: checksum(state.params, {})}
     meta = {**meta, _CHECKSUM: checksum(state, meta)}
@@ -174,11 +191,10 @@ def complete_steps(directory: str) -> list[int]:
 
 
 def step_metric(directory: str, step: int, name: str) -> float | None:
-  """The val metric `name` saved with checkpoint `step`, if it has one."""
+  """The metric `name` (`EVAL/METRIC`) saved with checkpoint `step`, if it has one."""
   path = os.path.join(directory, str(step), "metrics", "metrics")
   metrics = load_json(path) if fs.exists(path) else None
-  value = metrics.get(name) if isinstance(metrics, dict) else None
-  return float(value) if isinstance(value, (int, float)) else None
+  return metric_of(metrics, name) if isinstance(metrics, dict) else None
 
 
 def _read_params(directory: str, step: int) -> tuple[Any, dict]:

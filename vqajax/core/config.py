@@ -189,10 +189,9 @@ def path() -> Rule:
   return Rule(f"a local path or a URL ({', '.join(s + '://' for s in fs.SCHEMES)})", fs.known_scheme)
 
 
-def file_list() -> Rule:
-  """One file name, several comma-separated, or a list of names (`file_names`)."""
-  return Rule("a file name, comma-separated names or a list of names",
-              lambda v: isinstance(v, str) or (isinstance(v, (tuple, list)) and all(isinstance(n, str) for n in v)))
+# One file name, several comma-separated, or a list of names (`file_names`).
+FILE_LIST = Rule("a file name, comma-separated names or a list of names",
+                 lambda v: isinstance(v, str) or (isinstance(v, (tuple, list)) and all(isinstance(n, str) for n in v)))
 
 
 def names() -> Rule:
@@ -212,6 +211,7 @@ TRAINING = {
     "batch_size": integer(), "eval_batch_size": integer(), "num_train_steps": integer(),
     "num_epochs": number(0, 1e6), "log_every_steps": integer(), "eval_every_steps": integer(),
     "keep_checkpoints": integer(),
+    "best_metric": TEXT, "best_mode": one_of("max", "min"),  # and config.evals: core/evals.py
     "optimizer.name": one_of("rmsprop", "adam"),
     "optimizer.learning_rate": number(0, lo_open=True),
     "optimizer.lr_decay_per_step": number(0, 1, lo_open=True),

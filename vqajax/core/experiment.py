@@ -13,7 +13,7 @@ import optax
 from absl import logging
 
 from vqajax.core import config as config_lib
-from vqajax.core import device_features, pipeline, sharding
+from vqajax.core import device_features, evals, pipeline, sharding
 from vqajax.core.errors import InputError
 from vqajax.core.task import LABEL, Task
 
@@ -53,6 +53,7 @@ class Experiment:
   def build(cls, task: Task, config, devices=None) -> "Experiment":
     mesh = sharding.data_mesh(devices)
     config_lib.check(config, config_lib.TRAINING)
+    evals.check(config, task)
     sharding.local_batch_size(config.batch_size, mesh)
     data = task.load(config)
     if not len(data.train[LABEL]):
@@ -69,7 +70,7 @@ class Experiment:
   def initial_state(self, abstract: bool = False) -> TrainState:
     """A fresh train state, created directly with replicated shardings; with `abstract`,
     only its shapes, dtypes and shardings (a restore target: nothing is computed)."""
-    example = pipeline.example_batch(self.data.train, self.data.store, 2, self.task.TRAIN_KEYS)
+    example = pipeline.example_batch(self.data.train, self.data.store, 2, self.task.TRAIN_KEYS, self.task.LENGTHS)
 
     def init(rng):
       params_rng, rng = jax.random.split(rng)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Iterator, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import jax
 import numpy as np
@@ -36,20 +36,23 @@ class _Loader:
   """Gathers rows of the split arrays (those of `keys` that it has) and their image features
   (none when `store` is None: text-only data).
 
-  Token ids are cut to the length bucket of the longest question in the GLOBAL batch,
-  which every host can tell from the global rows, so all hosts agree on the shape.
+  The token arrays of `lengths` ({token array: its lengths' array}, the task's `LENGTHS`)
+  are cut to the length bucket of the longest row in the GLOBAL batch, which every host
+  can tell from the global rows, so all hosts agree on the shape.
   """
 
-  def __init__(self, arrays: dict[str, np.ndarray], store, keys: Sequence[str]):
+  def __init__(self, arrays: dict[str, np.ndarray], store, keys: Sequence[str],
+               lengths: Mapping[str, str] | None = None):
     self.arrays, self.store = arrays, store
     self.keys = tuple(k for k in keys if k in arrays)
+    self.lengths = {k: n for k, n in (lengths or {}).items() if k in self.keys}
 
   def __call__(self, global_rows: np.ndarray, host: slice = slice(None)) -> dict[str, np.ndarray]:
     rows = global_rows[host]
     batch = {k: self.arrays[k][rows] for k in self.keys}
-    if "tokens" in batch:
-      longest = int(self.arrays["length"][global_rows].max())
-      batch["tokens"] = batch["tokens"][:, :bucket_length(longest, batch["tokens"].shape[1])]
+    for k, length in self.lengths.items():
+      longest = int(self.arrays[length][global_rows].max())
+      batch[k] = batch[k][:, :bucket_length(longest, batch[k].shape[1])]
     if self.store is not None:
       batch["image"] = self.store.read(self.arrays[IMAGE_ROW][rows], self.store.dtype)  # float32 in the step
     return batch
@@ -71,7 +74,7 @@ class _Loader:
     def fn(step):
       values = tf.numpy_function(load, [step], [tf.as_dtype(example[k].dtype) for k in names])
       for v, k in zip(values, names):
-        v.set_shape((None,) * example[k].ndim if k == "tokens" else example[k].shape)
+        v.set_shape((None,) * example[k].ndim if k in self.lengths else example[k].shape)
       return dict(zip(names, values))
 
     return fn
@@ -96,9 +99,10 @@ def numpy_batches(ds: tf.data.Dataset) -> Iterator[dict[str, np.ndarray]]:
       raise
 
 
-def example_batch(arrays, store, n: int, keys: Sequence[str]) -> dict[str, np.ndarray]:
+def example_batch(arrays, store, n: int, keys: Sequence[str], lengths: Mapping[str, str] | None = None
+                  ) -> dict[str, np.ndarray]:
   """`n` train rows (repeated if the split is smaller), for shape inference (model init)."""
-  return _Loader(arrays, store, keys)(np.arange(n) % len(arrays[LABEL]))
+  return _Loader(arrays, store, keys, lengths)(np.arange(n) % len(arrays[LABEL]))
 
 
 def _host_slice(global_batch: int) -> slice:
@@ -124,21 +128,23 @@ def train_rows(num_examples: int, global_batch: int, seed: int, step: int) -> np
   return rows
 
 
-def train_dataset(arrays, store, global_batch: int, seed: int, start_step: int,
-                  keys: Sequence[str], readers: int = tf.data.AUTOTUNE) -> tf.data.Dataset:
-  """This host's train batches from `start_step` on (endless), `readers` batches loaded at once."""
+def train_dataset(arrays, store, global_batch: int, seed: int, start_step: int, keys: Sequence[str],
+                  readers: int = tf.data.AUTOTUNE, lengths: Mapping[str, str] | None = None) -> tf.data.Dataset:
+  """This host's train batches from `start_step` on (endless), `readers` batches loaded at once;
+  `lengths`: the token arrays cut to length buckets (`_Loader`)."""
   n, host = len(arrays[LABEL]), _host_slice(global_batch)
-  loader = _Loader(arrays, store, keys)
+  loader = _Loader(arrays, store, keys, lengths)
   make_rows = lambda step: train_rows(n, global_batch, seed, int(step))
   return (tf.data.Dataset.range(start_step, np.iinfo(np.int64).max)
           .map(loader.tf_map(make_rows, host), num_parallel_calls=readers, deterministic=True)
           .prefetch(tf.data.AUTOTUNE))
 
 
-def eval_batches(arrays, store, global_batch: int, keys: Sequence[str]) -> Iterator[dict[str, np.ndarray]]:
+def eval_batches(arrays, store, global_batch: int, keys: Sequence[str], lengths: Mapping[str, str] | None = None
+                 ) -> Iterator[dict[str, np.ndarray]]:
   """This host's slices of the eval batches, in file order; the last one padded, with `mask`."""
   n, host = len(next(iter(arrays.values()))), _host_slice(global_batch)  # one row per example
-  loader = _Loader(arrays, store, keys)
+  loader = _Loader(arrays, store, keys, lengths)
 
   def make_rows(step):
     positions = int(step) * global_batch + np.arange(global_batch)

@@ -36,10 +36,11 @@ from vqajax.core.official_files import load_json
 
 RUN_FILE = "run.json"
 LOCK_FILE = "lock"
-# Fields a rerun may change: how long it trains, how often it logs / evaluates / keeps, and
-# where its features live (the same values either way).
+# Fields a rerun may change: how long it trains, how often it logs / evaluates / keeps, which
+# evaluations it makes (`evals.*`) and where its features live (the same values either way).
 BUDGET_FIELDS = ("num_train_steps", "num_epochs", "log_every_steps", "eval_every_steps", "keep_checkpoints",
                  "eval_batch_size", "data.features_on_device")
+BUDGET_GROUPS = ("evals.",)
 
 
 def read_record(workdir: str) -> dict | None:
@@ -112,12 +113,10 @@ def differences(recorded: dict, config, sizes: dict) -> list[str]:
   new = {**_flat(json.loads(json.dumps(config.to_dict()))), **_flat(sizes, "data sizes: ")}
   keys = sorted(set(old) | set(new))  # a field the record lacks is newer than the run: not a change
   return [f"{k} {old.get(k)!r} -> {new.get(k)!r}" for k in keys
-          if k not in BUDGET_FIELDS and k in old and old.get(k) != new.get(k)]
+          if k not in BUDGET_FIELDS and not k.startswith(BUDGET_GROUPS) and k in old and old.get(k) != new.get(k)]
 
 
-def check_same_run(workdir: str, config, sizes: dict,
-                   hint: str = "use another --workdir, or --allow-changed-run to continue this one with "
-                               "the new settings") -> None:
+def check_same_run(workdir: str, config, sizes: dict, hint: str) -> None:
   """InputError listing the differences when `workdir` records another run."""
   recorded = read_record(workdir)
   if recorded is None:

@@ -2,7 +2,7 @@
 
 `write(path, tasks, questions)` opens the run (a workdir or a bundle, `core/trained.py`:
 read-only, no training data) at one checkpoint (the latest, `step`, or the best by the
-task's val metric), reads the test file through the task (`Predicts` in `core/task.py`)
+run's `config.best_metric`), reads the test file through the task (`Predicts` in `core/task.py`)
 with the run's encoders, runs the task's predict step in padded batches and hands the
 predictions to the task's writer. The outputs go under `WORKDIR/submissions/<split>/`
 (a bundle's: `--out`), never over an input.

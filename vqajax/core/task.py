@@ -27,12 +27,19 @@ IMAGE_ROW = "image_row"      # both splits, with a store: the example's row of t
 class Task(Protocol):
   """The members of a task module."""
 
-  BEST_METRIC: str                 # the val metric that picks the best checkpoint
+  BEST_METRIC: str                 # the val metric that picks the best checkpoint of runs without best_metric
+  METRICS: str                     # a regular expression every metric name of its evaluations matches
   FIELDS: dict                     # {dotted config field: core.config.Rule}: what its configs may hold
+  EVAL_DATA: Sequence[str]         # the config.data fields an evaluation may set (core/evals.py)
   TRAIN_KEYS: Sequence[str]        # the split arrays the train step reads (those present)
+  LENGTHS: Mapping[str, str]       # {token array: its lengths' array}: cut to the batch's length bucket
 
   def load(self, config) -> Any:
     """The data of `config.data`: `.train`, `.val` (dicts of arrays), `.store`."""
+
+  def load_eval(self, config, data) -> Any:
+    """`data` (of `load`) with the val split that `config.data` names (an evaluation's own
+    files: `core/evals.py`), encoded by `data.encoders`, and its feature store."""
 
   def sizes(self, data) -> dict[str, int]:
     """Data sizes recorded in run.json."""

@@ -2,12 +2,12 @@
 
 Restarting with the same workdir resumes from the newest checkpoint, including the
 input position, so the resumed run sees the batches the interrupted one would have.
-The final step's evaluation writes the official results files (results/step_N/).
+The evaluations of `config.evals` (`core/evals.py`) run at their steps, each saving a
+checkpoint; the final step's write their results files (results/step_N/ for `val`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import functools
 import os
@@ -21,7 +21,7 @@ from absl import logging
 from clu import periodic_actions
 from jax.experimental import multihost_utils
 
-from vqajax.core import checkpoint, device_features, encoders, evaluate, files, pipeline, run_record, sharding, writers
+from vqajax.core import device_features, encoders, evals, evaluate, files, pipeline, run_record, runs, sharding, writers
 from vqajax.core.errors import RunFailed
 from vqajax.core.experiment import Experiment, TrainState
 from vqajax.core.task import Task
@@ -113,22 +113,23 @@ class _Preemption:
       signal.signal(signal.SIGTERM, self._previous)
 
 
-def train_and_evaluate(task: Task, config, workdir: str, devices=None, allow_changed_run: bool = False) -> dict:
-  """Trains `config` of `task` in `workdir` on `devices` (default: all); returns the last val
-  metrics. A workdir that records another run is refused unless `allow_changed_run`."""
-  exp = Experiment.build(task, config, devices)
-  sizes = task.sizes(exp.data)
-  if not allow_changed_run:
-    run_record.check_same_run(workdir, config, sizes)
-    run_record.check_encoders(workdir, config.task, exp.data.encoders.tables(),
-                              "use another --workdir, or --allow-changed-run to continue with the new encoders")
-  lock = run_record.WorkdirLock(workdir, "vqajax train") if jax.process_index() == 0 else contextlib.nullcontext()
-  with lock:
-    return _train(exp, config, workdir, sizes)
+CHANGED_RUN = "use another --workdir, or --allow-changed-run to continue this one with the new settings"
 
 
-def _train(exp: Experiment, config, workdir: str, sizes: dict) -> dict:
-  mesh, data, task = exp.mesh, exp.data, exp.task
+def train_and_evaluate(task: Task, config, workdir: str, devices=None, allow_changed_run: bool = False
+                       ) -> dict[str, dict[str, float]]:
+  """Trains `config` of `task` in `workdir` on `devices` (default: all); returns the last
+  metrics of each evaluation, {evaluation: metrics} (`val` by default). A workdir that
+  records another run is refused unless `allow_changed_run`."""
+  exp = runs.experiment(task, config, workdir, devices, None if allow_changed_run else CHANGED_RUN)
+  evaluators = evaluate.evaluators(exp)
+  with runs.held(workdir, "vqajax train"):
+    return _train(exp, evaluators, workdir)
+
+
+def _train(exp: Experiment, evaluators: list[evaluate.Evaluator], workdir: str) -> dict:
+  mesh, data, task, config = exp.mesh, exp.data, exp.task, exp.config
+  sizes = task.sizes(data)
   extractor = getattr(data.store, "settings", None)  # how the features were made (run.json)
   for folder in ("checkpoints", "results"):  # through a link into an input? refused before training
     files.check_output(os.path.join(workdir, folder), folder=True)
@@ -136,21 +137,20 @@ def _train(exp: Experiment, config, workdir: str, sizes: dict) -> dict:
   if jax.process_index() == 0:
     run_record.record_encoders(workdir, config.task, data.encoders.tables())
   record = functools.partial(run_record.write_run_file, workdir, config, sizes, digest, extractor=extractor)
-  ckpt = checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints, task.BEST_METRIC)
+  ckpt = runs.checkpointer(workdir, config, task)
   restored = ckpt.restore_latest(exp.initial_state(abstract=True))
   if restored is None:
     state, start = exp.initial_state(), 0
   else:
     state, meta, start = restored
     logging.info("resumed from checkpoint at step %d (input position %d)", start, meta["input_step"])
-  evaluator = evaluate.Evaluator(task, config, data, exp.model, mesh, exp.features)
   final = config.num_train_steps
   if start >= final:  # nothing to train: say so, and finish what a failure left undone
     try:
       if run_record.finished_step(workdir) == start:
         logging.info("already finished at step %d (num_train_steps %d)", start, final)
-        return evaluator.run(state.params, start)
-      metrics = evaluator.run(state.params, start, workdir=workdir)
+        return evaluate.run_all(evaluators, state.params, start)
+      metrics = evaluate.run_all(evaluators, state.params, start, workdir)
       if jax.process_index() == 0:
         record(finished_step=start)
       return metrics
@@ -164,7 +164,9 @@ def _train(exp: Experiment, config, workdir: str, sizes: dict) -> dict:
   report = periodic_actions.ReportProgress(num_train_steps=final, writer=writer, every_steps=config.log_every_steps)
   train_step = make_train_step(exp.model, exp.tx, mesh, task.make_loss(config), exp.features)
   arrays, store, keys = device_features.host_inputs(data, exp.features, "train", task.TRAIN_KEYS)
-  batches = pipeline.numpy_batches(pipeline.train_dataset(arrays, store, config.batch_size, config.seed, start, keys))
+  batches = pipeline.numpy_batches(pipeline.train_dataset(arrays, store, config.batch_size, config.seed, start, keys,
+                                                          lengths=task.LENGTHS))
+  best_metric, _ = evals.best(config, task)
   preemption, metrics, eval_metrics, progress = _Preemption(), [], {}, _Progress(start, final)
   meta = lambda step: {"input_step": step, "seed": config.seed}
   try:
@@ -174,8 +176,8 @@ def _train(exp: Experiment, config, workdir: str, sizes: dict) -> dict:
       report(step)
       last, stop = step == final, preemption.requested(step)
       log = step % config.log_every_steps == 0 or last
-      evaluate_now = step % config.eval_every_steps == 0 or last
-      if log or evaluate_now or stop:  # never log or save past a NaN
+      due = [e for e in evaluators if e.spec.runs_at(step, final)]
+      if log or due or stop:  # never log or save past a NaN
         metrics = jax.device_get(metrics)
         _check_finite(metrics, step - len(metrics) + 1, ckpt.latest_step())
       if log:
@@ -183,11 +185,14 @@ def _train(exp: Experiment, config, workdir: str, sizes: dict) -> dict:
         writer.write_scalars(step, means)
         progress.log(step, means["train/loss"])
         metrics = []
-      if evaluate_now:  # the final step also writes the official results files
-        eval_metrics = evaluator.run(state.params, step, workdir=workdir if last else None)
-        writer.write_scalars(step, {f"val/{k}": v for k, v in eval_metrics.items()})
-        logging.info("step %d: val %s %.2f", step, task.BEST_METRIC, eval_metrics[task.BEST_METRIC])
-        ckpt.save(step, state, meta(step), eval_metrics)
+      if due:  # the final step (and evaluations with results "every") also write results files
+        now = evaluate.run_all(due, state.params, step, workdir, results=last)
+        eval_metrics.update(now)
+        named = evaluate.prefixed(now)
+        writer.write_scalars(step, named)
+        if best_metric in named:
+          logging.info("step %d: %s %.2f", step, best_metric, named[best_metric])
+        ckpt.save(step, state, meta(step), named)
       if last and jax.process_index() == 0:  # the final checkpoint and results are written
         record(finished_step=step)
       if stop:

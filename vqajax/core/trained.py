@@ -19,7 +19,7 @@ import jax
 import numpy as np
 from absl import logging
 
-from vqajax.core import bundle, checkpoint, encoders, fs, run_record, sharding
+from vqajax.core import bundle, checkpoint, encoders, evals, fs, run_record, sharding
 from vqajax.core.errors import InputError
 
 
@@ -36,16 +36,19 @@ def read_config(path: str, tasks: Mapping[str, Any]):
   return config
 
 
-def chosen_step(directory: str, path: str, step: int | None, best: bool, best_metric: str) -> int:
-  """The complete checkpoint to use: `step`, the best by the task's val metric, or the latest."""
+def chosen_step(directory: str, path: str, step: int | None, best: tuple[str, str] | None) -> int:
+  """The complete checkpoint to use: `step`, the best by `best` ((metric, "max" | "min"),
+  `evals.best`), or the latest."""
   saved = checkpoint.complete_steps(directory)
   if not saved:
     raise InputError(f"{path}: no checkpoint (train the run first)")
-  if best:
-    scored = [(m, s) for s in saved if (m := checkpoint.step_metric(directory, s, best_metric)) is not None]
+  if best is not None:
+    metric, mode = best
+    scored = [(m, s) for s in saved if (m := checkpoint.step_metric(directory, s, metric)) is not None]
     if not scored:
-      raise InputError(f"{path}: no kept checkpoint has val metrics to pick the best by (saved: {saved})")
-    return max(scored)[1]
+      raise InputError(f"{path}: no kept checkpoint has the metric {metric} to pick the best by (saved: {saved})")
+    sign = 1 if mode == "max" else -1  # ties: the latest, as the checkpoints kept
+    return max(scored, key=lambda pair: (sign * pair[0], pair[1]))[1]
   if step is not None and step not in saved:
     raise InputError(f"{path}: no checkpoint at step {step} (saved: {saved})")
   return saved[-1] if step is None else step
@@ -135,7 +138,7 @@ class Checkpoint:
 
 
 def read(path: str, tasks: Mapping[str, Any], step: int | None = None, best: bool = False) -> Checkpoint:
-  """Checkpoint `step` (default: the latest; `best`: the best by the task's val metric) of
+  """Checkpoint `step` (default: the latest; `best`: the best by `config.best_metric`) of
   the run at `path` (a workdir or a bundle) of one of `tasks` ({config.task: module})."""
   config = read_config(path, tasks)
   task = tasks[config.task]
@@ -147,12 +150,14 @@ def read(path: str, tasks: Mapping[str, Any], step: int | None = None, best: boo
     return Checkpoint(config, task, record, tables, params, record["step"], record.get("metrics") or {})
   record = run_record.read_record(path)
   directory = os.path.join(path, "checkpoints")
-  chosen = chosen_step(directory, path, step, best, task.BEST_METRIC)
+  rule = evals.best(config, task)
+  chosen = chosen_step(directory, path, step, rule if best else None)
   tables = _workdir_tables(path, config, task, record)
   params, _, chosen = checkpoint.read_params(directory, chosen, newest=step is None and not best)
   metrics = run_record.step_metrics(path, chosen)
-  if not metrics and (value := checkpoint.step_metric(directory, chosen, task.BEST_METRIC)) is not None:
-    metrics = {task.BEST_METRIC: value}
+  if not metrics and (value := checkpoint.step_metric(directory, chosen, rule[0])) is not None:
+    evaluation, _, name = rule[0].partition("/")  # val's metrics are named as in its metrics.json
+    metrics = {name if evaluation == evals.DEFAULT else rule[0]: value}
   return Checkpoint(config, task, record, tables, params, chosen, metrics)
 
 

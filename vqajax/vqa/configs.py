@@ -10,20 +10,23 @@ from __future__ import annotations
 import ml_collections
 
 from vqajax.core import config as config_lib
-from vqajax.core.config import FLAG, TEXT, dims, file_list, integer, names, number, one_of, path
+from vqajax.core import evals
+from vqajax.core.config import FILE_LIST, FLAG, TEXT, dims, integer, names, number, one_of, path
 from vqajax.core.official_files import DATA_SOURCES
 from vqajax.nn import lstm
 from vqajax.vqa import models as vqa_models
 
 ARGS = ("", "cpu", "runlocal")
-_FILES = ("train_questions", "train_annotations", "train_mc_questions", "val_questions", "val_annotations",
-          "val_mc_questions", "train_captions", "val_captions")
+_FILES = ("train_questions", "train_annotations", "val_questions", "val_annotations", "train_captions", "val_captions")
+# "auto" (VQA v1's multiple-choice file where it is), "" (none), or files as FILE_LIST
+_MC_FILES = config_lib.Rule("'auto', '' or " + FILE_LIST.expected, FILE_LIST.ok)
 # What each field of `vqa_config` may hold, checked before a command does anything (`config_lib.check`).
 FIELDS = {
     **config_lib.TRAINING,
     "data.synthetic": FLAG, "data.synthetic_scale": TEXT, "data.dir": path(),
     "data.format": one_of("vqa", "vizwiz"), "data.source": one_of(*DATA_SOURCES), "data.tfds_dir": TEXT,
-    **{f"data.{name}": file_list() for name in _FILES},
+    **{f"data.{name}": FILE_LIST for name in _FILES},
+    "data.train_mc_questions": _MC_FILES, "data.val_mc_questions": _MC_FILES,
     "data.features": path(), "data.feature_shape": dims(),
     "data.features_on_device": one_of("auto", "true", "false", "sharded"),
     "data.num_answers": integer(), "data.vocab_min_count": integer(), "data.max_question_len": integer(),
@@ -124,7 +127,10 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   config.num_epochs = 0.0               # > 0: the budget in epochs (sets num_train_steps)
   config.log_every_steps = 100
   config.eval_every_steps = 1000        # each evaluation also saves a checkpoint
-  config.keep_checkpoints = 3           # the last k, plus the best by val accuracy
+  config.keep_checkpoints = 3           # the last k, plus the best by best_metric
+  config.evals = evals.default()        # the evaluations (vqajax/core/evals.py): `val`, on data.val_*
+  config.best_metric = "val/accuracy"   # EVAL/METRIC that picks the best checkpoint ...
+  config.best_mode = "max"              # ... its highest ("max") or lowest ("min")
 
   if arg:  # "cpu", and "runlocal" on top of it
     m.embed_dim, m.lstm_dim, m.fused_dim, m.mlp_dims, m.attention_dim = 64, 128, 256, (256, 256), 128

@@ -21,6 +21,7 @@ from vqajax.core.task import TestFile
 from vqajax.features.store import FeatureStore
 from vqajax.vqa import files as vqa_files
 from vqajax.vqa import results
+from vqajax.vqa import text as vqa_text
 from vqajax.vqa.accuracy import kernel as vqa_accuracy
 from vqajax.vqa.files import ANSWER_TYPES
 
@@ -142,7 +143,7 @@ class Encoders:
   split, recorded with the run as `tables()` (`core/encoders.py`)."""
   vocab: text.Vocab
   answers: text.TopK
-  question_bag: text.QuestionBag
+  question_bag: vqa_text.QuestionBag
   caption_words: text.TopK | None
   question_types: dict[str, int]
   interner: vqa_accuracy.Interner
@@ -175,7 +176,7 @@ class Encoders:
   @classmethod
   def from_tables(cls, tables: dict) -> "Encoders":
     return cls(vocab=text.Vocab(tables["vocab"]), answers=text.TopK(tables["answers"]),
-               question_bag=text.QuestionBag(text.TopK(tables["bow_words"]), map(text.TopK, tables["bow_leads"])),
+               question_bag=vqa_text.QuestionBag(text.TopK(tables["bow_words"]), map(text.TopK, tables["bow_leads"])),
                caption_words=None if tables["caption_words"] is None else text.TopK(tables["caption_words"]),
                question_types={t: i for i, t in enumerate(tables["question_types"])},
                interner=vqa_accuracy.Interner(), max_len=tables["max_question_len"],
@@ -290,7 +291,7 @@ def read_train_records(config_data):
   records, source, _ = read_split(config_data, "train")
   if config_data.confident_only:
     questions = {q["question_id"]: q for q, _ in records}
-    kept = text.confident_only([a for _, a in records])
+    kept = vqa_text.confident_only([a for _, a in records])
     logging.info("confidence filter: %d of %d training questions kept", len(kept), len(records))
     records = [(questions[a["question_id"]], a) for a in kept]
   return records, source
@@ -339,7 +340,7 @@ def load(config_data) -> VQAData:
       config_data.caption_words)
   question_types = sorted({a["question_type"] for _, a in train_records + val_records})
   enc = Encoders(vocab=vocab, answers=answers,
-                  question_bag=text.QuestionBag.build(train_tokens, config_data.bow_words,
+                  question_bag=vqa_text.QuestionBag.build(train_tokens, config_data.bow_words,
                                                       config_data.bow_lead_words),
                   caption_words=caption_words,
                   question_types={t: i for i, t in enumerate(question_types)},
@@ -352,3 +353,19 @@ def load(config_data) -> VQAData:
                  vocab=vocab, answers=answers, store=store, question_types=question_types,
                  val_records=val_records, val_info=val_info,
                  table_ids={"raw_ids": raw_ids, "norm_ids": norm_ids}, encoders=enc)
+
+
+def with_val(config_data, data: VQAData) -> VQAData:
+  """`data` with the val split (and feature store) that `config_data` names: an evaluation's
+  own files (`core/evals.py`), encoded by the run's encoders; its question types its own."""
+  records, source, info = read_split(config_data, "val")
+  store = open_store(config_data)
+  store.check_shape(data.encoders.image_shape)
+  captions = _read_captions(config_data, "val")
+  if (captions is None) != (data.encoders.caption_words is None):
+    raise official_files.DataFileError("config.data.val_captions: a caption model's evaluations need their "
+                                       "images' captions, and only a caption model's")
+  question_types = sorted({a["question_type"] for _, a in records})
+  enc = dataclasses.replace(data.encoders, question_types={t: i for i, t in enumerate(question_types)})
+  return dataclasses.replace(data, val=_arrays(records, source, enc, store, captions), store=store,
+                             question_types=question_types, val_records=records, val_info=info)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import optax
@@ -17,7 +19,12 @@ from vqajax.vqa.accuracy import kernel as vqa_accuracy
 from vqajax.vqa.files import ANSWER_TYPES
 
 BEST_METRIC = "accuracy"
+METRICS = rf"(mc_)?accuracy(/({'|'.join(map(re.escape, ANSWER_TYPES))}))?"  # summarise's names
 FIELDS = configs.FIELDS
+# The config.data fields an evaluation may set for its own split (config.evals.NAME.data).
+EVAL_DATA = ("val_questions", "val_annotations", "val_mc_questions", "val_captions", "format", "features",
+             "feature_shape", "results_prefix")
+LENGTHS = {"tokens": "length"}  # token ids cut to the length bucket of the batch (core/pipeline.py)
 INPUT_KEYS = ("tokens", "length", "question_bow", "caption_bow")  # those the split has
 TRAIN_KEYS = INPUT_KEYS + ("label", "answer_index")
 EVAL_KEYS = INPUT_KEYS + ("label", "question_id", "answer_type", "question_type",
@@ -28,6 +35,11 @@ MC_KEYS = ("choice_index", "choice_raw", "choice_norm")
 def load(config) -> vqa_dataset.VQAData:
   """Reads config.data (the embedded dataset is written beforehand by the front door)."""
   return vqa_dataset.load(config.data)
+
+
+def load_eval(config, data: vqa_dataset.VQAData) -> vqa_dataset.VQAData:
+  """`data` with the val split of an evaluation's `config.data` (`core/evals.py`)."""
+  return vqa_dataset.with_val(config.data, data)
 
 
 def sizes(data: vqa_dataset.VQAData) -> dict[str, int]:

@@ -1,0 +1,150 @@
+"""Evaluations as a list (`config.evals`, core/evals.py) and the best checkpoint by a named
+metric: two evaluations in one run, their metrics and results; the best step under a min
+and a max rule read back by hand; checkpoints of runs from before `config.evals`; the
+config's refusals (one line, nothing written)."""
+
+import json
+import os
+import re
+
+import jax
+import ml_collections
+import numpy as np
+import pytest
+
+from experiments.vqa import deeper_lstm_norm_i
+from tests.reference import reference_accuracy
+from vqajax import cli
+from vqajax.core import checkpoint, evals, train, trained
+from vqajax.core import config as config_lib
+from vqajax.vqa import task as vqa_task
+
+VAL_QUESTIONS, VAL_ANNOTATIONS = "v2_OpenEnded_mscoco_val2014_questions.json", "v2_mscoco_val2014_annotations.json"
+
+
+def _json(path):
+  with open(path) as f:
+    return json.load(f)
+
+
+def _config(data_dir, evaluations=None, **changes):
+  config = deeper_lstm_norm_i.get_config("runlocal")
+  if evaluations is not None:
+    with config.unlocked():
+      config.evals = evaluations
+  return config_lib.override(config, {"data.dir": data_dir, "data.max_question_len": 8, **changes})
+
+
+def _subset(tiny_data, out_dir, n=24):
+  """The first `n` val questions and their annotations, as new files in `out_dir`."""
+  questions, annotations = _json(os.path.join(tiny_data, VAL_QUESTIONS)), _json(os.path.join(tiny_data, VAL_ANNOTATIONS))
+  kept = {q["question_id"] for q in questions["questions"][:n]}
+  questions["questions"] = questions["questions"][:n]
+  annotations["annotations"] = [a for a in annotations["annotations"] if a["question_id"] in kept]
+  paths = [os.path.join(out_dir, f"subset_{name}") for name in (VAL_QUESTIONS, VAL_ANNOTATIONS)]
+  for path, content in zip(paths, (questions, annotations)):
+    with open(path, "w") as f:
+      json.dump(content, f)
+  return paths, annotations["annotations"]
+
+
+def test_two_evaluations_train_write_both_and_the_best_follows_the_named_min_metric(tiny_data, tmp_path):
+  (questions, annotations_path), annotations = _subset(tiny_data, str(tmp_path))
+  evaluations = evals.default()
+  evaluations.subset = evals.new(results="every", val_questions=questions, val_annotations=annotations_path)
+  config = _config(tiny_data, evaluations, num_train_steps=4, eval_every_steps=2, log_every_steps=2,
+                   keep_checkpoints=1, best_metric="subset/accuracy", best_mode="min")
+  workdir = str(tmp_path / "run")
+  last = train.train_and_evaluate(cli.task_of(config), config, workdir, devices=jax.devices()[:1])
+  assert set(last) == {"val", "subset"}
+  rows = [json.loads(line) for line in open(os.path.join(workdir, "metrics.jsonl"))]
+  by_step = {r["step"]: r for r in rows if "val/accuracy" in r or "subset/accuracy" in r}
+  assert sorted(by_step) == [2, 4] and all("val/accuracy" in r and "subset/accuracy" in r for r in by_step.values())
+  names = {k.partition("/")[2] for r in by_step.values() for k in r if k.startswith(("val/", "subset/"))}
+  assert {"accuracy", "accuracy/yes/no", "accuracy/other"} <= names  # what config.best_metric may name:
+  assert all(re.fullmatch(vqa_task.METRICS, n) for n in names) and not re.fullmatch(vqa_task.METRICS, "accuracy/x")
+  # val writes its results at the end only, where runs always had them; subset at every evaluation
+  assert sorted(os.listdir(os.path.join(workdir, "results"))) == ["step_4", "subset"]
+  assert sorted(os.listdir(os.path.join(workdir, "results", "subset"))) == ["step_2", "step_4"]
+  name = "v2_OpenEnded_mscoco_val2014_deeper_lstm_norm_i_results.json"
+  for step in (2, 4):
+    results = _json(os.path.join(workdir, "results", "subset", f"step_{step}", name))
+    assert [r["question_id"] for r in results] == [a["question_id"] for a in annotations]
+    official, _ = reference_accuracy(annotations, {r["question_id"]: r["answer"] for r in results})
+    assert by_step[step]["subset/accuracy"] == pytest.approx(official["overall"], abs=0.01)
+  assert last["subset"]["accuracy"] == by_step[4]["subset/accuracy"]
+  full = _json(os.path.join(workdir, "results", "step_4", name))
+  assert len(full) == len(_json(os.path.join(tiny_data, VAL_ANNOTATIONS))["annotations"]) > len(annotations)
+  # the best by the lowest subset accuracy (ties: the latest), read by hand from metrics.jsonl
+  lowest = min(r["subset/accuracy"] for r in by_step.values())
+  expected = max(s for s, r in by_step.items() if r["subset/accuracy"] == lowest)
+  assert checkpoint.complete_steps(os.path.join(workdir, "checkpoints")) == sorted({expected, 4})
+  assert trained.read(workdir, cli.tasks(), best=True).step == expected
+
+
+def _save(directory, rule, steps_and_metrics):
+  ckpt = checkpoint.Checkpointer(directory, 1, *rule)
+  for step, metrics in steps_and_metrics:
+    ckpt.save(step, {"w": np.full(2, step, np.float32)}, {"input_step": step}, metrics)
+  ckpt.close()
+
+
+def test_the_kept_and_chosen_best_follow_the_rule_min_or_max(tmp_path):
+  values = [(1, 5.0), (2, 1.0), (3, 9.0), (4, 3.0)]  # by hand: min at 2, max at 3
+  for mode, best in (("min", 2), ("max", 3)):
+    directory = str(tmp_path / mode)
+    _save(directory, ("val/loss", mode), [(s, {"val/loss": v, "val/other": -v}) for s, v in values])
+    assert checkpoint.complete_steps(directory) == sorted({best, 4})  # the last one and the best
+    assert trained.chosen_step(directory, "run", None, ("val/loss", mode)) == best
+
+
+def test_checkpoints_from_before_config_evals_still_rank_and_read(tmp_path):
+  """Runs before `config.evals` saved the val metric without the evaluation's name."""
+  directory = str(tmp_path / "checkpoints")
+  _save(directory, ("accuracy", "max"), [(1, {"accuracy": 5.0}), (2, {"accuracy": 9.0}), (3, {"accuracy": 3.0})])
+  assert checkpoint.step_metric(directory, 2, "val/accuracy") == 9.0
+  assert trained.chosen_step(directory, "run", None, ("val/accuracy", "max")) == 2
+  _save(directory, ("val/accuracy", "max"), [(4, {"val/accuracy": 7.0})])  # resumed by this vqajax
+  assert checkpoint.complete_steps(directory) == [2, 4]  # 9 at step 2 is still the best
+  old = config_lib.override(deeper_lstm_norm_i.get_config("runlocal"), {})
+  recorded = old.to_dict()
+  for field in ("evals", "best_metric", "best_mode"):
+    del recorded[field]
+  recorded = ml_collections.ConfigDict(recorded)
+  spec, = evals.specs(recorded)
+  assert (spec.name, spec.every_steps, spec.results, spec.data) == ("val", old.eval_every_steps, "last", {})
+  assert spec.results_dir("w", 4) == os.path.join("w", "results", "step_4")
+  assert evals.best(recorded, vqa_task) == ("val/accuracy", "max")
+
+
+def _refused(tmp_path, capsys, body: str, *flags) -> str:
+  """The error line `vqajax train` prints for a config file of `body` (over the runlocal
+  deeper LSTM Q + norm I), with nothing written."""
+  path = tmp_path / "two_evals.py"
+  path.write_text("from experiments.vqa import deeper_lstm_norm_i\nfrom vqajax.core import evals\n\n"
+                  "def get_config(arg):\n  config = deeper_lstm_norm_i.get_config('runlocal')\n"
+                  f"  with config.unlocked():\n{body}  return config\n")
+  workdir = tmp_path / "run"
+  assert cli.main(["train", f"--config={path}", f"--workdir={workdir}", *flags]) == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert err[-1].startswith("vqajax train: error: ") and not any("Traceback" in e for e in err), err
+  assert not workdir.exists()
+  return err[-1]
+
+
+def test_bad_evaluations_are_refused_in_one_line_naming_the_field(tiny_data, tmp_path, capsys):
+  data = [f"--config.data.dir={tiny_data}", "--config.data.synthetic=False"]
+  line = _refused(tmp_path, capsys, "    config.evals.val.every = 3\n", *data)
+  assert "config.evals.val has no field 'every'" in line
+  line = _refused(tmp_path, capsys, "    config.evals.other = evals.new(val_qestions='x.json')\n", *data)
+  assert "config.evals.other.data has no field 'val_qestions'" in line
+  line = _refused(tmp_path, capsys, "    config.evals.other = evals.new(results='sometimes')\n", *data)
+  assert "config.evals.other.results: expected one of ('last', 'every'), got 'sometimes'" in line
+  line = _refused(tmp_path, capsys, "    pass\n", "--config.best_metric=val/accurracy", *data)
+  assert "config.best_metric 'val/accurracy': expected EVAL/METRIC with EVAL one of ['val']" in line
+  line = _refused(tmp_path, capsys, "    pass\n", "--config.best_metric=vizwiz/accuracy", *data)
+  assert "config.best_metric 'vizwiz/accuracy'" in line
+  assert "config.best_mode: expected one of ('max', 'min')" in _refused(
+      tmp_path, capsys, "    pass\n", "--config.best_mode=lowest", *data)
+  line = _refused(tmp_path, capsys, "    config.evals.other = evals.new(val_questions='gone.json')\n", *data)
+  assert f"config.evals.other.data.val_questions: {os.path.join(tiny_data, 'gone.json')}: file not found" in line

@@ -1,0 +1,47 @@
+"""The VQA paper's text encodings over `core/text.py`: the BoW Q bins and the
+confidence-filtered training set."""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from vqajax.core.text import TopK, bag_indices, most_common_answer
+
+
+class QuestionBag:
+  """The paper's BoW Q bins: the top-`words` question words, then for each of the first
+  three positions the top-`lead` words seen there (1000 + 3 x 10 = 1030 on VQA)."""
+
+  def __init__(self, words: TopK, leads: Sequence[TopK]):
+    self.words, self.leads = words, list(leads)
+    self.offsets = np.cumsum([len(words)] + [len(t) for t in self.leads])
+    self.size = int(self.offsets[-1])
+
+  @classmethod
+  def build(cls, token_lists: Iterable[list[str]], words: int = 1000, lead: int = 10) -> "QuestionBag":
+    lists = list(token_lists)
+    return cls(TopK.build((t for tokens in lists for t in tokens), words),
+               [TopK.build((tokens[p] for tokens in lists if len(tokens) > p), lead) for p in range(3)])
+
+  def indices(self, token_lists: Sequence[list[str]], max_len: int) -> np.ndarray:
+    """[N, max_len + 3] bin indices (-1 padded) of the first max_len words and the leads."""
+    out = np.full((len(token_lists), max_len + 3), -1, np.int32)
+    out[:, :max_len] = bag_indices([tokens[:max_len] for tokens in token_lists], self.words, max_len)
+    for p, (table, offset) in enumerate(zip(self.leads, self.offsets)):
+      ids = table.index(tokens[p] if len(tokens) > p else "" for tokens in token_lists)
+      out[:, max_len + p] = np.where(ids >= 0, ids + offset, -1)
+    return out
+
+
+def confident_only(annotations: list[dict], min_confident: int = 5) -> list[dict]:
+  """The paper's confidence-filtered training set: only the answers with confidence 'yes',
+  and only questions with >= min_confident of them; `multiple_choice_answer` becomes the
+  most frequent confident answer. Returns new annotation dicts."""
+  out = []
+  for a in annotations:
+    confident = [x for x in a["answers"] if x.get("answer_confidence") == "yes"]
+    if len(confident) >= min_confident:
+      out.append(dict(a, answers=confident, multiple_choice_answer=most_common_answer(confident)))
+  return out
