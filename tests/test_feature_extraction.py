@@ -5,6 +5,7 @@ subset and after kill -9, and a store that trains."""
 import functools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 from PIL import Image
 
 from experiments.vqa import i as image_only
+from vqajax import ask_cli
 from vqajax import cli as front_door
 from vqajax.core import train
 from vqajax.core.errors import InputError
@@ -136,19 +138,29 @@ def test_a_fifo_or_a_broken_link_is_counted_unreadable_never_waited_on(given, tm
   assert done[0].rows == 1
 
 
-def test_features_of_many_files_prints_progress_with_an_eta(tmp_path, capsys):
-  """Issue 22.4: `vqajax ask --image DIR` over many images says how far it is (stderr), as `features` does."""
+def test_ask_over_many_files_prints_progress_with_an_eta(tmp_path, capsys, monkeypatch):
+  """Issue 22.4: `vqajax ask --image DIR` over many images says how far it is (stderr), as
+  `features` does: the command counts the extractor's batches (`extract.feature_batches`)."""
   model, params = _tiny()
   forward = extract.Forward(model, params, 8)  # batches of 8
-  rows = extract.features_of([GRACE] * 20, forward, "vqa", SIZE, "float32", log_every=8)
+
+  class Asked:  # what `vqajax ask` reads of an Answerer / Grounder for image files
+    def feature_batches(self, paths):
+      return extract.feature_batches(paths, forward, "vqa", SIZE, "float32")
+
+  monkeypatch.setattr(ask_cli, "PROGRESS_EVERY", 8)
+  copies = [str(tmp_path / f"grace_{i}.jpg") for i in range(20)]
+  for path in copies:
+    shutil.copy(GRACE, path)
+  rows = ask_cli._features(Asked(), [{"image": path, "question": "q"} for path in copies])
   lines = capsys.readouterr().err.strip().splitlines()
   assert [line.split(",")[0] for line in lines] == [f"image features: {n} / 20 images" for n in (8, 16, 20)]
-  assert rows.shape == (20, HIDDEN) and all(", ETA " in line for line in lines)
-  extract.features_of([GRACE] * 8, forward, "vqa", SIZE, "float32", log_every=8)
+  assert list(rows) == copies and rows[copies[-1]].shape == (HIDDEN,) and all(", ETA " in line for line in lines)
+  ask_cli._features(Asked(), [{"image": path, "question": "q"} for path in copies[:8]])
   assert capsys.readouterr().err == ""  # short work: no progress lines
   os.mkfifo(tmp_path / "fifo_1.jpg")  # an ask questions file naming a fifo: one line, not a hang
   with pytest.raises(InputError, match=r"fifo_1.jpg: not a readable image \(not a regular file\)"):
-    extract.features_of([GRACE, str(tmp_path / "fifo_1.jpg")], forward, "vqa", SIZE, "float32")
+    list(extract.feature_batches([GRACE, str(tmp_path / "fifo_1.jpg")], forward, "vqa", SIZE, "float32"))
 
 
 def test_resume_after_a_subset_equals_one_run(photos, tmp_path):

@@ -12,7 +12,6 @@ import collections
 import dataclasses
 import itertools
 import os
-import sys
 import time
 from concurrent import futures
 from typing import Callable, Iterator
@@ -86,7 +85,7 @@ def _decoded(todo: list[tuple[str, int]], preprocess: str, size: int, ahead: int
         yield path, key, None, str(e)
 
 
-class _Progress:
+class Progress:
   """A line every `every` images (`say`: the log by default): done / total, rate and ETA.
   From the `warmup`-th image on, the rate counts from there (the first batches pay
   compiling, and the decoder filled its lookahead meanwhile), so the first ETA holds."""
@@ -145,19 +144,13 @@ def input_batches(paths: list[str], batch: int, preprocess: str, image_size: int
       yield len(chunk), inputs
 
 
-def features_of(paths: list[str], forward: Forward, preprocess: str, image_size: int, dtype: str,
-                log_every: int = 256) -> np.ndarray:
-  """[len(paths), ...] float32 features of image files as `extract` stores them (cast to
-  its `dtype`); a file that cannot be decoded is an InputError naming it. More than
-  `log_every` images (long work: `vqajax ask` over a folder) print progress on stderr."""
-  say = lambda line: print(f"image features: {line}", file=sys.stderr, flush=True)
-  progress = _Progress(len(paths), log_every, forward.batch, say) if len(paths) > log_every else None
-  out = []
+def feature_batches(paths: list[str], forward: Forward, preprocess: str, image_size: int, dtype: str
+                    ) -> Iterator[np.ndarray]:
+  """Float32 features of image files as `extract` stores them (cast to its `dtype`), in
+  order, one forward batch at a time (a caller of long work counts them: `Progress`); a file
+  that cannot be decoded is an InputError naming it."""
   for n, inputs in input_batches(paths, forward.batch, preprocess, image_size):
-    out.append(np.asarray(jax.device_get(forward(inputs)))[:n].astype(dtype))
-    if progress is not None:
-      progress.add(n)
-  return np.concatenate(out).astype(np.float32)
+    yield np.asarray(jax.device_get(forward(inputs)))[:n].astype(dtype).astype(np.float32)
 
 
 def extract(paths: list[str], model: nn.Module, params, out: str, settings: dict, *,
@@ -176,7 +169,7 @@ def extract(paths: list[str], model: nn.Module, params, out: str, settings: dict
   forward = Forward(model, params, batch)
   batch = forward.batch
   ahead = 2 * batch  # images decoded ahead of the forward
-  progress = _Progress(len(todo), log_every, warmup=ahead)
+  progress = Progress(len(todo), log_every, warmup=ahead)
   rows: list[tuple[list[int], np.ndarray]] = []  # fetched, not yet in a chunk
   path_of = {key: path for path, key in todo}
 
