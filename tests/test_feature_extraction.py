@@ -5,6 +5,7 @@ subset and after kill -9, and a store that trains."""
 import functools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from PIL import Image
 
 from data_pipeline.features import cli, extract
 from experiments.vqa import i as image_only
+from vqajax import ask_cli
 from vqajax import cli as front_door
 from vqajax.core import train
 from vqajax.core.errors import InputError
@@ -137,19 +139,29 @@ def test_a_fifo_or_a_broken_link_is_counted_unreadable_never_waited_on(given, tm
   assert done[0].rows == 1
 
 
-def test_features_of_many_files_prints_progress_with_an_eta(tmp_path, capsys):
-  """Issue 22.4: `vqajax ask --image DIR` over many images says how far it is (stderr), as `features` does."""
+def test_ask_over_many_files_prints_progress_with_an_eta(tmp_path, capsys, monkeypatch):
+  """Issue 22.4: `vqajax ask --image DIR` over many images says how far it is (stderr), as
+  `features` does: the command counts the extractor's batches (`forward.feature_batches`)."""
   model, params = _tiny()
   model_forward = forward.Forward(model, params, 8)  # batches of 8
-  rows = forward.features_of([GRACE] * 20, model_forward, "vqa", SIZE, "float32", log_every=8)
+
+  class Asked:  # what `vqajax ask` reads of an Answerer / Grounder for image files
+    def feature_batches(self, paths):
+      return forward.feature_batches(paths, model_forward, "vqa", SIZE, "float32")
+
+  monkeypatch.setattr(ask_cli, "PROGRESS_EVERY", 8)
+  copies = [str(tmp_path / f"grace_{i}.jpg") for i in range(20)]
+  for path in copies:
+    shutil.copy(GRACE, path)
+  rows = ask_cli._features(Asked(), [{"image": path, "question": "q"} for path in copies])
   lines = capsys.readouterr().err.strip().splitlines()
   assert [line.split(",")[0] for line in lines] == [f"image features: {n} / 20 images" for n in (8, 16, 20)]
-  assert rows.shape == (20, HIDDEN) and all(", ETA " in line for line in lines)
-  forward.features_of([GRACE] * 8, model_forward, "vqa", SIZE, "float32", log_every=8)
+  assert list(rows) == copies and rows[copies[-1]].shape == (HIDDEN,) and all(", ETA " in line for line in lines)
+  ask_cli._features(Asked(), [{"image": path, "question": "q"} for path in copies[:8]])
   assert capsys.readouterr().err == ""  # short work: no progress lines
   os.mkfifo(tmp_path / "fifo_1.jpg")  # an ask questions file naming a fifo: one line, not a hang
   with pytest.raises(InputError, match=r"fifo_1.jpg: not a readable image \(not a regular file\)"):
-    forward.features_of([GRACE, str(tmp_path / "fifo_1.jpg")], model_forward, "vqa", SIZE, "float32")
+    list(forward.feature_batches([GRACE, str(tmp_path / "fifo_1.jpg")], model_forward, "vqa", SIZE, "float32"))
 
 
 def test_resume_after_a_subset_equals_one_run(photos, tmp_path):

@@ -37,10 +37,11 @@ from PIL import Image
 from vqajax import cli
 from vqajax.core import files, official_files, runtime, trained
 from vqajax.core.errors import InputError, exit_status
-from vqajax.features import images
+from vqajax.features import forward, images
 
 _TASKS = ("vqa", "grounding_mask")
 _NO_PIXELS_SIDE = 224  # a store image without pixels: its mask drawn at this size
+PROGRESS_EVERY = 256  # image files a progress line
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -169,9 +170,20 @@ def asked(args) -> list[dict]:
 
 
 def _features(model, items: list[dict]) -> dict[str, np.ndarray]:
-  """{path: features} of every distinct image file among the items."""
+  """{path: features} of every distinct image file among the items; more than
+  `PROGRESS_EVERY` files (long work) print progress lines with an ETA on stderr."""
   paths = list(dict.fromkeys(item["image"] for item in items if "image" in item))
-  return dict(zip(paths, model.features_of(paths))) if paths else {}
+  if not paths:
+    return {}
+  say = lambda line: print(f"image features: {line}", file=sys.stderr, flush=True)
+  # the rate counts from the first batch on (it paid compiling)
+  progress = forward.Progress(len(paths), PROGRESS_EVERY, 1, say) if len(paths) > PROGRESS_EVERY else None
+  batches = []
+  for batch in model.feature_batches(paths):
+    batches.append(batch)
+    if progress is not None:
+      progress.add(len(batch))
+  return dict(zip(paths, np.concatenate(batches)))
 
 
 def _label(item: dict) -> str:

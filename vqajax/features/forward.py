@@ -7,7 +7,6 @@ embedded datasets' stores; the resumable extraction over a folder,
 from __future__ import annotations
 
 import os
-import sys
 import time
 from concurrent import futures
 from typing import Callable, Iterator
@@ -81,16 +80,10 @@ def input_batches(paths: list[str], batch: int, preprocess: str, image_size: int
       yield len(chunk), inputs
 
 
-def features_of(paths: list[str], forward: Forward, preprocess: str, image_size: int, dtype: str,
-                log_every: int = 256) -> np.ndarray:
-  """[len(paths), ...] float32 features of image files as `extract` stores them (cast to
-  its `dtype`); a file that cannot be decoded is an InputError naming it. More than
-  `log_every` images (long work: `vqajax ask` over a folder) print progress on stderr."""
-  say = lambda line: print(f"image features: {line}", file=sys.stderr, flush=True)
-  progress = Progress(len(paths), log_every, forward.batch, say) if len(paths) > log_every else None
-  out = []
+def feature_batches(paths: list[str], forward: Forward, preprocess: str, image_size: int, dtype: str
+                    ) -> Iterator[np.ndarray]:
+  """Float32 features of image files as `extract` stores them (cast to its `dtype`), in
+  order, one forward batch at a time (a caller of long work counts them: `Progress`); a file
+  that cannot be decoded is an InputError naming it."""
   for n, inputs in input_batches(paths, forward.batch, preprocess, image_size):
-    out.append(np.asarray(jax.device_get(forward(inputs)))[:n].astype(dtype))
-    if progress is not None:
-      progress.add(n)
-  return np.concatenate(out).astype(np.float32)
+    yield np.asarray(jax.device_get(forward(inputs)))[:n].astype(dtype).astype(np.float32)

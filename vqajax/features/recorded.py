@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+from typing import Iterator
 
 import numpy as np
 
@@ -99,10 +100,14 @@ class Extractor:
                              recorded.get("weights_tensors_sha256"), recorded["weights"], recorded["weights_sha256"],
                              batch)
 
-  def __call__(self, paths: list[str]) -> np.ndarray:
+  def batches(self, paths: list[str]) -> Iterator[np.ndarray]:
+    """The features of image files, one forward batch at a time (`forward.feature_batches`)."""
     s = self.settings
-    features = forward.features_of(paths, self._forward, s["preprocess"], s["image_size"], s["dtype"])
-    if features.shape[1:] != self.shape:
-      raise InputError(f"{self.source}: reads features of shape {self.shape}, the recorded extractor makes "
-                       f"{features.shape[1:]}")
-    return features
+    for features in forward.feature_batches(paths, self._forward, s["preprocess"], s["image_size"], s["dtype"]):
+      if features.shape[1:] != self.shape:
+        raise InputError(f"{self.source}: reads features of shape {self.shape}, the recorded extractor makes "
+                         f"{features.shape[1:]}")
+      yield features
+
+  def __call__(self, paths: list[str]) -> np.ndarray:
+    return np.concatenate(list(self.batches(paths)))

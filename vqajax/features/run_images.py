@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+from typing import Iterator
 
 import numpy as np
 
@@ -48,12 +49,17 @@ class RunImages:
     self.check_ids([image_id])
     return self._run.store.image_path(image_id)
 
-  def features_of(self, image_paths: list[str]) -> np.ndarray:
-    """Features of image files, made as the run's store's were (module docstring)."""
+  def feature_batches(self, image_paths: list[str]) -> Iterator[np.ndarray]:
+    """Features of image files, made as the run's store's were (module docstring), one
+    extractor batch at a time (long work: the caller reports progress)."""
     if self._extractor is None:
       self._extractor = Extractor(self._run.extractor_settings(), self._run.encoders.image_shape, self._run.path,
                                   self._weights)
-    return self._extractor(list(image_paths))
+    return self._extractor.batches(list(image_paths))
+
+  def features_of(self, image_paths: list[str]) -> np.ndarray:
+    """Features of image files, made as the run's store's were (module docstring)."""
+    return np.concatenate(list(self.feature_batches(image_paths)))
 
   def kept_features(self, image_path: str) -> np.ndarray:
     """The features of one image file, made once while it is among the last `KEPT` files

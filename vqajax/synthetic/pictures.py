@@ -118,7 +118,7 @@ def write(draw: Callable[[T], Image.Image], things: list[T], paths: list[str]) -
 
 def extract_stores(paths: list[str], keys: np.ndarray, stores: dict[str, str], batch: int = 64) -> None:
   """Writes {layer: store path} of `colour_cells` features of the pictures at `paths` (each
-  decoded once, as `forward.features_of` does; the image paths recorded relative to each
+  decoded once, as `forward.feature_batches` does; the image paths recorded relative to each
   store's folder, the extractor's settings, with no weights file)."""
   forwards = {layer: forward.Forward(models.MODELS["colour_cells"](layer=layer), {}, batch) for layer in stores}
   rows: dict[str, list[np.ndarray]] = {layer: [] for layer in stores}
