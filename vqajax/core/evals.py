@@ -1,7 +1,7 @@
 """The evaluations a run makes (`config.evals`, after big_vision's evaluators) and the rule
 that picks its best checkpoint (`config.best_metric`, `config.best_mode`).
 
-`config.evals` is a group of named evaluations, run in the order given:
+`config.evals` is a group of named evaluations (a ConfigDict: run in the order of their names):
 
   every_steps  how often it runs: 0 (the default) every `config.eval_every_steps`; the
                final step runs every evaluation
@@ -57,7 +57,8 @@ class Spec:
 
 
 def new(every_steps: int = 0, results: str = "last", **data) -> ml_collections.ConfigDict:
-  """The config group of one evaluation (`config.evals.NAME = evals.new(...)`)."""
+  """The config group of one evaluation (`config.evals.NAME = evals.new(...)`); `data`: the
+  `config.data` fields of its own split (none: the run's val split)."""
   return ml_collections.ConfigDict({"every_steps": every_steps, "results": results,
                                     "data": ml_collections.ConfigDict(data)})
 
@@ -68,7 +69,7 @@ def default() -> ml_collections.ConfigDict:
 
 
 def specs(config) -> list[Spec]:
-  """The evaluations of `config`, in order (checked by `check`)."""
+  """The evaluations of `config`, in the order of their names (checked by `check`)."""
   groups = config.get("evals")
   groups = default() if groups is None else groups
   return [Spec(name, group.get("every_steps", 0) or config.eval_every_steps, group.get("results", "last"),

@@ -65,7 +65,7 @@ def _gathered(kept) -> dict[str, np.ndarray]:
 
 
 def evaluators(exp: Experiment) -> list[Evaluator]:
-  """An evaluator for each evaluation of `exp.config` (`evals.specs`), in order: on the run's
+  """An evaluator for each evaluation of `exp.config` (`evals.specs`): on the run's
   val split (the feature table on the devices, where it is), or on its own files (its
   features streamed from its store); its files are read here, before anything is written."""
   out = []
