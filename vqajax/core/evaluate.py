@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import time
 
 import jax
 import numpy as np
@@ -42,7 +43,9 @@ class Evaluator:
         kept.append((predictions, batch["mask"]))
     metrics = self.task.summarise(jax.device_get(totals))
     if workdir is not None:
+      began = time.perf_counter()
       metrics.update(self._write_results(kept, step, workdir, metrics))
+      logging.info("step %d: results files in %.2f s", step, time.perf_counter() - began)
     return metrics
 
   def _write_results(self, kept, step, workdir, metrics) -> dict[str, float]:

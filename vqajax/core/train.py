@@ -21,7 +21,18 @@ from absl import logging
 from clu import periodic_actions
 from jax.experimental import multihost_utils
 
-from vqajax.core import checkpoint, device_features, encoders, evaluate, files, pipeline, run_record, sharding, writers
+from vqajax.core import (
+  checkpoint,
+  device_features,
+  encoders,
+  evaluate,
+  files,
+  phases,
+  pipeline,
+  run_record,
+  sharding,
+  writers,
+)
 from vqajax.core.errors import RunFailed
 from vqajax.core.experiment import Experiment, TrainState
 from vqajax.core.task import Task
@@ -113,6 +124,19 @@ class _Preemption:
       signal.signal(signal.SIGTERM, self._previous)
 
 
+def _first_step(train_step, state, batches, mesh):
+  """The first step, its phases timed (its batch, the transfer, compiling and running it) and
+  logged with what came before (`core/phases.py`)."""
+  with phases.timed("first batch"):
+    batch = next(batches)
+  with phases.timed("device transfer"):
+    batch = jax.block_until_ready(sharding.to_global(batch, mesh))
+  with phases.timed("compile + first step"):
+    out = jax.block_until_ready(train_step(state, batch))
+  logging.info("first step done at %.3f (epoch s); startup: %s", time.time(), phases.summary())
+  return out
+
+
 def train_and_evaluate(task: Task, config, workdir: str, devices=None, allow_changed_run: bool = False) -> dict:
   """Trains `config` of `task` in `workdir` on `devices` (default: all); returns the last val
   metrics. A workdir that records another run is refused unless `allow_changed_run`."""
@@ -169,7 +193,10 @@ def _train(exp: Experiment, config, workdir: str, sizes: dict) -> dict:
   meta = lambda step: {"input_step": step, "seed": config.seed}
   try:
     for step in range(start + 1, final + 1):
-      state, step_metrics = train_step(state, sharding.to_global(next(batches), mesh))
+      if step == start + 1:
+        state, step_metrics = _first_step(train_step, state, batches, mesh)
+      else:
+        state, step_metrics = train_step(state, sharding.to_global(next(batches), mesh))
       metrics.append(step_metrics)
       report(step)
       last, stop = step == final, preemption.requested(step)
@@ -184,7 +211,9 @@ def _train(exp: Experiment, config, workdir: str, sizes: dict) -> dict:
         progress.log(step, means["train/loss"])
         metrics = []
       if evaluate_now:  # the final step also writes the official results files
+        began = time.perf_counter()
         eval_metrics = evaluator.run(state.params, step, workdir=workdir if last else None)
+        logging.info("step %d: val evaluation in %.2f s", step, time.perf_counter() - began)
         writer.write_scalars(step, {f"val/{k}": v for k, v in eval_metrics.items()})
         logging.info("step %d: val %s %.2f", step, task.BEST_METRIC, eval_metrics[task.BEST_METRIC])
         ckpt.save(step, state, meta(step), eval_metrics)

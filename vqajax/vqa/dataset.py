@@ -12,7 +12,7 @@ import os
 import numpy as np
 from absl import logging
 
-from vqajax.core import fs, official_files, text
+from vqajax.core import fs, official_files, phases, text
 from vqajax.core.config import file_names
 from vqajax.core.errors import InputError
 from vqajax.core.files import SAFE_NAME
@@ -104,15 +104,27 @@ def read_split(config_data, split: str):
       raise InputError(f"config.data.{split}_mc_questions: expected one multiple-choice file per questions file "
                        f"({len(questions_paths)}), got {len(mc_paths)}")
     mc_paths = mc_paths or [""] * len(questions_paths)
-    parts = [(*_read_files(config_data, q, a, mc), q, a, mc)
-             for q, a, mc in zip(questions_paths, annotations_paths, mc_paths)]
+    with phases.timed("reading"):
+      parts = [(*_read_files(config_data, q, a, mc), q, a, mc)
+               for q, a, mc in zip(questions_paths, annotations_paths, mc_paths)]
+  with phases.timed("joining"):
+    records = _joined(parts)
+  questions, questions_path = parts[0][0], parts[0][3]
+  info = {"data_type": questions.get("data_type", "mscoco"),
+          "data_subtype": questions.get("data_subtype", f"{split}2014")}
+  check_info(info, questions_path)
+  return records, " + ".join(dict.fromkeys(p[3] for p in parts)), info
+
+
+def _joined(parts) -> list[tuple[dict, dict]]:
+  """The (question, annotation) pairs of every part, in order (`read_split`)."""
   records, first = [], {}
-  for questions, annotations, mc_questions, questions_path, annotations_path, mc_path in parts:
-    for i, a in enumerate(annotations["annotations"]):
+  for questions, annotated, mc_questions, questions_path, annotations_path, mc_path in parts:
+    for i, a in enumerate(annotated["annotations"]):
       if a["answer_type"] not in ANSWER_TYPES:
         raise official_files.DataFileError(
             f"{annotations_path}: annotations[{i}] answer_type '{a['answer_type']}' is not one of {ANSWER_TYPES}")
-    part = official_files.join(questions, annotations, questions_path, annotations_path)
+    part = official_files.join(questions, annotated, questions_path, annotations_path)
     if mc_questions is not None:
       vqa_files.attach_choices([q for q, _ in part], mc_questions, mc_path)
     for q, _ in part:
@@ -120,11 +132,7 @@ def read_split(config_data, split: str):
       if other != questions_path:
         raise official_files.DataFileError(f"{questions_path}: question_id {q['question_id']} is also in {other}")
     records += part
-  questions, questions_path = parts[0][0], parts[0][3]
-  info = {"data_type": questions.get("data_type", "mscoco"),
-          "data_subtype": questions.get("data_subtype", f"{split}2014")}
-  check_info(info, questions_path)
-  return records, " + ".join(dict.fromkeys(p[3] for p in parts)), info
+  return records
 
 
 def check_info(info: dict, questions_path: str) -> None:
@@ -329,34 +337,41 @@ def load(config_data) -> VQAData:
   train_records, train_source = read_train_records(config_data)
   val_records, val_source, val_info = read_split(config_data, "val")
 
-  answers = text.TopK.build((a["multiple_choice_answer"] for _, a in train_records),
-                            config_data.num_answers)
-  covered = np.mean(answers.index(a["multiple_choice_answer"] for _, a in train_records) >= 0)
+  with phases.timed("vocabulary"):
+    answers = text.TopK.build((a["multiple_choice_answer"] for _, a in train_records),
+                              config_data.num_answers)
+    covered = np.mean(answers.index(a["multiple_choice_answer"] for _, a in train_records) >= 0)
   logging.info("answer table: top %d answers cover %.2f%% of training questions", len(answers), 100 * covered)
 
-  train_tokens = [text.tokenize(q["question"]) for q, _ in train_records]
-  vocab = text.Vocab.build(train_tokens, config_data.vocab_min_count)
+  with phases.timed("encoding"):
+    train_tokens = [text.tokenize(q["question"]) for q, _ in train_records]
+  with phases.timed("vocabulary"):
+    vocab = text.Vocab.build(train_tokens, config_data.vocab_min_count)
   logging.info("question vocabulary: %d entries (min count %d, with PAD and UNK)", len(vocab), config_data.vocab_min_count)
 
-  store = open_store(config_data)
-  captions = {split: _read_captions(config_data, split) for split in ("train", "val")}
+  with phases.timed("reading"):
+    store = open_store(config_data)
+    captions = {split: _read_captions(config_data, split) for split in ("train", "val")}
   if (captions["train"] is None) != (captions["val"] is None):
     raise official_files.DataFileError("config.data: give both train_captions and val_captions, or neither")
-  caption_words = None if captions["train"] is None else text.TopK.build(
-      (w for c in captions["train"][0].values() for s in c for w in text.tokenize(s)),
-      config_data.caption_words)
-  question_types = sorted({a["question_type"] for _, a in train_records + val_records})
-  enc = Encoders(vocab=vocab, answers=answers,
-                  question_bag=text.QuestionBag.build(train_tokens, config_data.bow_words,
-                                                      config_data.bow_lead_words),
-                  caption_words=caption_words,
-                  question_types={t: i for i, t in enumerate(question_types)},
-                  interner=vqa_accuracy.Interner(), max_len=config_data.max_question_len, image_shape=store.shape)
-  raw_ids, norm_ids = vqa_accuracy.encode_answer_table(answers.answers, enc.interner)
-  train = _arrays(train_records, train_source, enc, store, captions["train"], train_tokens)
-  if config_data.drop_unknown_answers:
-    train = {k: v[train["label"] >= 0] for k, v in train.items()}
-  return VQAData(train=train, val=_arrays(val_records, val_source, enc, store, captions["val"]),
+  with phases.timed("vocabulary"):
+    caption_words = None if captions["train"] is None else text.TopK.build(
+        (w for c in captions["train"][0].values() for s in c for w in text.tokenize(s)),
+        config_data.caption_words)
+    question_types = sorted({a["question_type"] for _, a in train_records + val_records})
+    enc = Encoders(vocab=vocab, answers=answers,
+                   question_bag=text.QuestionBag.build(train_tokens, config_data.bow_words,
+                                                       config_data.bow_lead_words),
+                   caption_words=caption_words,
+                   question_types={t: i for i, t in enumerate(question_types)},
+                   interner=vqa_accuracy.Interner(), max_len=config_data.max_question_len, image_shape=store.shape)
+    raw_ids, norm_ids = vqa_accuracy.encode_answer_table(answers.answers, enc.interner)
+  with phases.timed("encoding"):
+    train = _arrays(train_records, train_source, enc, store, captions["train"], train_tokens)
+    if config_data.drop_unknown_answers:
+      train = {k: v[train["label"] >= 0] for k, v in train.items()}
+    val = _arrays(val_records, val_source, enc, store, captions["val"])
+  return VQAData(train=train, val=val,
                  vocab=vocab, answers=answers, store=store, question_types=question_types,
                  val_records=val_records, val_info=val_info,
                  table_ids={"raw_ids": raw_ids, "norm_ids": norm_ids}, encoders=enc)
