@@ -7,6 +7,8 @@ order); the tf.data pipeline slices them and adds the image features.
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import operator
 import os
 
 import numpy as np
@@ -168,7 +170,7 @@ class Encoders:
     """The model's text inputs of question strings (or of their `text.tokenize` words, when
     already made): tokens, length, question_bow."""
     if token_lists is None:
-      token_lists = [text.tokenize(q) for q in questions]
+      token_lists = text.tokenize_all(questions)
     tokens, lengths = self.vocab.encode(token_lists, self.max_len)
     return {"tokens": tokens, "length": lengths, "question_bow": self.question_bag.indices(token_lists, self.max_len)}
 
@@ -205,8 +207,9 @@ def caption_bags(image_ids, captions: dict[int, list[str]], path: str, table: te
 def _answer_indices(annotations, answers: text.TopK) -> np.ndarray:
   """[N, A] each annotator's answer's index in the answer table (`OUT_OF_TABLE` if it is
   not there, -1 padding), for soft targets (`vqa/task.make_loss`)."""
-  counts = np.fromiter((len(a["answers"]) for a in annotations), np.int64, len(annotations))
-  index = answers.index(x["answer"] for a in annotations for x in a["answers"])
+  answer_lists = list(map(operator.itemgetter("answers"), annotations))
+  counts = np.fromiter(map(len, answer_lists), np.int64, len(annotations))
+  index = answers.index(map(operator.itemgetter("answer"), itertools.chain.from_iterable(answer_lists)))
   out = np.full((len(annotations), counts.max()), -1, np.int32)
   out[np.arange(out.shape[1]) < counts[:, None]] = np.where(index >= 0, index, OUT_OF_TABLE)
   return out
@@ -216,9 +219,9 @@ def _question_arrays(questions, source, enc: Encoders, store, tokens=None) -> di
   """The arrays of the questions alone (the inputs, and the choices where they have them);
   `tokens`: their words, if already made."""
   out = {
-      "question_id": np.array([q["question_id"] for q in questions], np.int64),
-      "image_row": store.rows([q["image_id"] for q in questions], source).astype(np.int32),
-      **enc.questions([q["question"] for q in questions], tokens),
+      "question_id": np.fromiter(map(operator.itemgetter("question_id"), questions), np.int64, len(questions)),
+      "image_row": store.rows(list(map(operator.itemgetter("image_id"), questions)), source).astype(np.int32),
+      **enc.questions(list(map(operator.itemgetter("question"), questions)), tokens),
   }
   if "multiple_choices" in questions[0]:
     width = max(len(q["multiple_choices"]) for q in questions)
@@ -234,14 +237,18 @@ def _question_arrays(questions, source, enc: Encoders, store, tokens=None) -> di
 
 
 def _arrays(records, source, enc: Encoders, store, captions=None, tokens=None):
-  questions = [q for q, _ in records]
-  annotations = [a for _, a in records]
+  questions = list(map(operator.itemgetter(0), records))
+  annotations = list(map(operator.itemgetter(1), records))
   out = _question_arrays(questions, source, enc, store, tokens)
+  answer_types = {t: i for i, t in enumerate(ANSWER_TYPES)}
   out.update({
-      "label": enc.answers.index(a["multiple_choice_answer"] for a in annotations),
+      "label": enc.answers.index(map(operator.itemgetter("multiple_choice_answer"), annotations)),
       "answer_index": _answer_indices(annotations, enc.answers),
-      "answer_type": np.array([ANSWER_TYPES.index(a["answer_type"]) for a in annotations], np.int32),
-      "question_type": np.array([enc.question_types[a["question_type"]] for a in annotations], np.int32),
+      "answer_type": np.fromiter(map(answer_types.__getitem__, map(operator.itemgetter("answer_type"), annotations)),
+                                 np.int32, len(annotations)),
+      "question_type": np.fromiter(map(enc.question_types.__getitem__,
+                                       map(operator.itemgetter("question_type"), annotations)), np.int32,
+                                   len(annotations)),
   })
   if captions is not None:
     out["caption_bow"] = caption_bags([q["image_id"] for q in questions], *captions, enc.caption_words)
@@ -344,7 +351,7 @@ def load(config_data) -> VQAData:
   logging.info("answer table: top %d answers cover %.2f%% of training questions", len(answers), 100 * covered)
 
   with phases.timed("encoding"):
-    train_tokens = [text.tokenize(q["question"]) for q, _ in train_records]
+    train_tokens = text.tokenize_all(q["question"] for q, _ in train_records)
   with phases.timed("vocabulary"):
     vocab = text.Vocab.build(train_tokens, config_data.vocab_min_count)
   logging.info("question vocabulary: %d entries (min count %d, with PAD and UNK)", len(vocab), config_data.vocab_min_count)
@@ -358,7 +365,7 @@ def load(config_data) -> VQAData:
     caption_words = None if captions["train"] is None else text.TopK.build(
         (w for c in captions["train"][0].values() for s in c for w in text.tokenize(s)),
         config_data.caption_words)
-    question_types = sorted({a["question_type"] for _, a in train_records + val_records})
+    question_types = sorted({a["question_type"] for records in (train_records, val_records) for _, a in records})
     enc = Encoders(vocab=vocab, answers=answers,
                    question_bag=text.QuestionBag.build(train_tokens, config_data.bow_words,
                                                        config_data.bow_lead_words),
