@@ -341,6 +341,11 @@ def open_store(config_data) -> FeatureStore:
 
 def load(config_data) -> VQAData:
   """Reads train and val files and the feature store named by `config.data`."""
+  with official_files.gc_paused():
+    return _load(config_data)
+
+
+def _load(config_data) -> VQAData:
   train_records, train_source = read_train_records(config_data)
   val_records, val_source, val_info = read_split(config_data, "val")
 
