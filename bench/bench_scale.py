@@ -64,7 +64,7 @@ def train(data: str, workdir: str, config_arg: str, steps: int) -> dict:
   """One `vqajax train` process on `data`: its logged phases, rates and peak RSS."""
   every = max(1, (steps - 1) // 2)  # log lines at every (compile included), 2 * every (clean), last
   argv = [sys.executable, "-m", "vqajax", "train", f"--config=experiments/vqa/deeper_lstm_norm_i.py:{config_arg}",
-          f"--workdir={workdir}", "--verbosity=info", "--config.data.synthetic=False", f"--config.data.dir={data}",
+          f"--workdir={workdir}", "--verbosity=info", "--compilation_cache_dir=", "--config.data.synthetic=False", f"--config.data.dir={data}",
           "--config.data.val_mc_questions=", f"--config.num_train_steps={2 * every + 1}",
           f"--config.log_every_steps={every}", f"--config.eval_every_steps={2 * every + 1}"]
   launched = time.time()
@@ -73,9 +73,10 @@ def train(data: str, workdir: str, config_arg: str, steps: int) -> dict:
   _, status, usage = os.wait4(process.pid, 0)
   if os.waitstatus_to_exitcode(status) != 0:
     raise RuntimeError(f"vqajax train failed:\n{log[-3000:]}")
-  first = re.search(r"first step done at ([\d.]+) \(epoch s\); startup: (.*)", log)
-  phases = {name: float(s) for name, s in re.findall(r"([a-z][a-z +]*) ([\d.]+) s", first.group(2))}
-  out = {"first step s": float(first.group(1)) - launched, "peak GiB": usage.ru_maxrss / 2**20, **phases}
+  first = re.search(r"first step done at ([\d.]+) \(epoch s\), ([\d.]+) s of CPU .*; startup: (.*)", log)
+  phases = {name: float(s) for name, s in re.findall(r"([a-z][a-z +]*) ([\d.]+) s", first.group(3))}
+  out = {"first step s": float(first.group(1)) - launched, "CPU s": float(first.group(2)),
+         "peak GiB": usage.ru_maxrss / 2**20, **phases}
   out["other"] = out["first step s"] - sum(phases.values())
   rates = re.findall(r"step (\d+)/\d+: loss [-\d.na]+, ([\d.]+) steps/s", log)
   out["train steps/s"] = float(dict(rates)[str(2 * every)])
@@ -112,7 +113,7 @@ def main() -> None:
     row["eval/train"] = (counts["val"] / row["eval s"]) / (row["train steps/s"] * batch)
     rows.append(row)
     print(f"{fraction:g} x: first step {row['first step s']:.1f} s, peak {row['peak GiB']:.2f} GiB", flush=True)
-  columns = ["first step s", *PHASES, "other", "peak GiB", "train ex/s", "eval ex/s", "eval/train"]
+  columns = ["first step s", "CPU s", *PHASES, "other", "peak GiB", "train ex/s", "eval ex/s", "eval/train"]
   header = ["share", "train q", "val q", *columns]
   print("| " + " | ".join(header) + " |")
   print("|" + "---|" * len(header))

@@ -133,7 +133,8 @@ def _first_step(train_step, state, batches, mesh):
     batch = jax.block_until_ready(sharding.to_global(batch, mesh))
   with phases.timed("compile + first step"):
     out = jax.block_until_ready(train_step(state, batch))
-  logging.info("first step done at %.3f (epoch s); startup: %s", time.time(), phases.summary())
+  logging.info("first step done at %.3f (epoch s), %.1f s of CPU (all threads); startup: %s", time.time(),
+               time.process_time(), phases.summary())
   return out
 
 
