@@ -346,8 +346,9 @@ def load(config_data) -> VQAData:
 
 
 def _load(config_data) -> VQAData:
+  """The train split is read, encoded and let go before the val split is read: the two
+  splits' records are never in memory together."""
   train_records, train_source = read_train_records(config_data)
-  val_records, val_source, val_info = read_split(config_data, "val")
 
   with phases.timed("vocabulary"):
     answers = text.TopK.build((a["multiple_choice_answer"] for _, a in train_records),
@@ -370,18 +371,24 @@ def _load(config_data) -> VQAData:
     caption_words = None if captions["train"] is None else text.TopK.build(
         (w for c in captions["train"][0].values() for s in c for w in text.tokenize(s)),
         config_data.caption_words)
-    question_types = sorted({a["question_type"] for records in (train_records, val_records) for _, a in records})
+    train_types = sorted({a["question_type"] for _, a in train_records})  # with val's: below
     enc = Encoders(vocab=vocab, answers=answers,
                    question_bag=text.QuestionBag.build(train_tokens, config_data.bow_words,
                                                        config_data.bow_lead_words),
                    caption_words=caption_words,
-                   question_types={t: i for i, t in enumerate(question_types)},
+                   question_types={t: i for i, t in enumerate(train_types)},
                    interner=vqa_accuracy.Interner(), max_len=config_data.max_question_len, image_shape=store.shape)
     raw_ids, norm_ids = vqa_accuracy.encode_answer_table(answers.answers, enc.interner)
   with phases.timed("encoding"):
     train = _arrays(train_records, train_source, enc, store, captions["train"], train_tokens)
     if config_data.drop_unknown_answers:
       train = {k: v[train["label"] >= 0] for k, v in train.items()}
+  del train_records, train_tokens
+  val_records, val_source, val_info = read_split(config_data, "val")
+  with phases.timed("encoding"):
+    question_types = sorted(set(train_types).union(a["question_type"] for _, a in val_records))
+    enc.question_types = {t: i for i, t in enumerate(question_types)}
+    train["question_type"] = np.array([enc.question_types[t] for t in train_types], np.int32)[train["question_type"]]
     val = _arrays(val_records, val_source, enc, store, captions["val"])
   return VQAData(train=train, val=val,
                  vocab=vocab, answers=answers, store=store, question_types=question_types,
