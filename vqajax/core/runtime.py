@@ -38,9 +38,6 @@ def tensorflow():
   no TFDS progress bars."""
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")  # also silences its start-up notice
-  # TF's import looks up its Keras module, importing Keras 3 (~2 s of CPU on every command)
-  # though vqajax uses no tf.keras; naming the legacy one, absent, skips it
-  os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tf.config.set_visible_devices([], "GPU")
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
