@@ -10,8 +10,9 @@ few steps, the full val evaluation with its results files at the last one) and r
 each against its target:
 
   first step   seconds from the command to the end of the first training step (target
-               <= 30 s, compilation included), split into the phases the train command
-               logs (`vqajax/core/phases.py`: reading, joining, encoding, vocabulary, device
+               <= 30 s, compilation included; "CPU s": the process's CPU time by then, all
+               threads, less inflated by the machine's load), split into the phases the
+               train command logs (`vqajax/core/phases.py`: reading, joining, encoding, vocabulary, device
                transfer, model init, first batch, compile + first step; "other" is the rest:
                imports, config, the workdir)
   peak RSS     the train process's peak (target <= 3 GiB): `wait4`'s ru_maxrss of a child
