@@ -112,3 +112,14 @@ def test_bench_trained_measures_asking_a_bundle(one_device_env):
   demo = re.search(r"^demo answer, store image ([\d.]+) ms, kept upload ([\d.]+) ms", out, re.M)
   figures = [float(v) for a in asks for v in a[1:]] + [float(many[1]), float(demo[1]), float(demo[2])]
   assert all(math.isfinite(v) and v > 0 for v in figures), out
+
+
+def test_bench_scale_prints_where_the_time_to_the_first_step_goes(one_device_env, tmp_path):
+  out = _run(one_device_env, "bench_scale.py", "--small", "--cache", str(tmp_path))
+  header = re.search(r"^\| share \| train q \| val q \| (.*) \|$", out, re.M)[1].split(" | ")
+  assert header[:2] == ["first step s", "CPU s"] and "compile + first step" in header and "peak GiB" in header
+  row = re.search(r"^\| 0.002 \| 888 \| 429 \| (.*) \|$", out, re.M)  # 0.002 x 443,757 / 214,354 questions
+  figures = dict(zip(header, map(float, row[1].split(" | "))))
+  assert all(math.isfinite(v) and v >= 0 for v in figures.values()), out
+  assert figures["first step s"] > 0 and figures["peak GiB"] > 0
+  assert re.search(r"^\| target \| \| \| <= 30 \|", out, re.M)

@@ -4,6 +4,7 @@ the evaluations of `config.evals` (`core/evals.py`) and `vqajax eval`."""
 from __future__ import annotations
 
 import functools
+import time
 
 import jax
 import numpy as np
@@ -44,7 +45,9 @@ class Evaluator:
         kept.append((predictions, batch["mask"]))
     metrics = self.task.summarise(jax.device_get(totals))
     if workdir is not None:
+      began = time.perf_counter()
       metrics.update(self._write_results(kept, self.spec.results_dir(workdir, step), step, metrics))
+      logging.info("step %d: results files in %.2f s", step, time.perf_counter() - began)
     return metrics
 
   def _write_results(self, kept, out_dir, step, metrics) -> dict[str, float]:

@@ -13,7 +13,7 @@ import optax
 from absl import logging
 
 from vqajax.core import config as config_lib
-from vqajax.core import device_features, evals, pipeline, sharding
+from vqajax.core import device_features, evals, phases, pipeline, sharding
 from vqajax.core.errors import InputError
 from vqajax.core.task import LABEL, Task
 
@@ -64,7 +64,8 @@ class Experiment:
       logging.info("%g epochs of %d train examples: %d steps", config.num_epochs, len(data.train[LABEL]),
                    config.num_train_steps)
     model = task.build_model(config.model, data.encoders)
-    features = device_features.place(config.data.get("features_on_device", "auto"), data, mesh)
+    with phases.timed("device transfer"):
+      features = device_features.place(config.data.get("features_on_device", "auto"), data, mesh)
     return cls(config, mesh, task, data, model, make_optimizer(config.optimizer), features)
 
   def initial_state(self, abstract: bool = False) -> TrainState:
@@ -80,4 +81,7 @@ class Experiment:
 
     create = jax.jit(init, out_shardings=sharding.replicated(self.mesh))
     key = jax.random.PRNGKey(self.config.seed)
-    return jax.eval_shape(create, key) if abstract else create(key)
+    if abstract:
+      return jax.eval_shape(create, key)
+    with phases.timed("model init"):
+      return jax.block_until_ready(create(key))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import itertools
 import re
 from typing import Iterable, Sequence
 
@@ -17,6 +18,11 @@ def tokenize(question: str) -> list[str]:
   return _WORD.findall(question.lower())
 
 
+def tokenize_all(questions: Iterable[str]) -> list[list[str]]:
+  """`tokenize` of each question (C-level maps: no Python frame per question)."""
+  return list(map(_WORD.findall, map(str.lower, questions)))
+
+
 class Vocab:
   """Word -> id with PAD=0 and UNK=1; words ordered by count, then alphabetically."""
 
@@ -26,7 +32,7 @@ class Vocab:
 
   @classmethod
   def build(cls, token_lists: Iterable[list[str]], min_count: int = 1) -> "Vocab":
-    counts = collections.Counter(t for tokens in token_lists for t in tokens)
+    counts = collections.Counter(itertools.chain.from_iterable(token_lists))
     kept = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
     return cls(kept)
 
@@ -35,10 +41,13 @@ class Vocab:
 
   def encode(self, token_lists: Sequence[list[str]], max_len: int) -> tuple[np.ndarray, np.ndarray]:
     """Right-padded ids [N, max_len] (questions cut to their first max_len words), lengths [N]."""
-    cut = [tokens[:max_len] for tokens in token_lists]
-    lengths = np.fromiter(map(len, cut), np.int32, len(cut))
+    lengths = np.fromiter(map(len, token_lists), np.int32, len(token_lists))
+    cut = token_lists if not len(lengths) or lengths.max() <= max_len else [t[:max_len] for t in token_lists]
+    lengths = np.minimum(lengths, max_len)
     ids = np.full((len(cut), max_len), PAD, np.int32)
-    ids[np.arange(max_len) < lengths[:, None]] = [self._ids.get(t, UNK) for tokens in cut for t in tokens]
+    words = itertools.chain.from_iterable(cut)
+    ids[np.arange(max_len) < lengths[:, None]] = np.fromiter(
+        map(self._ids.get, words, itertools.repeat(UNK)), np.int32, int(lengths.sum()))
     return ids, lengths  # (the mask's row-major order is the words' order)
 
 
@@ -60,7 +69,7 @@ class TopK:
 
   def index(self, answers: Iterable[str]) -> np.ndarray:
     """Index of each string, -1 when it is not in the table."""
-    return np.array([self._ids.get(a, -1) for a in answers], np.int32)
+    return np.fromiter(map(self._ids.get, answers, itertools.repeat(-1)), np.int32)
 
 
 def bag_indices(word_lists: Sequence[list[str]], table: TopK, width: int) -> np.ndarray:
@@ -68,7 +77,7 @@ def bag_indices(word_lists: Sequence[list[str]], table: TopK, width: int) -> np.
   bag of words is then the sum of one-hots (-1 contributes nothing). Lists longer than
   `width` are cut."""
   lengths = np.fromiter(map(len, word_lists), np.int64, len(word_lists))
-  ids = table.index(w for words in word_lists for w in words)
+  ids = table.index(itertools.chain.from_iterable(word_lists))
   rows = np.repeat(np.arange(len(word_lists)), lengths)
   kept = ids >= 0
   before = np.r_[0, np.cumsum(kept)]  # kept words before each word (and after the last), over all lists

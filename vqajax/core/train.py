@@ -21,7 +21,19 @@ from absl import logging
 from clu import periodic_actions
 from jax.experimental import multihost_utils
 
-from vqajax.core import device_features, encoders, evals, evaluate, files, pipeline, run_record, runs, sharding, writers
+from vqajax.core import (
+  device_features,
+  encoders,
+  evals,
+  evaluate,
+  files,
+  phases,
+  pipeline,
+  run_record,
+  runs,
+  sharding,
+  writers,
+)
 from vqajax.core.errors import RunFailed
 from vqajax.core.experiment import Experiment, TrainState
 from vqajax.core.task import Task
@@ -116,6 +128,20 @@ class _Preemption:
 CHANGED_RUN = "use another --workdir, or --allow-changed-run to continue this one with the new settings"
 
 
+def _first_step(train_step, state, batches, mesh):
+  """The first step, its phases timed (its batch, the transfer, compiling and running it) and
+  logged with what came before (`core/phases.py`)."""
+  with phases.timed("first batch"):
+    batch = next(batches)
+  with phases.timed("device transfer"):
+    batch = jax.block_until_ready(sharding.to_global(batch, mesh))
+  with phases.timed("compile + first step"):
+    out = jax.block_until_ready(train_step(state, batch))
+  logging.info("first step done at %.3f (epoch s), %.1f s of CPU (all threads); startup: %s", time.time(),
+               time.process_time(), phases.summary())
+  return out
+
+
 def train_and_evaluate(task: Task, config, workdir: str, devices=None, allow_changed_run: bool = False
                        ) -> dict[str, dict[str, float]]:
   """Trains `config` of `task` in `workdir` on `devices` (default: all); returns the last
@@ -171,7 +197,10 @@ def _train(exp: Experiment, evaluators: list[evaluate.Evaluator], workdir: str) 
   meta = lambda step: {"input_step": step, "seed": config.seed}
   try:
     for step in range(start + 1, final + 1):
-      state, step_metrics = train_step(state, sharding.to_global(next(batches), mesh))
+      if step == start + 1:
+        state, step_metrics = _first_step(train_step, state, batches, mesh)
+      else:
+        state, step_metrics = train_step(state, sharding.to_global(next(batches), mesh))
       metrics.append(step_metrics)
       report(step)
       last, stop = step == final, preemption.requested(step)
@@ -186,7 +215,9 @@ def _train(exp: Experiment, evaluators: list[evaluate.Evaluator], workdir: str) 
         progress.log(step, means["train/loss"])
         metrics = []
       if due:  # the final step (and evaluations with results "every") also write results files
+        began = time.perf_counter()
         now = evaluate.run_all(due, state.params, step, workdir, results=last)
+        logging.info("step %d: evaluations in %.2f s", step, time.perf_counter() - began)
         eval_metrics.update(now)
         named = evaluate.prefixed(now)
         writer.write_scalars(step, named)

@@ -7,12 +7,14 @@ order); the tf.data pipeline slices them and adds the image features.
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import operator
 import os
 
 import numpy as np
 from absl import logging
 
-from vqajax.core import fs, official_files, text
+from vqajax.core import fs, official_files, phases, text
 from vqajax.core.config import file_names
 from vqajax.core.errors import InputError
 from vqajax.core.files import SAFE_NAME
@@ -106,15 +108,27 @@ def read_split(config_data, split: str):
       raise InputError(f"config.data.{split}_mc_questions: expected one multiple-choice file per questions file "
                        f"({len(questions_paths)}), got {len(mc_paths)}")
     mc_paths = mc_paths or [""] * len(questions_paths)
-    parts = [(*_read_files(config_data, q, a, mc), q, a, mc)
-             for q, a, mc in zip(questions_paths, annotations_paths, mc_paths)]
+    with phases.timed("reading"):
+      parts = [(*_read_files(config_data, q, a, mc), q, a, mc)
+               for q, a, mc in zip(questions_paths, annotations_paths, mc_paths)]
+  with phases.timed("joining"):
+    records = _joined(parts)
+  questions, questions_path = parts[0][0], parts[0][3]
+  info = {"data_type": questions.get("data_type", "mscoco"),
+          "data_subtype": questions.get("data_subtype", f"{split}2014")}
+  check_info(info, questions_path)
+  return records, " + ".join(dict.fromkeys(p[3] for p in parts)), info
+
+
+def _joined(parts) -> list[tuple[dict, dict]]:
+  """The (question, annotation) pairs of every part, in order (`read_split`)."""
   records, first = [], {}
-  for questions, annotations, mc_questions, questions_path, annotations_path, mc_path in parts:
-    for i, a in enumerate(annotations["annotations"]):
+  for questions, annotated, mc_questions, questions_path, annotations_path, mc_path in parts:
+    for i, a in enumerate(annotated["annotations"]):
       if a["answer_type"] not in ANSWER_TYPES:
         raise official_files.DataFileError(
             f"{annotations_path}: annotations[{i}] answer_type '{a['answer_type']}' is not one of {ANSWER_TYPES}")
-    part = official_files.join(questions, annotations, questions_path, annotations_path)
+    part = official_files.join(questions, annotated, questions_path, annotations_path)
     if mc_questions is not None:
       vqa_files.attach_choices([q for q, _ in part], mc_questions, mc_path)
     for q, _ in part:
@@ -122,11 +136,7 @@ def read_split(config_data, split: str):
       if other != questions_path:
         raise official_files.DataFileError(f"{questions_path}: question_id {q['question_id']} is also in {other}")
     records += part
-  questions, questions_path = parts[0][0], parts[0][3]
-  info = {"data_type": questions.get("data_type", "mscoco"),
-          "data_subtype": questions.get("data_subtype", f"{split}2014")}
-  check_info(info, questions_path)
-  return records, " + ".join(dict.fromkeys(p[3] for p in parts)), info
+  return records
 
 
 def check_info(info: dict, questions_path: str) -> None:
@@ -162,7 +172,7 @@ class Encoders:
     """The model's text inputs of question strings (or of their `text.tokenize` words, when
     already made): tokens, length, question_bow."""
     if token_lists is None:
-      token_lists = [text.tokenize(q) for q in questions]
+      token_lists = text.tokenize_all(questions)
     tokens, lengths = self.vocab.encode(token_lists, self.max_len)
     return {"tokens": tokens, "length": lengths, "question_bow": self.question_bag.indices(token_lists, self.max_len)}
 
@@ -199,8 +209,9 @@ def caption_bags(image_ids, captions: dict[int, list[str]], path: str, table: te
 def _answer_indices(annotations, answers: text.TopK) -> np.ndarray:
   """[N, A] each annotator's answer's index in the answer table (`OUT_OF_TABLE` if it is
   not there, -1 padding), for soft targets (`vqa/task.make_loss`)."""
-  counts = np.fromiter((len(a["answers"]) for a in annotations), np.int64, len(annotations))
-  index = answers.index(x["answer"] for a in annotations for x in a["answers"])
+  answer_lists = list(map(operator.itemgetter("answers"), annotations))
+  counts = np.fromiter(map(len, answer_lists), np.int64, len(annotations))
+  index = answers.index(map(operator.itemgetter("answer"), itertools.chain.from_iterable(answer_lists)))
   out = np.full((len(annotations), counts.max()), -1, np.int32)
   out[np.arange(out.shape[1]) < counts[:, None]] = np.where(index >= 0, index, OUT_OF_TABLE)
   return out
@@ -210,9 +221,9 @@ def _question_arrays(questions, source, enc: Encoders, store, tokens=None) -> di
   """The arrays of the questions alone (the inputs, and the choices where they have them);
   `tokens`: their words, if already made."""
   out = {
-      "question_id": np.array([q["question_id"] for q in questions], np.int64),
-      "image_row": store.rows([q["image_id"] for q in questions], source).astype(np.int32),
-      **enc.questions([q["question"] for q in questions], tokens),
+      "question_id": np.fromiter(map(operator.itemgetter("question_id"), questions), np.int64, len(questions)),
+      "image_row": store.rows(list(map(operator.itemgetter("image_id"), questions)), source).astype(np.int32),
+      **enc.questions(list(map(operator.itemgetter("question"), questions)), tokens),
   }
   if "multiple_choices" in questions[0]:
     width = max(len(q["multiple_choices"]) for q in questions)
@@ -228,14 +239,18 @@ def _question_arrays(questions, source, enc: Encoders, store, tokens=None) -> di
 
 
 def _arrays(records, source, enc: Encoders, store, captions=None, tokens=None):
-  questions = [q for q, _ in records]
-  annotations = [a for _, a in records]
+  questions = list(map(operator.itemgetter(0), records))
+  annotations = list(map(operator.itemgetter(1), records))
   out = _question_arrays(questions, source, enc, store, tokens)
+  answer_types = {t: i for i, t in enumerate(ANSWER_TYPES)}
   out.update({
-      "label": enc.answers.index(a["multiple_choice_answer"] for a in annotations),
+      "label": enc.answers.index(map(operator.itemgetter("multiple_choice_answer"), annotations)),
       "answer_index": _answer_indices(annotations, enc.answers),
-      "answer_type": np.array([ANSWER_TYPES.index(a["answer_type"]) for a in annotations], np.int32),
-      "question_type": np.array([enc.question_types[a["question_type"]] for a in annotations], np.int32),
+      "answer_type": np.fromiter(map(answer_types.__getitem__, map(operator.itemgetter("answer_type"), annotations)),
+                                 np.int32, len(annotations)),
+      "question_type": np.fromiter(map(enc.question_types.__getitem__,
+                                       map(operator.itemgetter("question_type"), annotations)), np.int32,
+                                   len(annotations)),
   })
   if captions is not None:
     out["caption_bow"] = caption_bags([q["image_id"] for q in questions], *captions, enc.caption_words)
@@ -319,37 +334,56 @@ def open_store(config_data) -> FeatureStore:
 
 def load(config_data) -> VQAData:
   """Reads train and val files and the feature store named by `config.data`."""
-  train_records, train_source = read_train_records(config_data)
-  val_records, val_source, val_info = read_split(config_data, "val")
+  with official_files.gc_paused():
+    return _load(config_data)
 
-  answers = text.TopK.build((a["multiple_choice_answer"] for _, a in train_records),
-                            config_data.num_answers)
-  covered = np.mean(answers.index(a["multiple_choice_answer"] for _, a in train_records) >= 0)
+
+def _load(config_data) -> VQAData:
+  """The train split is read, encoded and let go before the val split is read: the two
+  splits' records are never in memory together."""
+  train_records, train_source = read_train_records(config_data)
+
+  with phases.timed("vocabulary"):
+    answers = text.TopK.build((a["multiple_choice_answer"] for _, a in train_records),
+                              config_data.num_answers)
+    covered = np.mean(answers.index(a["multiple_choice_answer"] for _, a in train_records) >= 0)
   logging.info("answer table: top %d answers cover %.2f%% of training questions", len(answers), 100 * covered)
 
-  train_tokens = [text.tokenize(q["question"]) for q, _ in train_records]
-  vocab = text.Vocab.build(train_tokens, config_data.vocab_min_count)
+  with phases.timed("encoding"):
+    train_tokens = text.tokenize_all(q["question"] for q, _ in train_records)
+  with phases.timed("vocabulary"):
+    vocab = text.Vocab.build(train_tokens, config_data.vocab_min_count)
   logging.info("question vocabulary: %d entries (min count %d, with PAD and UNK)", len(vocab), config_data.vocab_min_count)
 
-  store = open_store(config_data)
-  captions = {split: _read_captions(config_data, split) for split in ("train", "val")}
+  with phases.timed("reading"):
+    store = open_store(config_data)
+    captions = {split: _read_captions(config_data, split) for split in ("train", "val")}
   if (captions["train"] is None) != (captions["val"] is None):
     raise official_files.DataFileError("config.data: give both train_captions and val_captions, or neither")
-  caption_words = None if captions["train"] is None else text.TopK.build(
-      (w for c in captions["train"][0].values() for s in c for w in text.tokenize(s)),
-      config_data.caption_words)
-  question_types = sorted({a["question_type"] for _, a in train_records + val_records})
-  enc = Encoders(vocab=vocab, answers=answers,
-                  question_bag=vqa_text.QuestionBag.build(train_tokens, config_data.bow_words,
-                                                      config_data.bow_lead_words),
-                  caption_words=caption_words,
-                  question_types={t: i for i, t in enumerate(question_types)},
-                  interner=vqa_accuracy.Interner(), max_len=config_data.max_question_len, image_shape=store.shape)
-  raw_ids, norm_ids = vqa_accuracy.encode_answer_table(answers.answers, enc.interner)
-  train = _arrays(train_records, train_source, enc, store, captions["train"], train_tokens)
-  if config_data.drop_unknown_answers:
-    train = {k: v[train["label"] >= 0] for k, v in train.items()}
-  return VQAData(train=train, val=_arrays(val_records, val_source, enc, store, captions["val"]),
+  with phases.timed("vocabulary"):
+    caption_words = None if captions["train"] is None else text.TopK.build(
+        (w for c in captions["train"][0].values() for s in c for w in text.tokenize(s)),
+        config_data.caption_words)
+    train_types = sorted({a["question_type"] for _, a in train_records})  # with val's: below
+    enc = Encoders(vocab=vocab, answers=answers,
+                   question_bag=vqa_text.QuestionBag.build(train_tokens, config_data.bow_words,
+                                                           config_data.bow_lead_words),
+                   caption_words=caption_words,
+                   question_types={t: i for i, t in enumerate(train_types)},
+                   interner=vqa_accuracy.Interner(), max_len=config_data.max_question_len, image_shape=store.shape)
+    raw_ids, norm_ids = vqa_accuracy.encode_answer_table(answers.answers, enc.interner)
+  with phases.timed("encoding"):
+    train = _arrays(train_records, train_source, enc, store, captions["train"], train_tokens)
+    if config_data.drop_unknown_answers:
+      train = {k: v[train["label"] >= 0] for k, v in train.items()}
+  del train_records, train_tokens
+  val_records, val_source, val_info = read_split(config_data, "val")
+  with phases.timed("encoding"):
+    question_types = sorted(set(train_types).union(a["question_type"] for _, a in val_records))
+    enc.question_types = {t: i for i, t in enumerate(question_types)}
+    train["question_type"] = np.array([enc.question_types[t] for t in train_types], np.int32)[train["question_type"]]
+    val = _arrays(val_records, val_source, enc, store, captions["val"])
+  return VQAData(train=train, val=val,
                  vocab=vocab, answers=answers, store=store, question_types=question_types,
                  val_records=val_records, val_info=val_info,
                  table_ids={"raw_ids": raw_ids, "norm_ids": norm_ids}, encoders=enc)

@@ -3,6 +3,8 @@ confidence-filtered training set."""
 
 from __future__ import annotations
 
+import itertools
+import operator
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -22,16 +24,21 @@ class QuestionBag:
   @classmethod
   def build(cls, token_lists: Iterable[list[str]], words: int = 1000, lead: int = 10) -> "QuestionBag":
     lists = list(token_lists)
-    return cls(TopK.build((t for tokens in lists for t in tokens), words),
-               [TopK.build((tokens[p] for tokens in lists if len(tokens) > p), lead) for p in range(3)])
+    lengths = np.fromiter(map(len, lists), np.int64, len(lists))
+    return cls(TopK.build(itertools.chain.from_iterable(lists), words),
+               [TopK.build(map(operator.itemgetter(p), itertools.compress(lists, lengths > p)), lead)
+                for p in range(3)])
 
   def indices(self, token_lists: Sequence[list[str]], max_len: int) -> np.ndarray:
     """[N, max_len + 3] bin indices (-1 padded) of the first max_len words and the leads."""
     out = np.full((len(token_lists), max_len + 3), -1, np.int32)
-    out[:, :max_len] = bag_indices([tokens[:max_len] for tokens in token_lists], self.words, max_len)
+    lengths = np.fromiter(map(len, token_lists), np.int64, len(token_lists))
+    cut = token_lists if not len(lengths) or lengths.max() <= max_len else [t[:max_len] for t in token_lists]
+    out[:, :max_len] = bag_indices(cut, self.words, max_len)
     for p, (table, offset) in enumerate(zip(self.leads, self.offsets)):
-      ids = table.index(tokens[p] if len(tokens) > p else "" for tokens in token_lists)
-      out[:, max_len + p] = np.where(ids >= 0, ids + offset, -1)
+      long = lengths > p
+      ids = table.index(map(operator.itemgetter(p), itertools.compress(token_lists, long)))
+      out[long, max_len + p] = np.where(ids >= 0, ids + offset, -1)
     return out
 
 

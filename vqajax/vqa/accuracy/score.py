@@ -23,13 +23,12 @@ cover the same question ids, every annotation to have at least one answer, and a
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import operator
-from typing import Any, Collection, Iterator, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
 
+from vqajax.core import official_files
 from vqajax.core.errors import InputError
 from vqajax.vqa.accuracy.cache import EncodedAnnotations, QuestionInfo, cached, encode_annotations
 from vqajax.vqa.accuracy.inputs import check_covered, read_annotations, read_questions, read_results, some
@@ -41,19 +40,6 @@ from vqajax.vqa.accuracy.kernel import (
 )
 
 __all__ = ["InputError", "accuracy_of", "evaluate_files", "score_encoded"]
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-  """Pause the cyclic GC: JSON trees are acyclic, and with millions of live containers
-  its repeated full passes would double the loading time."""
-  was_enabled = gc.isenabled()
-  gc.disable()
-  try:
-    yield
-  finally:
-    if was_enabled:
-      gc.enable()
 
 
 def check_same_questions(
@@ -120,7 +106,7 @@ def accuracy_of(
   numbers, and same code path, as `evaluate_files` and the official `vqaEval.py`.
   """
   check_covered("", results, list(map(operator.itemgetter("question_id"), annotations)))
-  with _gc_paused():
+  with official_files.gc_paused():
     return score_encoded(encode_annotations(annotations), results)
 
 
@@ -132,7 +118,7 @@ def evaluate_files(
   With `cache`, the encoded questions and annotations come from (or go to) the cache
   of `vqajax.vqa.accuracy.cache`.
   """
-  with _gc_paused():
+  with official_files.gc_paused():
     questions = cached("questions", questions_path, lambda: read_questions(questions_path), cache)
     annotations = cached("annotations", annotations_path, lambda: read_annotations(annotations_path), cache)
     check_same_questions(questions_path, questions.question_ids, annotations_path, annotations.question_ids)
