@@ -62,8 +62,7 @@ def _run_parser(verb: str) -> argparse.ArgumentParser:
   parser.add_argument("--workdir", required=True, help="the run's folder: checkpoints, metrics, results")
   parser.add_argument("--print-config", action="store_true",
                       help="print the resolved config and the data sizes, then exit")
-  parser.add_argument("--verbosity", default="info", choices=("warning", "info", "debug"),
-                      help="log level (debug also shows the libraries' INFO lines) (default: info)")
+  _add_verbosity_flag(parser, "info")
   if verb == "train":
     parser.add_argument("--allow-changed-run", action="store_true",
                         help="continue a workdir whose recorded run has other settings (default: refused)")
@@ -127,6 +126,12 @@ class _Stderr:
 
   def close(self) -> None:  # absl closes its stream at exit; sys.stderr is not ours to close
     pass
+
+
+def _add_verbosity_flag(parser: argparse.ArgumentParser, default: str) -> None:
+  """`--verbosity` of every verb that logs (train, eval, baselines: info; submit, export: warning)."""
+  parser.add_argument("--verbosity", default=default, choices=("warning", "info", "debug"),
+                      help="log level (debug also shows the libraries' INFO lines) (default: %(default)s)")
 
 
 def _setup_logging(verbosity: str) -> None:
@@ -269,8 +274,7 @@ def _trained_parser(verb: str, description: str, out: str) -> argparse.ArgumentP
   which.add_argument("--step", type=int, help="the checkpoint step (default: the latest)")
   which.add_argument("--best", action="store_true", help="the kept checkpoint with the best config.best_metric")
   parser.add_argument("--out", required=verb == "export", help=out)
-  parser.add_argument("--verbosity", default="warning", choices=("warning", "info", "debug"),
-                      help="log level (default: %(default)s)")
+  _add_verbosity_flag(parser, "warning")
   runtime.add_compilation_cache_flag(parser)
   return parser
 
