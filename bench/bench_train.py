@@ -2,8 +2,10 @@
 
     pip install -e '.[bench]'   # torch==2.14.1 (the same pin as the test extra)
     python bench/bench_train.py [--batch 500] [--steps 3] [--rounds 3] [--vocab 15000] [--answers 1000]
+        [--config-arg runlocal]
 
-The paper's sizes (vocabulary ~15k, K=1000, 4096-d features, RMSprop as configured) on
+The paper's sizes (vocabulary ~15k, K=1000, 4096-d features, RMSprop as configured; with
+`--config-arg runlocal` the runlocal config's layer widths, as `device_check.sh --tiny`) on
 random questions whose lengths follow a VQA-like distribution (mean ~6 words, tail to 26).
 vqajax runs the sharded jitted step of `vqajax.core.train` on all local devices (input already
 on the host: the input pipeline has its own benchmark); the reference is
@@ -164,6 +166,8 @@ def main():
   parser.add_argument("--answers", type=int, default=1000)
   parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                       help="cores and threads for both sides (default: all this process may use)")
+  parser.add_argument("--config-arg", choices=("", "runlocal"), default="",
+                      help="the model's sizes: the paper's, or runlocal's (small runs; the optimizer stays the paper's)")
   parser.add_argument("--lstm-impls", default="chunked",
                       help="comma-separated config.model.lstm_impl values: the first is vqajax's main contender, "
                            "each other one an f32 contender beside it")
@@ -172,7 +176,8 @@ def main():
   impl, *others = args.lstm_impls.split(",")
 
   def row_config(**model):
-    config = deeper_lstm_norm_i.get_config().unlock()
+    config = deeper_lstm_norm_i.get_config().unlock()  # the paper's optimizer on both sides, at any size
+    config.model = deeper_lstm_norm_i.get_config(args.config_arg).model.unlock()
     config.model.update({"lstm_impl": impl, **model})
     return config
 
@@ -225,7 +230,7 @@ def main():
   print(f"\nthreads: {threads}")
   print(same_loss)
   print(f"devices: {mesh.devices.size} x {jax.devices()[0].platform}; lstm_impl {impl}; "
-        f"batch {args.batch}, vocab {args.vocab}, K {args.answers}, mean question length {words:.1f}; "
+        f"{args.config_arg or 'the paper'}'s layer sizes, batch {args.batch}, vocab {args.vocab}, K {args.answers}, mean question length {words:.1f}; "
         f"{args.rounds} rounds x {args.steps} steps per contender")
   for name in contenders:
     print(f"{name:24s} {median(rates[name]):7.1f} examples/s (median)")
