@@ -82,7 +82,7 @@ def train(data: str, workdir: str, config_arg: str, steps: int) -> dict:
   rates = re.findall(r"step (\d+)/\d+: loss [-\d.na]+, ([\d.]+) steps/s", log)
   out["train steps/s"] = float(dict(rates)[str(2 * every)])
   out["eval s"] = float(re.search(r"val evaluation in ([\d.]+) s", log).group(1)) - float(
-      re.search(r"results files in ([\d.]+) s", log).group(1))
+      re.search(r"val results files in ([\d.]+) s", log).group(1))
   return out
 
 

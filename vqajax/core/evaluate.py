@@ -34,7 +34,7 @@ class Evaluator:
   def run(self, params, step: int, workdir: str | None = None) -> dict[str, float]:
     """The task's metrics; with `workdir`, also its results files of this step (and the
     metrics the task computes from them)."""
-    totals, kept = None, []
+    began, totals, kept = time.perf_counter(), None, []
     batch_size = sharding.padded_batch_size(self.config.eval_batch_size, self.mesh)
     arrays, store, keys = device_features.host_inputs(self.data, self.features, "val", self.keys)
     for local in pipeline.eval_batches(arrays, store, batch_size, keys, self.task.LENGTHS):
@@ -45,9 +45,10 @@ class Evaluator:
         kept.append((predictions, batch["mask"]))
     metrics = self.task.summarise(jax.device_get(totals))
     if workdir is not None:
-      began = time.perf_counter()
+      writing = time.perf_counter()
       metrics.update(self._write_results(kept, self.spec.results_dir(workdir, step), step, metrics))
-      logging.info("step %d: results files in %.2f s", step, time.perf_counter() - began)
+      logging.info("step %d: %s results files in %.2f s", step, self.spec.name, time.perf_counter() - writing)
+    logging.info("step %d: %s evaluation in %.2f s", step, self.spec.name, time.perf_counter() - began)
     return metrics
 
   def _write_results(self, kept, out_dir, step, metrics) -> dict[str, float]:

@@ -215,9 +215,7 @@ def _train(exp: Experiment, evaluators: list[evaluate.Evaluator], workdir: str) 
         progress.log(step, means["train/loss"])
         metrics = []
       if due:  # the final step (and evaluations with results "every") also write results files
-        began = time.perf_counter()
         now = evaluate.run_all(due, state.params, step, workdir, results=last)
-        logging.info("step %d: evaluations in %.2f s", step, time.perf_counter() - began)
         eval_metrics.update(now)
         named = evaluate.prefixed(now)
         writer.write_scalars(step, named)
