@@ -1,12 +1,13 @@
 """`vqajax VERB` as a user runs it: help, the resolved config, the recorded config, and a
 user's files never written over (inputs, special files, names taken from inputs)."""
 
-import gc
 import glob
 import json
 import os
 import shutil
 import stat
+import subprocess
+import sys
 
 import pytest
 
@@ -284,17 +285,19 @@ def test_a_full_disk_while_saving_is_one_line_and_not_finished(tiny_data, tmp_pa
   assert not os.path.exists(os.path.join(workdir, "lock"))
 
 
-def test_eval_all_skips_a_damaged_checkpoint_and_names_it(tiny_lstm_run_copy, capsys):
+def test_eval_all_skips_a_damaged_checkpoint_and_names_it(tiny_lstm_run_copy):
+  """In a process of its own, as a user runs it: orbax's other failed reads of the damaged
+  step (reported by asyncio when collected) and its storage threads finishing after the
+  failed restore (unraisable "Event loop is closed") print nothing."""
   workdir = tiny_lstm_run_copy
   for path in glob.glob(f"{workdir}/checkpoints/2/state/**/d/*", recursive=True):
     with open(path, "r+b") as f:  # a half-copied checkpoint
       f.truncate(os.path.getsize(path) // 2)
-  capsys.readouterr()
-  assert cli.main(["eval", f"--workdir={workdir}", "--all"]) == 0
-  out, err = capsys.readouterr()
-  assert "step 4: results in" in out and "step 2: results in" not in out
-  assert "checkpoint at step 2 cannot be restored, skipped" in err
-  gc.collect()  # orbax's failed reads of step 2 (asyncio tasks) are reported here, not in a later test
+  done = subprocess.run([sys.executable, "-m", "vqajax", "eval", f"--workdir={workdir}", "--all"],
+                        capture_output=True, text=True, timeout=300)
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert "step 4: results in" in done.stdout and "step 2: results in" not in done.stdout
+  assert "Traceback" not in done.stderr and "never retrieved" not in done.stderr and "checkpoint at step 2 cannot be restored, skipped" in done.stderr, done.stderr[-3000:]
 
 
 def test_ctrl_c_is_one_line_and_exit_130(tiny_data, tmp_path, capsys, monkeypatch):

@@ -1,7 +1,10 @@
 """Process setup, called once by every entry point (nothing happens at import time).
 
 `init()` quiets the libraries' notices: TFDS's deprecation notes, orbax's per-checkpoint
-INFO lines (shown with `--verbosity=debug`). TensorFlow (tf.data, TFDS, bucket paths) is
+INFO lines (shown with `--verbosity=debug`), and the leftovers of an orbax restore that
+failed (a damaged checkpoint, already reported in one line by the command): its other
+failed reads, which asyncio reports when the garbage collector reaches them, and the
+storage threads that finish after its event loop closed. TensorFlow (tf.data, TFDS, bucket paths) is
 imported only through `tensorflow()`, which keeps it off the accelerators (they belong to
 JAX) and quiet: commands that need none of it (ask, submit, demo, export) never load it.
 """
@@ -11,21 +14,28 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sys
+import traceback
 
 _QUIET = ("is deprecated. Please change your code to use NumPy",)  # TFDS 4.9, every build / read
 # jax: "Unable to initialize backend 'tpu'"; clu: its progress notes (train logs its own line).
 _NOISY_LIBRARIES = ("orbax", "etils", "tensorflow_datasets", "jax", "clu")
+_UNRETRIEVED = ("Task exception was never retrieved", "Future exception was never retrieved")  # asyncio's
 
 
 class _Quiet(logging.Filter):
-  """Drops the known notices and, unless `verbose`, the INFO lines of the noisy libraries."""
+  """Drops the known notices, the unretrieved reads of a failed orbax restore and, unless
+  `verbose`, the INFO lines of the noisy libraries."""
 
   def __init__(self, verbose: bool):
     super().__init__()
     self.verbose = verbose
 
   def filter(self, record: logging.LogRecord) -> bool:
-    if any(text in record.getMessage() for text in _QUIET):
+    message = record.getMessage()
+    if any(text in message for text in _QUIET):
+      return False
+    if message.startswith(_UNRETRIEVED) and f"{os.sep}orbax{os.sep}" in message:
       return False
     if self.verbose or record.levelno > logging.INFO:
       return True
@@ -67,3 +77,20 @@ def init(verbose: bool = False) -> None:
   for f in [f for f in handler.filters if isinstance(f, _Quiet)]:
     handler.removeFilter(f)
   handler.addFilter(_Quiet(verbose))
+  if not isinstance(sys.unraisablehook, _LateCallbacksIgnored):
+    sys.unraisablehook = _LateCallbacksIgnored(sys.unraisablehook)
+
+
+class _LateCallbacksIgnored:
+  """An unraisable-exception hook that drops asyncio's "Event loop is closed" raised by a
+  storage thread completing a read of a restore that already failed (orbax closes its loop
+  on the first error); every other unraisable exception goes to `previous`."""
+
+  def __init__(self, previous):
+    self.previous = previous
+
+  def __call__(self, unraisable) -> None:
+    frames = traceback.extract_tb(unraisable.exc_traceback) if unraisable.exc_traceback else []
+    if not (isinstance(unraisable.exc_value, RuntimeError) and str(unraisable.exc_value) == "Event loop is closed"
+            and any(f.name == "call_soon_threadsafe" for f in frames)):
+      self.previous(unraisable)
