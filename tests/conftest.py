@@ -15,8 +15,19 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
   atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+# A size limit makes jax lock the cache while reading or writing an entry: the pytest-xdist
+# workers and their subprocesses share it.
+os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(16 * 2**30))
 
 import pytest  # pylint: disable=g-import-not-at-top
+
+# The modules whose setup or tests take minutes go first, so that pytest-xdist's workers
+# (one module each at a time, setup.cfg) do not end on them.
+_FIRST = ("test_bench.py", "test_sweep.py", "test_learning.py", "test_multihost.py", "test_demo.py")
+
+
+def pytest_collection_modifyitems(items):
+  items.sort(key=lambda item: _FIRST.index(item.path.name) if item.path.name in _FIRST else len(_FIRST))
 
 
 @pytest.fixture(autouse=True)

@@ -99,6 +99,9 @@ class Checkpointer:
       raise InputError(f"{directory}: orbax cannot write there; checkpoints go to a local folder, "
                        f"{' or '.join(_ORBAX_SCHEMES)} (use such a --workdir)")
     self.directory = directory
+    if jax.default_backend() == "cpu":  # CPU devices share one memory: no replica writes a slice of its own
+      ocp.type_handlers.register_type_handler(jax.Array, ocp.type_handlers.ArrayHandler(use_replica_parallel=False),
+                                              override=True)
     self.manager = ocp.CheckpointManager(directory, options=options, item_names=("state", "meta"))
 
   def save(self, step: int, state: Any, meta: dict, metrics: Optional[dict] = None) -> None:

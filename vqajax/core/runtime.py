@@ -21,6 +21,11 @@ _QUIET = ("is deprecated. Please change your code to use NumPy",)  # TFDS 4.9, e
 # jax: "Unable to initialize backend 'tpu'"; clu: its progress notes (train logs its own line).
 _NOISY_LIBRARIES = ("orbax", "etils", "tensorflow_datasets", "jax", "clu")
 _UNRETRIEVED = ("Task exception was never retrieved", "Future exception was never retrieved")  # asyncio's
+_ORBAX_MARKS = (f"{os.sep}orbax{os.sep}", "tensorstore_spec")  # its code, or a read error of its storage
+
+
+def _exception_text(record: logging.LogRecord) -> str:
+  return "".join(traceback.format_exception(*record.exc_info)) if record.exc_info else ""
 
 
 class _Quiet(logging.Filter):
@@ -35,7 +40,7 @@ class _Quiet(logging.Filter):
     message = record.getMessage()
     if any(text in message for text in _QUIET):
       return False
-    if message.startswith(_UNRETRIEVED) and f"{os.sep}orbax{os.sep}" in message:
+    if message.startswith(_UNRETRIEVED) and any(mark in message + _exception_text(record) for mark in _ORBAX_MARKS):
       return False
     if self.verbose or record.levelno > logging.INFO:
       return True
