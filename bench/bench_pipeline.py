@@ -3,7 +3,7 @@ beside the model's consumption rate, and peak RSS while training from a feature 
 
     python bench/bench_pipeline.py [--rows 40000] [--grid-rows 4000] [--batch 500]
                                    [--store-gb 8] [--format h5|npy] [--dtype float32]
-                                   [--dir /tmp] [--train-steps 8] [--grid-steps 2]
+                                   [--dir /tmp] [--train-steps 8] [--grid-steps 2] [--buckets 0]
 
 1. Device-resident global features (`core.device_features`): a random float16 fc7 table of
    --rows images on the devices; the host's `pipeline.train_dataset` sends token ids, labels
@@ -20,7 +20,8 @@ beside the model's consumption rate, and peak RSS while training from a feature 
    written block by block under --dir (cut to what fits with 2 GB to spare, which is
    printed); a fresh process (whose peak RSS is the training process's alone) reads it for
    one epoch through the streamed pipeline, then trains deeper LSTM Q + norm I on it for
-   --train-steps steps after compiling every length bucket (target <= 2 GiB). It runs twice
+   --train-steps steps after compiling every length bucket (--buckets: the longest N only; target
+   <= 2 GiB). It runs twice
    with one persistent compilation cache (as `vqajax train` has by default): the first
    compiles the step, the second, like a restarted run, loads it.
 Stores are read from the page cache when RAM holds them (they were just written).
@@ -72,7 +73,7 @@ def rss(field: str = "VmHWM") -> int:
     return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field + ":"))
 
 
-def worker(store_path: str, train_steps: int, config_arg: str, batch: int) -> dict:
+def worker(store_path: str, train_steps: int, config_arg: str, batch: int, buckets: int) -> dict:
   """Pipeline alone for an epoch, then training on it; runs in its own process."""
   import jax
   from jax_vqa import JaxTrainer, peak_device_memory
@@ -100,7 +101,8 @@ def worker(store_path: str, train_steps: int, config_arg: str, batch: int) -> di
   mesh = sharding.data_mesh()
   example = next(batches)
   trainer = JaxTrainer(deeper_lstm_norm_i.get_config(config_arg), VOCAB, ANSWERS, mesh, example)
-  for width in (*pipeline.LENGTH_BUCKETS, MAX_LEN):  # compile every bucket
+  widths = (*pipeline.LENGTH_BUCKETS, MAX_LEN)
+  for width in widths[len(widths) - (buckets or len(widths)):]:  # every bucket, or the longest `buckets`
     jax.block_until_ready(trainer.step(sharding.to_global(
         dict(example, tokens=tokens[:batch, :width], length=np.minimum(example["length"], width)), mesh)))
   phases["model state and compiling"] = rss()
@@ -248,10 +250,13 @@ def main():
   parser.add_argument("--dtype", choices=("float16", "float32"), default="float32")
   parser.add_argument("--dir", default=tempfile.gettempdir())
   parser.add_argument("--train-steps", type=int, default=8)
+  parser.add_argument("--buckets", type=int, default=0,
+                      help="the longest question-length buckets the peak-RSS run compiles before training "
+                           "(default 0: all)")
   parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: the measured process
   args = parser.parse_args()
   if args.worker:
-    print(json.dumps(worker(args.worker, args.train_steps, args.config_arg, args.batch)))
+    print(json.dumps(worker(args.worker, args.train_steps, args.config_arg, args.batch, args.buckets)))
     return
 
   readers = sorted({1, 2, os.cpu_count()})
@@ -282,7 +287,7 @@ def main():
                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
     result, warm = (json.loads(subprocess.run(
         [sys.executable, os.path.abspath(__file__), "--worker", path, "--train-steps", str(args.train_steps),
-         "--config-arg", args.config_arg, "--batch", str(args.batch)],
+         "--config-arg", args.config_arg, "--batch", str(args.batch), "--buckets", str(args.buckets)],
         check=True, capture_output=True, text=True, env=env).stdout.strip().splitlines()[-1]) for _ in range(2))
   for figure in (result["pipeline"], result["train"], result["peak_rss"], warm["peak_rss"]):
     measured(figure)

@@ -1,8 +1,8 @@
 """Training throughput of deeper LSTM Q + norm I vs a PyTorch reference, in examples/s.
 
     pip install -e '.[bench]'   # torch==2.14.1 (the same pin as the test extra)
-    python bench/bench_train.py [--batch 500] [--steps 3] [--rounds 3] [--vocab 15000] [--answers 1000]
-        [--config-arg runlocal]
+    python bench/bench_train.py [--batch 500] [--steps 3] [--rounds 3] [--batches 4] [--vocab 15000]
+        [--answers 1000] [--config-arg runlocal]
 
 The paper's sizes (vocabulary ~15k, K=1000, 4096-d features, RMSprop as configured; with
 `--config-arg runlocal` the runlocal config's layer widths, as `device_check.sh --tiny`) on
@@ -162,6 +162,9 @@ def main():
   parser.add_argument("--batch", type=int, default=500)
   parser.add_argument("--steps", type=int, default=3, help="steps per contender per round")
   parser.add_argument("--rounds", type=int, default=3)
+  parser.add_argument("--batches", type=int, default=4,
+                      help="host batches of VQA-like lengths each contender cycles through (each new length bucket "
+                           "among them is one more program to compile)")
   parser.add_argument("--vocab", type=int, default=15000)
   parser.add_argument("--answers", type=int, default=1000)
   parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
@@ -184,7 +187,7 @@ def main():
   config, bf16_config = row_config(), row_config(dtype="bfloat16")
   mesh = sharding.data_mesh()
   rng = np.random.default_rng(0)
-  host = make_batches(rng, 4, args.batch, args.vocab, args.answers, vqa_lengths)
+  host = make_batches(rng, args.batches, args.batch, args.vocab, args.answers, vqa_lengths)
   host26 = make_batches(rng, 2, args.batch, args.vocab, args.answers,
                         lambda rng, n: np.full(n, MAX_LEN, np.int32))
   jax_f32 = JaxTrainer(config, args.vocab, args.answers, mesh, host[0])
