@@ -236,10 +236,11 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def page(tiny_data, tiny_therapy, tmp_path_factory):
-  """`vqajax demo` serving tiny trained VQA and mask runs on the embedded datasets, the runs'
-  Answerer and Grounder and a headless Chromium: a dict; the screenshots go to
-  $VQAJAX_SCREENSHOTS when set (docs/ holds two of them), else beside the runs."""
+def page(tiny_lstm_run, tiny_therapy, tmp_path_factory):
+  """`vqajax demo` serving tiny trained VQA and mask runs on the embedded datasets (a copy of
+  the session's `tiny_lstm_run`, a 2-step mask run), the runs' Answerer and Grounder and a
+  headless Chromium: a dict; the screenshots go to $VQAJAX_SCREENSHOTS when set (docs/ holds
+  two of them), else beside the runs."""
   if not (CHROMIUM and CHROMEDRIVER):
     pytest.skip("chromium / chromedriver not found (apt-get install -y chromium chromium-driver)")
   from selenium import webdriver  # pylint: disable=g-import-not-at-top
@@ -249,10 +250,10 @@ def page(tiny_data, tiny_therapy, tmp_path_factory):
   from vqajax.vqa.ask import Answerer  # pylint: disable=g-import-not-at-top
   root = tmp_path_factory.mktemp("demo")
   workdir, mask_workdir = str(root / "run"), str(root / "mask")
-  for config, data, out in (("vqa/deeper_lstm_norm_i", tiny_data, workdir),
-                            ("therapy/grounding_mask", tiny_therapy, mask_workdir)):
-    assert cli.main(["train", f"--config={ROOT}/experiments/{config}.py:runlocal", f"--workdir={out}",
-                     f"--config.data.dir={data}", "--config.num_train_steps=2", "--verbosity=warning"]) == 0
+  shutil.copytree(tiny_lstm_run[0], workdir)
+  assert cli.main(["train", f"--config={ROOT}/experiments/therapy/grounding_mask.py:runlocal",
+                   f"--workdir={mask_workdir}", f"--config.data.dir={tiny_therapy}", "--config.num_train_steps=2",
+                   "--verbosity=warning"]) == 0
   port = _free_port()
   private = os.path.join(tempfile.gettempdir(), "vqajax-demo-*")  # the server's own Gradio folder
   before = set(glob.glob(private))

@@ -19,6 +19,7 @@ the meta since it exists) and changes nothing, so it is safe beside a running tr
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -75,6 +76,14 @@ def metric_of(metrics: dict, name: str) -> float | None:
   return float(value) if isinstance(value, (int, float)) else None
 
 
+@functools.cache
+def _whole_arrays_per_replica() -> None:
+  """Orbax saves without replica slices: CPU devices share one memory, and slicing costs a
+  compiled program per array shape and device count (64 for a tiny run on 8 devices)."""
+  ocp.type_handlers.register_type_handler(jax.Array, ocp.type_handlers.ArrayHandler(use_replica_parallel=False),
+                                          override=True)
+
+
 class Checkpointer:
 
   def __init__(self, directory: str, keep: int = 3, best_metric: str = "val/accuracy", best_mode: str = "max"):
@@ -99,9 +108,8 @@ class Checkpointer:
       raise InputError(f"{directory}: orbax cannot write there; checkpoints go to a local folder, "
                        f"{' or '.join(_ORBAX_SCHEMES)} (use such a --workdir)")
     self.directory = directory
-    if jax.default_backend() == "cpu":  # CPU devices share one memory: no replica writes a slice of its own
-      ocp.type_handlers.register_type_handler(jax.Array, ocp.type_handlers.ArrayHandler(use_replica_parallel=False),
-                                              override=True)
+    if jax.default_backend() == "cpu":
+      _whole_arrays_per_replica()
     self.manager = ocp.CheckpointManager(directory, options=options, item_names=("state", "meta"))
 
   def save(self, step: int, state: Any, meta: dict, metrics: Optional[dict] = None) -> None:

@@ -17,7 +17,8 @@ import os
 import sys
 import traceback
 
-_QUIET = ("is deprecated. Please change your code to use NumPy",)  # TFDS 4.9, every build / read
+_QUIET = ("is deprecated. Please change your code to use NumPy",  # TFDS 4.9, every build / read
+          "Type handler registry type")  # orbax, once: vqajax's array handler on CPU (core/checkpoint.py)
 # jax: "Unable to initialize backend 'tpu'"; clu: its progress notes (train logs its own line).
 _NOISY_LIBRARIES = ("orbax", "etils", "tensorflow_datasets", "jax", "clu")
 _UNRETRIEVED = ("Task exception was never retrieved", "Future exception was never retrieved")  # asyncio's
@@ -47,12 +48,17 @@ class _Quiet(logging.Filter):
     return not any(f"{os.sep}{name}{os.sep}" in record.pathname for name in _NOISY_LIBRARIES)
 
 
+def _quiet_tensorflow_environment() -> None:
+  """Set before TensorFlow is imported (by `tensorflow()`, or by clu's summary writer)."""
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")  # also silences its start-up notice
+
+
 @functools.cache
 def tensorflow():
   """The `tensorflow` module, set up on first use: no accelerators, no start-up notices,
   no TFDS progress bars."""
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-  os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")  # also silences its start-up notice
+  _quiet_tensorflow_environment()
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tf.config.set_visible_devices([], "GPU")
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
@@ -77,6 +83,7 @@ def use_compilation_cache(directory: str) -> None:
 
 def init(verbose: bool = False) -> None:
   """Quiets the libraries (idempotent)."""
+  _quiet_tensorflow_environment()
   from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
   handler = absl_logging.get_absl_handler()  # every library's records pass through it
   for f in [f for f in handler.filters if isinstance(f, _Quiet)]:
