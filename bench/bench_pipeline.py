@@ -102,7 +102,7 @@ def worker(store_path: str, train_steps: int, config_arg: str, batch: int, bucke
   example = next(batches)
   trainer = JaxTrainer(deeper_lstm_norm_i.get_config(config_arg), VOCAB, ANSWERS, mesh, example)
   widths = (*pipeline.LENGTH_BUCKETS, MAX_LEN)
-  for width in widths[len(widths) - (buckets or len(widths)):]:  # every bucket, or the longest `buckets`
+  for width in widths[-buckets:] if buckets else widths:  # every bucket, or the longest `buckets`
     jax.block_until_ready(trainer.step(sharding.to_global(
         dict(example, tokens=tokens[:batch, :width], length=np.minimum(example["length"], width)), mesh)))
   phases["model state and compiling"] = rss()

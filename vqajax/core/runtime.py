@@ -4,9 +4,10 @@
 INFO lines (shown with `--verbosity=debug`), and the leftovers of an orbax restore that
 failed (a damaged checkpoint, already reported in one line by the command): its other
 failed reads, which asyncio reports when the garbage collector reaches them, and the
-storage threads that finish after its event loop closed. TensorFlow (tf.data, TFDS, bucket paths) is
-imported only through `tensorflow()`, which keeps it off the accelerators (they belong to
-JAX) and quiet: commands that need none of it (ask, submit, demo, export) never load it.
+storage threads that finish after its event loop closed. vqajax uses TensorFlow (tf.data,
+TFDS, bucket paths) through `tensorflow()`, which keeps it off the accelerators (they belong
+to JAX); clu's summary writer also imports it during training, so `init()` sets its quiet
+environment first. Commands that need none of it (ask, submit, demo, export) never load it.
 """
 
 from __future__ import annotations
@@ -41,8 +42,10 @@ class _Quiet(logging.Filter):
     message = record.getMessage()
     if any(text in message for text in _QUIET):
       return False
-    if message.startswith(_UNRETRIEVED) and any(mark in message + _exception_text(record) for mark in _ORBAX_MARKS):
-      return False
+    if message.startswith(_UNRETRIEVED):
+      text = message + _exception_text(record)
+      if any(mark in text for mark in _ORBAX_MARKS):
+        return False
     if self.verbose or record.levelno > logging.INFO:
       return True
     return not any(f"{os.sep}{name}{os.sep}" in record.pathname for name in _NOISY_LIBRARIES)
