@@ -5,7 +5,9 @@ import os
 import shutil
 import tempfile
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
+from tests import devices
+
+os.environ["XLA_FLAGS"] = devices.flags(8)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 # One persistent XLA compilation cache for the session and its subprocesses: the many
@@ -46,7 +48,7 @@ def one_device_env():
   """The environment for a subprocess on one CPU device (this session's without the 8 fake
   devices): long runs with 8 fake devices on 2 cores can starve XLA's CPU collectives, and
   compiling for one device is ~35% cheaper. The compilation cache stays shared."""
-  return {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+  return devices.env(1)
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from tests import devices
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = f"{ROOT}/experiments/vqa/deeper_lstm_norm_i.py:runlocal"
 
@@ -22,10 +24,6 @@ def _train_cmd(data_dir, workdir, *flags):
           "--config.data.max_question_len=8", *flags]
 
 
-def _env():
-  return {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-
-
 @pytest.fixture
 def data_copy(tiny_data, tmp_path):
   out = str(tmp_path / "data")
@@ -34,7 +32,7 @@ def data_copy(tiny_data, tmp_path):
 
 
 def _fails_cleanly(cmd, expected, workdir):
-  proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+  proc = subprocess.run(cmd, env=devices.env(1), capture_output=True, text=True, timeout=300)
   assert proc.returncode == 2, proc.stderr[-2000:]
   last = proc.stderr.strip().splitlines()[-1]
   assert last.startswith("vqajax train: error: ") and expected in last, last
@@ -113,7 +111,7 @@ def test_more_than_ten_answers_is_one_error_line(data_copy, tmp_path, capsys):
 
 
 def _start_and_wait_for_checkpoint(cmd, workdir):
-  proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+  proc = subprocess.Popen(cmd, env=devices.env(1), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
   ckpt_dir = os.path.join(workdir, "checkpoints")
   deadline = time.time() + 240
   while time.time() < deadline and proc.poll() is None:
@@ -134,7 +132,7 @@ def test_kill_9_then_rerun_resumes_from_the_last_checkpoint(tiny_data, tmp_path)
   assert os.listdir(cache)  # the compiled steps, for the rerun to load
   saved = max(int(d) for d in os.listdir(os.path.join(workdir, "checkpoints")) if d.isdigit())
   done = subprocess.run(cmd[:-2] + ["--config.num_train_steps=%d" % (saved + 10), "--config.eval_every_steps=10"],
-                        env=_env(), capture_output=True, text=True, timeout=300)
+                        env=devices.env(1), capture_output=True, text=True, timeout=300)
   assert done.returncode == 0, done.stderr[-2000:]
   assert f"resumed from checkpoint at step {saved}" in done.stderr
   assert str(saved + 10) in os.listdir(os.path.join(workdir, "checkpoints"))

@@ -19,6 +19,7 @@ from PIL import Image
 
 from data_pipeline.features import cli, extract
 from experiments.vqa import i as image_only
+from tests import devices
 from vqajax import ask_cli
 from vqajax import cli as front_door
 from vqajax.core import train
@@ -201,8 +202,7 @@ def test_kill_9_loses_at_most_the_chunk_in_flight(photos, tmp_path):
   out = str(tmp_path / "killed.h5")
   script = tmp_path / "run.py"
   script.write_text(_KILLED_RUN.format(stages=STAGES, hidden=HIDDEN, size=SIZE, settings=SETTINGS))
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1",
-             PYTHONPATH=os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", ""))
+  env = dict(devices.env(1), PYTHONPATH=os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", ""))
   process = subprocess.Popen([sys.executable, str(script), photos, out], env=env)
   chunks = lambda: [n for n in os.listdir(out + ".partial") if n.startswith("chunk_")] if os.path.isdir(out + ".partial") else []
   deadline = time.monotonic() + 60

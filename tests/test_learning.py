@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from tests import devices
 from vqajax.synthetic.vqa import write as synthetic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -28,13 +29,12 @@ def table2(tmp_path_factory):
   data_dir = str(tmp_path_factory.mktemp("synthetic_small"))
   synthetic.generate(data_dir, seed=0, scale="small")
   workdir = str(tmp_path_factory.mktemp("table2"))
-  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
   subprocess.run(
       [sys.executable, "-m", "vqajax", "sweep", f"{ROOT}/experiments/sweeps/vqa_table2.py:cpu",
        "--workdir", workdir, "--points", ",".join(("baselines",) + NEURAL),
        "--set", f"data.dir={data_dir}", "--set", f"num_train_steps={STEPS}",
        "--set", f"eval_every_steps={STEPS}"],
-      check=True, env=env, capture_output=True)
+      check=True, env=devices.env(1, optimised=True), capture_output=True)
   with open(os.path.join(workdir, "table2.md")) as f:
     print(f.read())
   with open(os.path.join(workdir, "table2.json")) as f:

@@ -18,6 +18,7 @@ import time
 import jax
 import numpy as np
 
+from tests import devices
 from tests.test_train import _config, _losses, _params
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,10 +39,6 @@ def _command(data_dir, workdir, *extra):
           *extra]
 
 
-def _env(devices):
-  return dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
-
-
 def _results(workdir):
   found = glob.glob(os.path.join(workdir, "results", f"step_{STEPS}", "*OpenEnded*_results.json"))
   assert len(found) == 1  # one results file, written once
@@ -54,11 +51,11 @@ def test_two_processes_train_like_one_with_all_devices(tiny_data, tmp_path):
   address = f"localhost:{_free_port()}"
   workers = [subprocess.Popen(
       _command(tiny_data, two, f"--coordinator_address={address}", "--num_processes=2",
-               f"--process_id={i}"), env=_env(4), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+               f"--process_id={i}"), env=devices.env(4), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
       for i in range(2)]
   outputs = [w.communicate(timeout=600)[0].decode() for w in workers]
   assert [w.returncode for w in workers] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
-  subprocess.run(_command(tiny_data, one), env=_env(8), check=True, capture_output=True, timeout=600)
+  subprocess.run(_command(tiny_data, one), env=devices.env(8), check=True, capture_output=True, timeout=600)
 
   assert len(_losses(two)) == STEPS
   np.testing.assert_allclose(_losses(two), _losses(one), rtol=1e-5)
@@ -91,7 +88,7 @@ def test_sigterm_to_one_process_stops_both_at_the_same_step(tiny_data, tmp_path)
   command = lambda i: _command(tiny_data, workdir, f"--coordinator_address={address}", "--num_processes=2",
                                f"--process_id={i}", "--config.num_train_steps=100000",
                                "--config.eval_every_steps=100000")
-  workers = [subprocess.Popen(command(i), env=_env(4), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+  workers = [subprocess.Popen(command(i), env=devices.env(4), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for i in range(2)]
   metrics = os.path.join(workdir, "metrics.jsonl")
   deadline = time.monotonic() + 300

@@ -19,6 +19,7 @@ import pytest
 
 import vqajax
 from experiments.vqa import bow_q_i
+from tests import devices
 from vqajax import cli
 from vqajax.core import config as config_lib
 from vqajax.core import train
@@ -221,11 +222,10 @@ def test_readers_never_disturb_a_running_training(tiny_data, tmp_path, capsys):
   """Training saves (and deletes) a checkpoint at every step while ask, submit and export
   read the workdir: every reader gets an answer, the training goes on to a clean stop."""
   workdir = str(tmp_path / "run")
-  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
   command = [sys.executable, "-m", "vqajax", "train", "--config=experiments/vqa/bow_q_i.py:runlocal",
              f"--config.data.dir={tiny_data}", f"--workdir={workdir}", "--config.num_train_steps=100000",
              "--config.eval_every_steps=1", "--config.keep_checkpoints=1", "--config.log_every_steps=1000"]
-  trainer = subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+  trainer = subprocess.Popen(command, cwd=ROOT, env=devices.env(1), stderr=subprocess.PIPE, text=True)
   try:
     deadline = time.monotonic() + 300
     while not os.path.isdir(os.path.join(workdir, "checkpoints", "1")):

@@ -2,14 +2,15 @@
 
 The train stream is a function of (seed, step): epoch e visits the questions in the
 order of a permutation seeded by (seed, e), so the input position of a checkpoint is
-just its step. Each host reads its own slice of every global batch.
+just its step. Each host reads its own slice of every global batch. TensorFlow is imported
+when the first dataset is made (`runtime.tensorflow`), so a bad input fails before it.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
-from typing import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 import jax
 import numpy as np
@@ -18,7 +19,8 @@ from vqajax.core import runtime
 from vqajax.core.errors import InputError
 from vqajax.core.task import IMAGE_ROW, LABEL
 
-tf = runtime.tensorflow()
+if TYPE_CHECKING:
+  import tensorflow as tf
 
 # InputErrors raised by loaders inside tf.data's threads, newest last.
 _FAILED: list[InputError] = []
@@ -59,6 +61,7 @@ class _Loader:
 
   def tf_map(self, make_rows, host: slice):
     """A tf.data map fn: step -> this host's batch, from the global `make_rows(step)`."""
+    tf = runtime.tensorflow()
     example = self(make_rows(np.int64(0)), host)
     names = list(example)
 
@@ -84,6 +87,7 @@ def numpy_batches(ds: tf.data.Dataset) -> Iterator[dict[str, np.ndarray]]:
   """`ds.as_numpy_iterator()`, except that bad input met inside tf.data (an `InputError`
   raised by a loader, e.g. NaN features) comes out as that one-line error again rather
   than as a TensorFlow error wrapping a traceback."""
+  tf = runtime.tensorflow()
   batches = ds.as_numpy_iterator()
   while True:
     try:
@@ -129,20 +133,22 @@ def train_rows(num_examples: int, global_batch: int, seed: int, step: int) -> np
 
 
 def train_dataset(arrays, store, global_batch: int, seed: int, start_step: int, keys: Sequence[str],
-                  readers: int = tf.data.AUTOTUNE, lengths: Mapping[str, str] | None = None) -> tf.data.Dataset:
-  """This host's train batches from `start_step` on (endless), `readers` batches loaded at once;
-  `lengths`: the token arrays cut to length buckets (`_Loader`)."""
+                  readers: int | None = None, lengths: Mapping[str, str] | None = None) -> tf.data.Dataset:
+  """This host's train batches from `start_step` on (endless), `readers` batches loaded at once
+  (default: tf.data's autotuning); `lengths`: the token arrays cut to length buckets (`_Loader`)."""
+  tf = runtime.tensorflow()
   n, host = len(arrays[LABEL]), _host_slice(global_batch)
   loader = _Loader(arrays, store, keys, lengths)
   make_rows = lambda step: train_rows(n, global_batch, seed, int(step))
   return (tf.data.Dataset.range(start_step, np.iinfo(np.int64).max)
-          .map(loader.tf_map(make_rows, host), num_parallel_calls=readers, deterministic=True)
+          .map(loader.tf_map(make_rows, host), num_parallel_calls=readers or tf.data.AUTOTUNE, deterministic=True)
           .prefetch(tf.data.AUTOTUNE))
 
 
 def eval_batches(arrays, store, global_batch: int, keys: Sequence[str], lengths: Mapping[str, str] | None = None
                  ) -> Iterator[dict[str, np.ndarray]]:
   """This host's slices of the eval batches, in file order; the last one padded, with `mask`."""
+  tf = runtime.tensorflow()
   n, host = len(next(iter(arrays.values()))), _host_slice(global_batch)  # one row per example
   loader = _Loader(arrays, store, keys, lengths)
 

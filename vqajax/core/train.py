@@ -18,7 +18,6 @@ import jax
 import numpy as np
 import optax
 from absl import logging
-from clu import periodic_actions
 from jax.experimental import multihost_utils
 
 from vqajax.core import (
@@ -187,6 +186,7 @@ def _train(exp: Experiment, evaluators: list[evaluate.Evaluator], workdir: str) 
   writer = writers.create(workdir)
   if start == 0:
     writer.write_hparams({k: v for k, v in config.to_dict().items() if not isinstance(v, dict)})
+  from clu import periodic_actions  # pylint: disable=g-import-not-at-top  (TensorFlow, as `writers.create`)
   report = periodic_actions.ReportProgress(num_train_steps=final, writer=writer, every_steps=config.log_every_steps)
   train_step = make_train_step(exp.model, exp.tx, mesh, task.make_loss(config), exp.features)
   arrays, store, keys = device_features.host_inputs(data, exp.features, "train", task.TRAIN_KEYS)

@@ -1,17 +1,22 @@
 """Metric writers: TensorBoard events and a JSON-lines file in the workdir (the console
 gets one line per log step from `train`). Both write to local folders and URLs
-(`gs://`: TensorBoard through TensorFlow's file systems, the JSON lines through `core/fs`)."""
+(`gs://`: TensorBoard through TensorFlow's file systems, the JSON lines through `core/fs`).
+clu's writers import TensorFlow: only `create`, when training starts, imports them (a bad
+input fails before that, seconds sooner)."""
 
 from __future__ import annotations
 
 import json
 import os
+from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
-from clu import metric_writers
 
 from vqajax.core import files, fs
+
+if TYPE_CHECKING:
+  from clu import metric_writers
 
 
 class JsonlWriter:
@@ -39,6 +44,7 @@ class JsonlWriter:
 
 def create(workdir: str, name: str = "metrics.jsonl") -> metric_writers.MetricWriter:
   """Only the first process writes files."""
+  from clu import metric_writers  # pylint: disable=g-import-not-at-top
   if jax.process_index() > 0:
     return metric_writers.MultiWriter([])
   fs.makedirs(workdir)
