@@ -145,4 +145,3 @@ def tiny_vizwiz(tiny_data, tmp_path_factory):
     test = [{"image": f"VizWiz_test_{q['image_id']:08d}.jpg", "question": q["question"]} for q in json.load(f)["questions"]]
   (out / "test.json").write_text(json.dumps(test))
   return out
-

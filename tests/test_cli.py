@@ -50,6 +50,18 @@ def test_broken_json_is_one_error_line(data_copy, tmp_path):
                  "v2_mscoco_val2014_annotations.json: not valid JSON", tmp_path / "w")
 
 
+def test_a_bad_input_fails_before_tensorflow_is_imported(data_copy, tmp_path):
+  """TensorFlow (seconds to import) comes with the first dataset: a broken file fails first."""
+  path = os.path.join(data_copy, "v2_mscoco_train2014_annotations.json")
+  with open(path, "w") as f:
+    f.write("{")
+  cmd = [sys.executable, "-c", "import sys; from vqajax.cli import main; status = main(['train', *sys.argv[1:]]); "
+         "print('tensorflow' in sys.modules); sys.exit(status)", *_train_cmd(data_copy, tmp_path / "w")[3:]]
+  done = subprocess.run(cmd, env=devices.env(1), capture_output=True, text=True, timeout=300)
+  assert done.returncode == 2 and done.stdout == "False\n", done.stderr[-2000:]
+  assert done.stderr.strip().splitlines()[-1].startswith(f"vqajax train: error: {path}: not valid JSON")
+
+
 def test_missing_key_names_the_record(data_copy, tmp_path):
   path = os.path.join(data_copy, "v2_OpenEnded_mscoco_train2014_questions.json")
   with open(path) as f:
