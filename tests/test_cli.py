@@ -16,10 +16,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = f"{ROOT}/experiments/vqa/deeper_lstm_norm_i.py:runlocal"
 
 
-def _train_cmd(data_dir, workdir, *flags):
-  """`vqajax train` in a subprocess; questions cut to 8 words (one length bucket: one train
-  and one eval step to compile)."""
-  return [sys.executable, "-c", "import sys; from vqajax.cli import main; sys.exit(main(['train', *sys.argv[1:]]))",
+def _train_cmd(data_dir, workdir, *flags, code="sys.exit(main(['train', *sys.argv[1:]]))"):
+  """`vqajax train` in a subprocess (`code` runs it); questions cut to 8 words (one length
+  bucket: one train and one eval step to compile)."""
+  return [sys.executable, "-c", f"import sys; from vqajax.cli import main; {code}",
           f"--config={CONFIG}", f"--workdir={workdir}", f"--config.data.dir={data_dir}",
           "--config.data.max_question_len=8", *flags]
 
@@ -55,8 +55,8 @@ def test_a_bad_input_fails_before_tensorflow_is_imported(data_copy, tmp_path):
   path = os.path.join(data_copy, "v2_mscoco_train2014_annotations.json")
   with open(path, "w") as f:
     f.write("{")
-  cmd = [sys.executable, "-c", "import sys; from vqajax.cli import main; status = main(['train', *sys.argv[1:]]); "
-         "print('tensorflow' in sys.modules); sys.exit(status)", *_train_cmd(data_copy, tmp_path / "w")[3:]]
+  cmd = _train_cmd(data_copy, tmp_path / "w", code="status = main(['train', *sys.argv[1:]]); "
+                   "print('tensorflow' in sys.modules); sys.exit(status)")
   done = subprocess.run(cmd, env=devices.env(1), capture_output=True, text=True, timeout=300)
   assert done.returncode == 2 and done.stdout == "False\n", done.stderr[-2000:]
   assert done.stderr.strip().splitlines()[-1].startswith(f"vqajax train: error: {path}: not valid JSON")
