@@ -76,7 +76,7 @@ def test_hand_made_records_give_the_hand_written_official_files(tmp_path, capsys
       "questions": [{"image_id": 3_000_000_007, "question": "What is this?", "question_id": 300_000_000}]}
   questions = official_files.read_questions(str(files["v2_OpenEnded_vizwiz_val_questions.json"]))
   annotations = official_files.read_annotations(str(files["v2_vizwiz_val_annotations.json"]))
-  pairs = official_files.join(questions, annotations, "q", "a")
+  pairs = official_files.join(questions["questions"], annotations["annotations"], "q", "a")
   assert [(q["question"], a["multiple_choice_answer"]) for q, a in pairs] == [
       ("What color is this shirt?", "navy"), ("Is this a can of soup?", "yes"), ("Hjkl?", "unanswerable")]
 

@@ -1,6 +1,7 @@
 import numpy as np
 
 from vqajax.core import text
+from vqajax.core.official_files import Answer
 from vqajax.vqa import text as vqa_text
 
 
@@ -34,16 +35,13 @@ def test_answer_table_top_k_by_frequency_ties_alphabetical():
 
 def test_confident_only_keeps_questions_with_five_confident_answers():
   def ann(qid, n_yes):
-    return {"question_id": qid, "answers": [{"answer": "x", "answer_confidence": "yes" if i < n_yes else "maybe"}
-                                            for i in range(10)]}
+    return {"question_id": qid, "answers": [Answer("x", "yes" if i < n_yes else "maybe") for i in range(10)]}
   kept = vqa_text.confident_only([ann(1, 4), ann(2, 5), ann(3, 10)])
   assert [a["question_id"] for a in kept] == [2, 3]
 
 
 def test_confident_only_relabels_with_the_most_frequent_confident_answer():
-  answers = ([{"answer": "red", "answer_confidence": "maybe"}] * 4
-             + [{"answer": "blue", "answer_confidence": "yes"}] * 3
-             + [{"answer": "green", "answer_confidence": "yes"}] * 3)
+  answers = [Answer("red", "maybe")] * 4 + [Answer("blue", "yes")] * 3 + [Answer("green", "yes")] * 3
   ann = {"question_id": 7, "multiple_choice_answer": "red", "answers": answers}
   kept, = vqa_text.confident_only([ann], min_confident=5)
   # "red" is the most frequent answer overall but never confident; blue and green tie at

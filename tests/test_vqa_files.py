@@ -1,5 +1,6 @@
 import json
 
+import msgspec
 import pytest
 
 from vqajax.core import official_files
@@ -29,7 +30,7 @@ def test_reads_official_layout_and_joins_in_annotation_order(tmp_path):
       {"question_id": 11, "image_id": 1, "question": "Is it?"},
       {"question_id": 12, "image_id": 2, "question": "Is the cat black?"}]})
   a = _write(tmp_path, "a.json", {"annotations": [_annotation(12, 2), _annotation(11, 1)]})
-  pairs = official_files.join(official_files.read_questions(q), official_files.read_annotations(a), q, a)
+  pairs = official_files.join(official_files.read_questions(q)["questions"], official_files.load_annotations(a), q, a)
   assert [(qq["question"], aa["question_id"]) for qq, aa in pairs] == [("Is the cat black?", 12), ("Is it?", 11)]
 
 
@@ -52,22 +53,43 @@ def test_missing_file(tmp_path):
     official_files.read_questions(str(tmp_path / "nope.json"))
 
 
-@pytest.mark.parametrize("record,message", [
-    (_annotation(5, answers=[]), r"annotations\[0\] \(question_id=5\): expected at least one answer"),
-    (_annotation(5, answers=[{"answer_id": 1}]), r'annotations\[0\] \(question_id=5\): answers\[0\]: expected a string "answer", got none'),
-    ({k: v for k, v in _annotation(5).items() if k != "answer_type"}, r'\(question_id=5\): expected a string "answer_type", got none'),
+@pytest.mark.parametrize("read", [official_files.read_annotations, official_files.load_annotations])
+@pytest.mark.parametrize("records,message", [
+    ([_annotation(5, answers=[])], r"annotations\[0\] \(question_id=5\): expected at least one answer"),
+    ([_annotation(5, answers=[{"answer_id": 1}])], r'annotations\[0\] \(question_id=5\): answers\[0\]: expected a string "answer", got none'),
+    ([{k: v for k, v in _annotation(5).items() if k != "answer_type"}], r'\(question_id=5\): expected a string "answer_type", got none'),
+    ([_annotation(5), _annotation(5)], r"annotations\[1\]: duplicate question_id 5 \(first at annotations\[0\]\)"),
+    ([_annotation(5, image_id=2**70)], r'annotations\[0\] \(question_id=5\): expected an integer "image_id" within 64 bits'),
+    ([_annotation(5, question_type=True)], r'annotations\[0\] \(question_id=5\): expected a string "question_type", got True'),
 ])
-def test_malformed_annotations(tmp_path, record, message):
+def test_malformed_annotations(tmp_path, read, records, message):
   with pytest.raises(DataFileError, match=message):
-    official_files.read_annotations(_write(tmp_path, "a.json", {"annotations": [record]}))
+    read(_write(tmp_path, "a.json", {"annotations": records}))
+
+
+@pytest.mark.parametrize("content", [
+    json.dumps({"info": {}, "annotations": [_annotation(1), _annotation(2, answers=_answers("no", "2", "yes"))]}),
+    # read by the generic path: no confidences / ids, another key, a NaN beside the answers
+    json.dumps({"annotations": [_annotation(1, answers=[{"answer": "yes"}, {"answer": "no", "answer_id": 7}])]}),
+    json.dumps({"annotations": [_annotation(1, answers=[{"answer": "yes", "who": 3}], weight=float("nan"))]}),
+])
+def test_typed_annotations_hold_the_files_values(tmp_path, content):
+  path = _write(tmp_path, "a.json", content)
+  answer_keys = ("answer", "answer_confidence", "answer_id")
+  expected = [{**{k: a[k] for k in official_files.Annotation.__annotations__ if k != "answers"},
+               "answers": [tuple(x.get(k, "<absent>") for k in answer_keys) for x in a["answers"]]}
+              for a in json.loads(content)["annotations"]]
+  typed = official_files.load_annotations(path)
+  assert [{**a, "answers": [tuple("<absent>" if getattr(x, k) is msgspec.UNSET else getattr(x, k) for k in answer_keys)
+                            for x in a["answers"]]} for a in typed] == expected
 
 
 def test_join_reports_unmatched_ids_and_image_mismatch(tmp_path):
-  questions = {"questions": [{"question_id": 1, "image_id": 1, "question": "x"}]}
+  questions = [{"question_id": 1, "image_id": 1, "question": "x"}]
   with pytest.raises(DataFileError, match=r"a\.json: 1 annotated question ids are not in q\.json \(e\.g\. \[2\]\)"):
-    official_files.join(questions, {"annotations": [_annotation(2)]}, "q.json", "a.json")
+    official_files.join(questions, [_annotation(2)], "q.json", "a.json")
   with pytest.raises(DataFileError, match="has image_id 9, q.json says 1"):
-    official_files.join(questions, {"annotations": [_annotation(1, 9)]}, "q.json", "a.json")
+    official_files.join(questions, [_annotation(1, 9)], "q.json", "a.json")
 
 
 def test_vizwiz_records_become_vqa_style(tmp_path):
@@ -88,7 +110,7 @@ def test_join_names_the_questions_without_annotation(tmp_path):
   a = _write(tmp_path, "a.json", {"annotations": [_annotation(1)]})
   with pytest.raises(DataFileError, match=r"a.json: 0 annotated question ids are not in .*q.json and 1 "
                                           r"questions have no annotation \(e.g. question_id \[2\]\)$"):
-    official_files.join(official_files.read_questions(q), official_files.read_annotations(a), q, a)
+    official_files.join(official_files.read_questions(q)["questions"], official_files.load_annotations(a), q, a)
 
 
 def _stdlib(path):

@@ -51,7 +51,8 @@ def read_vqa(questions_path: str, annotations_path: str) -> list[Question]:
   annotations = official_files.read_annotations(annotations_path, {"image_id": int, "answer_type": str})
   return [Question(VQA, q["question_id"], q["image_id"], q["question"], a["answer_type"],
                    tuple(x["answer"] for x in a["answers"]))
-          for q, a in official_files.join(questions, annotations, questions_path, annotations_path)]
+          for q, a in official_files.join(questions["questions"], annotations["annotations"], questions_path,
+                                          annotations_path)]
 
 
 def read_vizwiz(paths: Sequence[str]) -> list[Question]:

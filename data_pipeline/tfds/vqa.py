@@ -67,7 +67,8 @@ class Vqa(base.ManualBuilder):
     pairs = [(q, None) for q in questions]
     if "annotations" in paths:
       data["annotations"] = official_files.read_annotations(paths["annotations"], answer_fields=ANSWER_FIELDS)
-      pairs = official_files.join(data["questions"], data["annotations"], paths["questions"], paths["annotations"])
+      pairs = official_files.join(questions, data["annotations"]["annotations"], paths["questions"],
+                                  paths["annotations"])
     if "multiple_choice" in paths:
       data["multiple_choice"] = official_files.read_questions(paths["multiple_choice"])
       vqa_files.attach_choices([q for q, _ in pairs], data["multiple_choice"], paths["multiple_choice"])

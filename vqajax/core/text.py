@@ -89,6 +89,6 @@ def bag_indices(word_lists: Sequence[list[str]], table: TopK, width: int) -> np.
   return out
 
 
-def most_common_answer(answers: list[dict]) -> str:
+def most_common_answer(answers: Iterable[str]) -> str:
   """Most frequent answer string; ties go to the one seen first."""
-  return collections.Counter(a["answer"] for a in answers).most_common(1)[0][0]
+  return collections.Counter(answers).most_common(1)[0][0]

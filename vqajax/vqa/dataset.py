@@ -62,12 +62,13 @@ def resolve_all(config_data, role: str) -> list[str]:
 
 
 def _read_files(config_data, questions_path: str, annotations_path: str, mc_path: str):
-  """(questions, annotations, multiple-choice questions or None) of one file each."""
+  """(questions, annotation records, multiple-choice questions or None) of one file each."""
   if config_data.format == "vizwiz":  # one file holds questions and answers
     questions, annotations = vqa_files.read_vizwiz(questions_path)
+    annotations = official_files.typed_annotations(annotations["annotations"])
   else:
     questions = official_files.read_questions(questions_path)
-    annotations = official_files.read_annotations(annotations_path)
+    annotations = official_files.load_annotations(annotations_path)
   mc_questions = official_files.read_questions(mc_path) if mc_path else None
   return questions, annotations, mc_questions
 
@@ -123,12 +124,12 @@ def read_split(config_data, split: str):
 def _joined(parts) -> list[tuple[dict, dict]]:
   """The (question, annotation) pairs of every part, in order (`read_split`)."""
   records, first = [], {}
-  for questions, annotated, mc_questions, questions_path, annotations_path, mc_path in parts:
-    for i, a in enumerate(annotated["annotations"]):
+  for questions, annotations, mc_questions, questions_path, annotations_path, mc_path in parts:
+    for i, a in enumerate(annotations):
       if a["answer_type"] not in ANSWER_TYPES:
         raise official_files.DataFileError(
             f"{annotations_path}: annotations[{i}] answer_type '{a['answer_type']}' is not one of {ANSWER_TYPES}")
-    part = official_files.join(questions, annotated, questions_path, annotations_path)
+    part = official_files.join(questions["questions"], annotations, questions_path, annotations_path)
     if mc_questions is not None:
       vqa_files.attach_choices([q for q, _ in part], mc_questions, mc_path)
     for q, _ in part:
@@ -211,7 +212,7 @@ def _answer_indices(annotations, answers: text.TopK) -> np.ndarray:
   not there, -1 padding), for soft targets (`vqa/task.make_loss`)."""
   answer_lists = list(map(operator.itemgetter("answers"), annotations))
   counts = np.fromiter(map(len, answer_lists), np.int64, len(annotations))
-  index = answers.index(map(operator.itemgetter("answer"), itertools.chain.from_iterable(answer_lists)))
+  index = answers.index(map(operator.attrgetter("answer"), itertools.chain.from_iterable(answer_lists)))
   out = np.full((len(annotations), counts.max()), -1, np.int32)
   out[np.arange(out.shape[1]) < counts[:, None]] = np.where(index >= 0, index, OUT_OF_TABLE)
   return out

@@ -63,7 +63,7 @@ def read_vizwiz(path: str, data: list | None = None, answer_fields: dict[str, ty
     annotations.append({
         "question_id": i, "image_id": image_id, "question_type": question_type(r["question"]),
         "answer_type": answer_type, "answers": answers,
-        "multiple_choice_answer": most_common_answer(answers)})
+        "multiple_choice_answer": most_common_answer(a["answer"] for a in answers)})
   return questions, {"data_subtype": questions["data_subtype"], "annotations": annotations}
 
 

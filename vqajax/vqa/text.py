@@ -45,10 +45,11 @@ class QuestionBag:
 def confident_only(annotations: list[dict], min_confident: int = 5) -> list[dict]:
   """The paper's confidence-filtered training set: only the answers with confidence 'yes',
   and only questions with >= min_confident of them; `multiple_choice_answer` becomes the
-  most frequent confident answer. Returns new annotation dicts."""
+  most frequent confident answer. Returns new annotation dicts (answers:
+  `official_files.Answer`s)."""
   out = []
   for a in annotations:
-    confident = [x for x in a["answers"] if x.get("answer_confidence") == "yes"]
+    confident = [x for x in a["answers"] if x.answer_confidence == "yes"]
     if len(confident) >= min_confident:
-      out.append(dict(a, answers=confident, multiple_choice_answer=most_common_answer(confident)))
+      out.append(dict(a, answers=confident, multiple_choice_answer=most_common_answer(x.answer for x in confident)))
   return out

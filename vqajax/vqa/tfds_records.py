@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vqajax.core.official_files import DataFileError
+from vqajax.core.official_files import DataFileError, typed_annotations
 from vqajax.core.tfds_records import F, examples, open_dataset, with_image
 from vqajax.vqa import files as vqa_files
 
@@ -94,18 +94,19 @@ def has_choices(tfds_dir: str, split: str) -> bool:
 
 
 def read_vqa(tfds_dir: str, split: str, data_format: str, with_choices: bool):
-  """(questions, annotations, multiple-choice questions or None, where) of a split of a
-  prepared vqa (`data_format` "vqa") or vizwiz_vqa dataset, for `vqa_dataset.read_split`;
+  """(questions, annotation records, multiple-choice questions or None, where) of a split
+  of a prepared vqa (`data_format` "vqa") or vizwiz_vqa dataset, for
+  `vqa_dataset.read_split` (the records typed: `official_files.typed_annotations`);
   `where` names the dataset and split in errors."""
   where = f"{tfds_dir}[{split}]"
   if data_format == "vizwiz":
     if with_choices:
       raise DataFileError(f"{where}: VizWiz-VQA has no multiple-choice questions")
     questions, annotations = vqa_files.read_vizwiz(where, vizwiz_file(tfds_dir, split), subtype=split)
-    return questions, annotations, None, where
+    return questions, typed_annotations(annotations["annotations"]), None, where
   questions, annotations, choices = vqa_objects(tfds_dir, split)
   if annotations is None:
     raise DataFileError(f"{where}: the split has no annotations")
   if with_choices and choices is None:
     raise DataFileError(f"{where}: the split has no multiple-choice questions (no MultipleChoice_* file was built in)")
-  return questions, annotations, choices if with_choices else None, where
+  return questions, typed_annotations(annotations["annotations"]), choices if with_choices else None, where

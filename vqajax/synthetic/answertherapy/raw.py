@@ -200,7 +200,7 @@ def generate(out_dir: str, seed: int = 0) -> dict[str, str]:
                     for j, a in enumerate(answers)]
           annotations.append({
               "question_id": question_id, "image_id": image_id, "question_type": question_type(text),
-              "answer_type": "other", "multiple_choice_answer": most_common_answer(listed),
+              "answer_type": "other", "multiple_choice_answer": most_common_answer(answers),
               "answers": listed})
           key = {"question_id": question_id}
         if s.grounded:

@@ -94,12 +94,8 @@ def _processed_ids(strings: Iterable[str], interner: Interner, count: int = -1) 
   return raw_ids[codes], norm_ids[codes]
 
 
-def _answer_id_codes(flat: list[dict[str, Any]]) -> np.ndarray | None:
-  """Values equal exactly where the dicts' answer_ids are equal; None if unhashable."""
-  try:
-    ids = list(map(operator.itemgetter("answer_id"), flat))
-  except KeyError:
-    ids = list(map(operator.methodcaller("get", "answer_id"), flat))
+def _answer_id_codes(ids: list[Any]) -> np.ndarray | None:
+  """Values equal exactly where the answers' `ids` are equal; None if unhashable."""
   if set(map(type, ids)) == {int}:
     return np.array(ids)  # the official files' case; object dtype beyond int64
   try:
@@ -164,8 +160,10 @@ def encode_answers(
 def encode_targets(
   annotations: Sequence[dict[str, Any]], interner: Interner, max_answers: int = 10
 ) -> dict[str, np.ndarray]:
-  """Padded id arrays (see module docstring) for official annotation records; a record
-  with no answers or more than `max_answers` is an InputError naming its question_id."""
+  """Padded id arrays (see module docstring) for official annotation records, their
+  answers dicts as in the JSON files or `official_files.Answer`s (`load_annotations`:
+  equal where their three fields are); a record with no answers or more than
+  `max_answers` is an InputError naming its question_id."""
   answer_lists = list(map(operator.itemgetter("answers"), annotations))
   counts = np.fromiter(map(len, answer_lists), np.int64, len(answer_lists))
   bad = np.flatnonzero((counts == 0) | (counts > max_answers))
@@ -175,12 +173,20 @@ def encode_targets(
       f"expected 1 to {max_answers} (one per annotator)"
     )
   flat = list(itertools.chain.from_iterable(answer_lists))
+  if isinstance(flat[0], dict):
+    answers = list(map(operator.itemgetter("answer"), flat))
+    ids = list(map(operator.methodcaller("get", "answer_id"), flat))
 
-  def rest(row: int) -> list[dict[str, Any]]:
-    return [{k: v for k, v in a.items() if k != "answer"} for a in answer_lists[row]]
+    def rest(row: int) -> list:
+      return [{k: v for k, v in a.items() if k != "answer"} for a in answer_lists[row]]
+  else:
+    answers = list(map(operator.attrgetter("answer"), flat))
+    ids = list(map(operator.attrgetter("answer_id"), flat))
 
-  answers = list(map(operator.itemgetter("answer"), flat))
-  return encode_answers(counts, answers, _answer_id_codes(flat), rest, interner, max_answers)
+    def rest(row: int) -> list:
+      return [(a.answer_confidence, a.answer_id) for a in answer_lists[row]]
+
+  return encode_answers(counts, answers, _answer_id_codes(ids), rest, interner, max_answers)
 
 
 def encode_predictions(strings: Iterable[str], unanimous: np.ndarray, interner: Interner) -> np.ndarray:
