@@ -56,7 +56,8 @@ class DataFileError(InputError):
 class Answer(msgspec.Struct, gc=False, frozen=True):
   """One annotator's answer of an annotations file (`load_annotations`). Besides the
   answer, the two other official fields as the file gives them (UNSET where absent): the
-  official accuracy tells equal answers by them. Other fields are not kept."""
+  official accuracy counts answers equal in all their fields as one. Other fields, which
+  no official file has, are not kept (`vqajax score` compares whole dicts as it does)."""
 
   answer: str
   answer_confidence: Any = msgspec.UNSET

@@ -124,12 +124,12 @@ def read_split(config_data, split: str):
 def _joined(parts) -> list[tuple[dict, dict]]:
   """The (question, annotation) pairs of every part, in order (`read_split`)."""
   records, first = [], {}
-  for questions, annotations, mc_questions, questions_path, annotations_path, mc_path in parts:
-    for i, a in enumerate(annotations):
+  for questions, annotated, mc_questions, questions_path, annotations_path, mc_path in parts:
+    for i, a in enumerate(annotated):
       if a["answer_type"] not in ANSWER_TYPES:
         raise official_files.DataFileError(
             f"{annotations_path}: annotations[{i}] answer_type '{a['answer_type']}' is not one of {ANSWER_TYPES}")
-    part = official_files.join(questions["questions"], annotations, questions_path, annotations_path)
+    part = official_files.join(questions["questions"], annotated, questions_path, annotations_path)
     if mc_questions is not None:
       vqa_files.attach_choices([q for q, _ in part], mc_questions, mc_path)
     for q, _ in part:
