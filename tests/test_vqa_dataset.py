@@ -104,3 +104,24 @@ def test_captions_missing_for_an_image_name_the_file_and_image(tiny_data, tmp_pa
   path.write_text(json.dumps({"annotations": [{"image_id": 1, "caption": 5}]}))
   with pytest.raises(official_files.DataFileError, match=r"annotations\[0\]: expected a string \"caption\""):
     _load(tiny_data, train_captions="captions_train2014.json", val_captions=str(path))
+
+
+def test_a_question_in_two_training_files_and_an_unknown_answer_type_are_named(tiny_data, tmp_path):
+  train_q, train_a = "v2_OpenEnded_mscoco_train2014_questions.json", "v2_mscoco_train2014_annotations.json"
+  with open(os.path.join(tiny_data, "v2_OpenEnded_mscoco_val2014_questions.json")) as f:
+    questions = json.load(f)
+  with open(os.path.join(tiny_data, "v2_mscoco_val2014_annotations.json")) as f:
+    annotations = json.load(f)
+  taken = _train_annotations(tiny_data)[7]["question_id"]  # a training question's id, given again in record 3
+  questions["questions"][3]["question_id"] = annotations["annotations"][3]["question_id"] = taken
+  for name, content in (("more_q.json", questions), ("more_a.json", annotations)):
+    (tmp_path / name).write_text(json.dumps(content))
+  with pytest.raises(official_files.DataFileError) as error:
+    _load(tiny_data, train_questions=f"{train_q},{tmp_path / 'more_q.json'}",
+          train_annotations=f"{train_a},{tmp_path / 'more_a.json'}")
+  assert str(error.value) == f"{tmp_path / 'more_q.json'}: question_id {taken} is also in {tiny_data}/{train_q}"
+
+  annotations["annotations"][5]["answer_type"] = "colour"
+  (tmp_path / "more_a.json").write_text(json.dumps(annotations))
+  with pytest.raises(official_files.DataFileError, match=r"more_a\.json: annotations\[5\] answer_type 'colour' is not one of"):
+    _load(tiny_data, val_annotations=str(tmp_path / "more_a.json"))

@@ -123,19 +123,21 @@ def read_split(config_data, split: str):
 
 def _joined(parts) -> list[tuple[dict, dict]]:
   """The (question, annotation) pairs of every part, in order (`read_split`)."""
-  records, first = [], {}
+  records, first = [], {}  # first: question_id -> the questions file it came from
   for questions, annotated, mc_questions, questions_path, annotations_path, mc_path in parts:
-    for i, a in enumerate(annotated):
-      if a["answer_type"] not in ANSWER_TYPES:
-        raise official_files.DataFileError(
-            f"{annotations_path}: annotations[{i}] answer_type '{a['answer_type']}' is not one of {ANSWER_TYPES}")
+    answer_types = list(map(operator.itemgetter("answer_type"), annotated))
+    if not set(answer_types) <= set(ANSWER_TYPES):
+      i = next(i for i, t in enumerate(answer_types) if t not in ANSWER_TYPES)
+      raise official_files.DataFileError(
+          f"{annotations_path}: annotations[{i}] answer_type '{answer_types[i]}' is not one of {ANSWER_TYPES}")
     part = official_files.join(questions["questions"], annotated, questions_path, annotations_path)
     if mc_questions is not None:
       vqa_files.attach_choices([q for q, _ in part], mc_questions, mc_path)
-    for q, _ in part:
-      other = first.setdefault(q["question_id"], questions_path)
-      if other != questions_path:
-        raise official_files.DataFileError(f"{questions_path}: question_id {q['question_id']} is also in {other}")
+    ids = list(map(operator.itemgetter("question_id"), annotated))
+    for qid in ids if not first.keys().isdisjoint(ids) else ():
+      if first.get(qid, questions_path) != questions_path:
+        raise official_files.DataFileError(f"{questions_path}: question_id {qid} is also in {first[qid]}")
+    first.update(dict.fromkeys(ids, questions_path))
     records += part
   return records
 
