@@ -13,6 +13,7 @@ import pytest
 
 from tests.reference import reference_accuracy
 from vqajax.core.errors import InputError
+from vqajax.core.official_files import Answer
 from vqajax.vqa.accuracy import score_cli
 from vqajax.vqa.accuracy.kernel import (
   Interner,
@@ -123,6 +124,16 @@ def test_encode_targets_layout():
     encode_targets(annotations, Interner(), max_answers=2)
   with pytest.raises(InputError, match="question_id 3: has 0 answers"):
     encode_targets([_annotation(3, [])], Interner())
+
+
+def test_typed_answers_count_equal_answers_as_the_official_dicts_do():
+  # The official loop drops, for each answer, every answer dict equal to it: equal means
+  # answer, confidence and id alike (absent counts as a value of its own).
+  answers = [Answer("red", "yes"), Answer("red", "yes"), Answer("red", "maybe"), Answer("red"), Answer("red", "yes", 4),
+             Answer("blue", "yes", 4)]
+  t = encode_targets([{"question_id": 1, "answers": answers}], Interner(), max_answers=6)
+  assert t["gt_dup"].tolist() == [[2, 2, 1, 1, 1, 1]]
+  assert t["gt_valid"].all() and not t["unanimous"][0]
 
 
 _VARIANTS = [
