@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import jax
 import numpy as np
@@ -72,7 +73,10 @@ def test_vqa_v2_round_trips_the_official_files(tiny_data, vqa_v2):
   assert len(first["multiple_choices"]) == 18
 
 
-def test_v1_files_test_splits_and_multiple_choice(tiny_data, tmp_path):
+def test_v1_files_test_splits_and_multiple_choice(tiny_data, tmp_path, monkeypatch):
+  scratch = tmp_path / "tmp"  # the temporary folder of the build: nothing is left in it
+  scratch.mkdir()
+  monkeypatch.setattr(tempfile, "tempdir", str(scratch))
   manual = tmp_path / "manual"
   manual.mkdir()
   names = {"OpenEnded_mscoco_train2014_questions.json": V2_FILES["train"][0],
@@ -82,6 +86,7 @@ def test_v1_files_test_splits_and_multiple_choice(tiny_data, tmp_path):
   for name, source in names.items():
     shutil.copy(os.path.join(tiny_data, source), manual / name)
   path = tfds_cli.build("vqa/v1", str(manual), str(tmp_path / "data"))
+  assert not os.listdir(scratch)  # TFDS leaves an empty folder per builder that looks on its GCS bucket
   assert sorted(tfds.builder_from_directory(path).info.splits) == ["test_dev", "train"]
   questions, annotations, choices = tfds_records.vqa_objects(path, "train")
   assert choices == _json(manual / "MultipleChoice_mscoco_train2014_questions.json")

@@ -33,6 +33,14 @@ def with_features(config: Config, store: str) -> Config:
                              description=f"{config.description} With the features of {store}.")
 
 
+class _LocalInfo(tfds.core.DatasetInfo):
+  """These datasets are never on TFDS's GCS bucket: not looking there also keeps TFDS from
+  leaving an empty temporary folder behind for each builder made before its build."""
+
+  def initialize_from_bucket(self) -> None:
+    pass
+
+
 class ManualBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   """A builder whose subclass gives `FEATURES(image spec or None)` and
   `_split_files(manual_dir) -> {split: files}` and `_records(split, files) ->
@@ -59,8 +67,8 @@ class ManualBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   def _info(self) -> tfds.core.DatasetInfo:
     store = self._store()
     image = None if store is None else tfds.features.Tensor(shape=store.shape, dtype=store.dtype)
-    return tfds.core.DatasetInfo(builder=self, description=self.__doc__, features=self.FEATURES(image),
-                                 disable_shuffling=True, metadata=tfds.core.MetadataDict())
+    return _LocalInfo(builder=self, description=self.__doc__, features=self.FEATURES(image),
+                      disable_shuffling=True, metadata=tfds.core.MetadataDict())
 
   def _split_generators(self, dl_manager):
     manual_dir = str(dl_manager.manual_dir)
