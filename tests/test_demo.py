@@ -290,7 +290,9 @@ def _open(driver, url):
   from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
   from selenium.webdriver.support.ui import WebDriverWait  # pylint: disable=g-import-not-at-top
   driver.get(url)
-  WebDriverWait(driver, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#image input"))
+  # Gradio renders the components one after another: wait for every one the tests use
+  controls = ("#image input", "#question textarea", "#choices textarea", "#ask")
+  WebDriverWait(driver, 60).until(lambda d: all(d.find_elements(By.CSS_SELECTOR, c) for c in controls))
 
 
 def _wait(driver, condition, seconds=60):
