@@ -124,6 +124,7 @@ def test_encode_targets_layout():
     encode_targets(annotations, Interner(), max_answers=2)
   with pytest.raises(InputError, match="question_id 3: has 0 answers"):
     encode_targets([_annotation(3, [])], Interner())
+  assert encode_targets([], Interner())["gt_ids"].shape == (0, 10)
 
 
 def test_typed_answers_count_equal_answers_as_the_official_dicts_do():

@@ -125,3 +125,15 @@ def test_a_question_in_two_training_files_and_an_unknown_answer_type_are_named(t
   (tmp_path / "more_a.json").write_text(json.dumps(annotations))
   with pytest.raises(official_files.DataFileError, match=r"more_a\.json: annotations\[5\] answer_type 'colour' is not one of"):
     _load(tiny_data, val_annotations=str(tmp_path / "more_a.json"))
+
+
+def test_a_confidence_filter_that_keeps_nothing_is_one_error(tiny_data, tmp_path):
+  annotations = _train_annotations(tiny_data)
+  for a in annotations:
+    a["answers"] = [dict(x, answer_confidence="maybe") for x in a["answers"]]
+  path = tmp_path / "unsure.json"
+  path.write_text(json.dumps({"annotations": annotations}))
+  with pytest.raises(official_files.DataFileError) as error:
+    _load(tiny_data, train_annotations=str(path), confident_only=True)
+  assert str(error.value) == (f"config.data.confident_only: no question of {tiny_data}/v2_OpenEnded_mscoco_train2014_"
+                              "questions.json has 5 or more answers with answer_confidence 'yes'")

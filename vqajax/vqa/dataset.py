@@ -134,9 +134,10 @@ def _joined(parts) -> list[tuple[dict, dict]]:
     if mc_questions is not None:
       vqa_files.attach_choices([q for q, _ in part], mc_questions, mc_path)
     ids = list(map(operator.itemgetter("question_id"), annotated))
-    for qid in ids if not first.keys().isdisjoint(ids) else ():
-      if first.get(qid, questions_path) != questions_path:
-        raise official_files.DataFileError(f"{questions_path}: question_id {qid} is also in {first[qid]}")
+    if not first.keys().isdisjoint(ids):  # a question of an earlier file: name the first
+      for qid in ids:
+        if first.get(qid, questions_path) != questions_path:
+          raise official_files.DataFileError(f"{questions_path}: question_id {qid} is also in {first[qid]}")
     first.update(dict.fromkeys(ids, questions_path))
     records += part
   return records
@@ -311,6 +312,9 @@ def read_train_records(config_data):
     questions = {q["question_id"]: q for q, _ in records}
     kept = vqa_text.confident_only([a for _, a in records])
     logging.info("confidence filter: %d of %d training questions kept", len(kept), len(records))
+    if not kept:
+      raise official_files.DataFileError(f"config.data.confident_only: no question of {source} has "
+                                         f"{vqa_text.MIN_CONFIDENT} or more answers with answer_confidence 'yes'")
     records = [(questions[a["question_id"]], a) for a in kept]
   return records, source
 

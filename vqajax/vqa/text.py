@@ -42,7 +42,10 @@ class QuestionBag:
     return out
 
 
-def confident_only(annotations: list[dict], min_confident: int = 5) -> list[dict]:
+MIN_CONFIDENT = 5  # the paper's confidence filter: answers with confidence 'yes' a question needs
+
+
+def confident_only(annotations: list[dict], min_confident: int = MIN_CONFIDENT) -> list[dict]:
   """The paper's confidence-filtered training set: only the answers with confidence 'yes',
   and only questions with >= min_confident of them; `multiple_choice_answer` becomes the
   most frequent confident answer. Returns new annotation dicts (answers:

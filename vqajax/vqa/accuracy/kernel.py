@@ -173,7 +173,7 @@ def encode_targets(
       f"expected 1 to {max_answers} (one per annotator)"
     )
   flat = list(itertools.chain.from_iterable(answer_lists))
-  if isinstance(flat[0], dict):
+  if not flat or isinstance(flat[0], dict):
     answers = list(map(operator.itemgetter("answer"), flat))
     ids = list(map(operator.methodcaller("get", "answer_id"), flat))
 
