@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from vqajax.core import text
 from vqajax.core.official_files import Answer
@@ -25,6 +26,36 @@ def test_encode_keeps_the_first_max_len_words():
   ids, lengths = vocab.encode([["w%d" % i for i in range(30)]], max_len=26)
   assert lengths[0] == 26 and ids.shape == (1, 26)
   assert vocab.words[ids[0, -1]] == "w25"
+
+
+def test_coded_words_hash_each_word_once_and_cut_count_and_pick_positions():
+  coded = text.Coded.of(iter([["a", "b", "a"], [], ["c", "a"]]))  # any iterable of lists
+  assert coded.words == ["a", "b", "c"]
+  np.testing.assert_array_equal(coded.codes, [0, 1, 0, 2, 0])
+  np.testing.assert_array_equal(coded.lengths, [3, 0, 2])
+  assert text.Coded.of(coded) is coded
+  cut = coded.cut(2)  # "a b a" -> "a b"
+  np.testing.assert_array_equal(cut.codes, [0, 1, 2, 0])
+  np.testing.assert_array_equal(cut.lengths, [2, 0, 2])
+  has, codes = coded.word_at(1)
+  np.testing.assert_array_equal(has, [True, False, True])
+  np.testing.assert_array_equal(codes, [1, 0])  # "b", then "a"
+  assert coded.counts() == {"a": 3, "b": 1, "c": 1}
+  assert coded.counts(codes) == {"a": 1, "b": 1}  # words that do not occur are left out
+  vocab = text.Vocab.build(coded, min_count=2)
+  assert vocab.words == ["<pad>", "<unk>", "a"]
+  ids, lengths = vocab.encode(coded, max_len=2)
+  np.testing.assert_array_equal(ids, [[2, text.UNK], [0, 0], [text.UNK, 2]])
+  np.testing.assert_array_equal(lengths, [2, 0, 2])
+
+
+def test_unique_codes_number_values_by_first_appearance():
+  values, codes = text.unique_codes(iter(["x", 7, "x", (1, 2), 7.0]), np.int32)
+  assert values == ["x", 7, (1, 2)]  # 7.0 == 7, as a dict sees them
+  assert codes.dtype == np.int32
+  np.testing.assert_array_equal(codes, [0, 1, 0, 2, 1])
+  with pytest.raises(TypeError):
+    text.unique_codes([[1], [1]])
 
 
 def test_answer_table_top_k_by_frequency_ties_alphabetical():

@@ -172,13 +172,13 @@ class Encoders:
       sizes["caption_bow"] = len(self.caption_words)
     return sizes
 
-  def questions(self, questions: list[str], token_lists: list[list[str]] | None = None) -> dict[str, np.ndarray]:
-    """The model's text inputs of question strings (or of their `text.tokenize` words, when
-    already made): tokens, length, question_bow."""
-    if token_lists is None:
-      token_lists = text.tokenize_all(questions)
-    tokens, lengths = self.vocab.encode(token_lists, self.max_len)
-    return {"tokens": tokens, "length": lengths, "question_bow": self.question_bag.indices(token_lists, self.max_len)}
+  def questions(self, questions: list[str], words: text.Coded | None = None) -> dict[str, np.ndarray]:
+    """The model's text inputs of question strings (or of their `text.tokenize` words,
+    coded, when already made): tokens, length, question_bow."""
+    if words is None:
+      words = text.Coded.of(text.tokenize_all(questions))
+    tokens, lengths = self.vocab.encode(words, self.max_len)
+    return {"tokens": tokens, "length": lengths, "question_bow": self.question_bag.indices(words, self.max_len)}
 
   def tables(self) -> dict:
     return {"vocab": self.vocab.words[2:], "answers": self.answers.answers,
@@ -221,13 +221,13 @@ def _answer_indices(annotations, answers: text.TopK) -> np.ndarray:
   return out
 
 
-def _question_arrays(questions, source, enc: Encoders, store, tokens=None) -> dict[str, np.ndarray]:
+def _question_arrays(questions, source, enc: Encoders, store, words=None) -> dict[str, np.ndarray]:
   """The arrays of the questions alone (the inputs, and the choices where they have them);
-  `tokens`: their words, if already made."""
+  `words`: their coded words, if already made."""
   out = {
       "question_id": np.fromiter(map(operator.itemgetter("question_id"), questions), np.int64, len(questions)),
       "image_row": store.rows(list(map(operator.itemgetter("image_id"), questions)), source).astype(np.int32),
-      **enc.questions(list(map(operator.itemgetter("question"), questions)), tokens),
+      **enc.questions(list(map(operator.itemgetter("question"), questions)), words),
   }
   if "multiple_choices" in questions[0]:
     width = max(len(q["multiple_choices"]) for q in questions)
@@ -242,10 +242,10 @@ def _question_arrays(questions, source, enc: Encoders, store, tokens=None) -> di
   return out
 
 
-def _arrays(records, source, enc: Encoders, store, captions=None, tokens=None):
+def _arrays(records, source, enc: Encoders, store, captions=None, words=None):
   questions = list(map(operator.itemgetter(0), records))
   annotations = list(map(operator.itemgetter(1), records))
-  out = _question_arrays(questions, source, enc, store, tokens)
+  out = _question_arrays(questions, source, enc, store, words)
   answer_types = {t: i for i, t in enumerate(ANSWER_TYPES)}
   out.update({
       "label": enc.answers.index(map(operator.itemgetter("multiple_choice_answer"), annotations)),
@@ -357,9 +357,9 @@ def _load(config_data) -> VQAData:
   logging.info("answer table: top %d answers cover %.2f%% of training questions", len(answers), 100 * covered)
 
   with phases.timed("encoding"):
-    train_tokens = text.tokenize_all(q["question"] for q, _ in train_records)
+    train_words = text.Coded.of(text.tokenize_all(q["question"] for q, _ in train_records))
   with phases.timed("vocabulary"):
-    vocab = text.Vocab.build(train_tokens, config_data.vocab_min_count)
+    vocab = text.Vocab.build(train_words, config_data.vocab_min_count)
   logging.info("question vocabulary: %d entries (min count %d, with PAD and UNK)", len(vocab), config_data.vocab_min_count)
 
   with phases.timed("reading"):
@@ -373,17 +373,17 @@ def _load(config_data) -> VQAData:
         config_data.caption_words)
     train_types = sorted({a["question_type"] for _, a in train_records})  # with val's: below
     enc = Encoders(vocab=vocab, answers=answers,
-                   question_bag=vqa_text.QuestionBag.build(train_tokens, config_data.bow_words,
+                   question_bag=vqa_text.QuestionBag.build(train_words, config_data.bow_words,
                                                            config_data.bow_lead_words),
                    caption_words=caption_words,
                    question_types={t: i for i, t in enumerate(train_types)},
                    interner=vqa_accuracy.Interner(), max_len=config_data.max_question_len, image_shape=store.shape)
     raw_ids, norm_ids = vqa_accuracy.encode_answer_table(answers.answers, enc.interner)
   with phases.timed("encoding"):
-    train = _arrays(train_records, train_source, enc, store, captions["train"], train_tokens)
+    train = _arrays(train_records, train_source, enc, store, captions["train"], train_words)
     if config_data.drop_unknown_answers:
       train = {k: v[train["label"] >= 0] for k, v in train.items()}
-  del train_records, train_tokens
+  del train_records, train_words
   val_records, val_source, val_info = read_split(config_data, "val")
   with phases.timed("encoding"):
     question_types = sorted(set(train_types).union(a["question_type"] for _, a in val_records))

@@ -3,13 +3,11 @@ confidence-filtered training set."""
 
 from __future__ import annotations
 
-import itertools
-import operator
 from typing import Iterable, Sequence
 
 import numpy as np
 
-from vqajax.core.text import TopK, bag_indices, most_common_answer
+from vqajax.core.text import Coded, TopK, bag_indices, most_common_answer
 
 
 class QuestionBag:
@@ -22,22 +20,18 @@ class QuestionBag:
     self.size = int(self.offsets[-1])
 
   @classmethod
-  def build(cls, token_lists: Iterable[list[str]], words: int = 1000, lead: int = 10) -> "QuestionBag":
-    lists = list(token_lists)
-    lengths = np.fromiter(map(len, lists), np.int64, len(lists))
-    return cls(TopK.build(itertools.chain.from_iterable(lists), words),
-               [TopK.build(map(operator.itemgetter(p), itertools.compress(lists, lengths > p)), lead)
-                for p in range(3)])
+  def build(cls, token_lists: Coded | Iterable[list[str]], words: int = 1000, lead: int = 10) -> "QuestionBag":
+    coded = Coded.of(token_lists)
+    return cls(TopK.top(coded.counts(), words), [TopK.top(coded.counts(coded.word_at(p)[1]), lead) for p in range(3)])
 
-  def indices(self, token_lists: Sequence[list[str]], max_len: int) -> np.ndarray:
+  def indices(self, token_lists: Coded | Sequence[list[str]], max_len: int) -> np.ndarray:
     """[N, max_len + 3] bin indices (-1 padded) of the first max_len words and the leads."""
-    out = np.full((len(token_lists), max_len + 3), -1, np.int32)
-    lengths = np.fromiter(map(len, token_lists), np.int64, len(token_lists))
-    cut = token_lists if not len(lengths) or lengths.max() <= max_len else [t[:max_len] for t in token_lists]
-    out[:, :max_len] = bag_indices(cut, self.words, max_len)
+    coded = Coded.of(token_lists)
+    out = np.full((len(coded.lengths), max_len + 3), -1, np.int32)
+    out[:, :max_len] = bag_indices(coded.cut(max_len), self.words, max_len)
     for p, (table, offset) in enumerate(zip(self.leads, self.offsets)):
-      long = lengths > p
-      ids = table.index(map(operator.itemgetter(p), itertools.compress(token_lists, long)))
+      long, codes = coded.word_at(p)
+      ids = table.index(coded.words)[codes]
       out[long, max_len + p] = np.where(ids >= 0, ids + offset, -1)
     return out
 

@@ -44,7 +44,8 @@ import numpy as np
 
 from vqajax.core import files, official_files
 from vqajax.core.errors import InputError
-from vqajax.vqa.accuracy.kernel import Interner, Labels, encode_answers, encode_targets, labels, unique_codes
+from vqajax.core.text import unique_codes
+from vqajax.vqa.accuracy.kernel import Interner, Labels, encode_answers, encode_targets, labels
 
 FORMAT_VERSION = 2  # 2: the key holds device, inode and ctime
 RACY_SECONDS = 2.0  # coarsest common mtime granularity (FAT); ext4 and tmpfs are finer
@@ -132,8 +133,8 @@ def encode_annotations(annotations: Sequence[dict[str, Any]]) -> EncodedAnnotati
   return EncodedAnnotations(
     question_ids=list(map(operator.itemgetter("question_id"), annotations)),
     targets=targets,
-    question_types=labels(map(operator.itemgetter("question_type"), annotations), len(annotations)),
-    answer_types=labels(map(operator.itemgetter("answer_type"), annotations), len(annotations)),
+    question_types=labels(map(operator.itemgetter("question_type"), annotations)),
+    answer_types=labels(map(operator.itemgetter("answer_type"), annotations)),
     strings=interner.strings(),
   )
 

@@ -119,8 +119,8 @@ def encode_decoded(annotations: list[_Annotation]) -> EncodedAnnotations | None:
 
   return encode_answer_columns(
     ids,
-    labels(map(operator.attrgetter("question_type"), annotations), len(annotations)),
-    labels(map(operator.attrgetter("answer_type"), annotations), len(annotations)),
+    labels(map(operator.attrgetter("question_type"), annotations)),
+    labels(map(operator.attrgetter("answer_type"), annotations)),
     counts,
     map(operator.attrgetter("answer"), _flat(answer_lists)),
     answer_ids,

@@ -28,6 +28,7 @@ from typing import Any, Callable, Hashable, Iterable, NamedTuple, Sequence
 import numpy as np
 
 from vqajax.core.errors import InputError
+from vqajax.core.text import unique_codes
 from vqajax.vqa.accuracy.normalize import clean, normalize
 
 
@@ -57,16 +58,6 @@ class Interner:
     return list(self._ids)
 
 
-def unique_codes(values: Iterable[Hashable], dtype=np.int64, count: int = -1) -> tuple[list[Any], np.ndarray]:
-  """Distinct values (first-appearance order) and each input's index among them;
-  `values` is iterated once (`count`: how many there are, where known)."""
-  first: dict[Any, int] = {}  # value -> position of its first appearance
-  position = np.fromiter(map(first.setdefault, values, itertools.count()), np.int64, count)
-  code = np.empty(len(position), dtype)
-  code[np.fromiter(first.values(), np.int64, len(first))] = np.arange(len(first))
-  return list(first), code[position]
-
-
 class Labels(NamedTuple):
   """Labels coded by first appearance: `names[codes[i]]` is item i's label."""
 
@@ -74,8 +65,8 @@ class Labels(NamedTuple):
   codes: np.ndarray
 
 
-def labels(values: Iterable[Hashable], count: int = -1) -> Labels:
-  return Labels(*unique_codes(values, np.int32, count))
+def labels(values: Iterable[Hashable]) -> Labels:
+  return Labels(*unique_codes(values, np.int32))
 
 
 def encode_answer_table(answers: Sequence[str], interner: Interner) -> tuple[np.ndarray, np.ndarray]:
@@ -87,9 +78,9 @@ def encode_answer_table(answers: Sequence[str], interner: Interner) -> tuple[np.
   return raw_ids, norm_ids
 
 
-def _processed_ids(strings: Iterable[str], interner: Interner, count: int = -1) -> tuple[np.ndarray, np.ndarray]:
+def _processed_ids(strings: Iterable[str], interner: Interner) -> tuple[np.ndarray, np.ndarray]:
   """`encode_answer_table` of many strings, processing each distinct string once."""
-  unique, codes = unique_codes(strings, count=count)
+  unique, codes = unique_codes(strings)
   raw_ids, norm_ids = encode_answer_table(unique, interner)
   return raw_ids[codes], norm_ids[codes]
 
@@ -142,7 +133,7 @@ def encode_answers(
   `answer_ids` values equal exactly where the answer dicts' answer_ids are (None:
   unknown), `rest(row)` the answer dicts of question `row` without their "answer", as
   comparable values (asked for the rare questions where two dicts may be equal)."""
-  raw, norm = _processed_ids(answers, interner, int(counts.sum()))
+  raw, norm = _processed_ids(answers, interner)
   gt_valid = np.arange(max_answers) < counts[:, None]
   raw_ids = np.full(gt_valid.shape, -1, np.int32)
   raw_ids[gt_valid] = raw  # row-major order of the mask is the flattened answer order
@@ -192,7 +183,7 @@ def encode_targets(
 def encode_predictions(strings: Iterable[str], unanimous: np.ndarray, interner: Interner) -> np.ndarray:
   """Prediction ids [N]: cleaned where the question is unanimous, else normalised
   (`strings`: one per question, iterated once)."""
-  raw, norm = _processed_ids(strings, interner, len(unanimous))
+  raw, norm = _processed_ids(strings, interner)
   return np.where(unanimous, raw, norm).astype(np.int32)
 
 
@@ -254,7 +245,7 @@ def _per_group(acc: np.ndarray, groups: Labels) -> dict[Any, float]:
 
 
 def _as_labels(values: Sequence[Any] | Labels) -> Labels:
-  return values if isinstance(values, Labels) else labels(values, len(values))
+  return values if isinstance(values, Labels) else labels(values)
 
 
 def aggregate_official(
