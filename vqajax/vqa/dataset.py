@@ -7,7 +7,6 @@ order); the tf.data pipeline slices them and adds the image features.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import operator
 import os
 
@@ -210,13 +209,12 @@ def caption_bags(image_ids, captions: dict[int, list[str]], path: str, table: te
   return per_image[[row[i] for i in image_ids]]
 
 
-def _answer_indices(annotations, answers: text.TopK) -> np.ndarray:
+def _answer_indices(columns: vqa_accuracy.AnswerColumns, answers: text.TopK) -> np.ndarray:
   """[N, A] each annotator's answer's index in the answer table (`OUT_OF_TABLE` if it is
   not there, -1 padding), for soft targets (`vqa/task.make_loss`)."""
-  answer_lists = list(map(operator.itemgetter("answers"), annotations))
-  counts = np.fromiter(map(len, answer_lists), np.int64, len(annotations))
-  index = answers.index(map(operator.attrgetter("answer"), itertools.chain.from_iterable(answer_lists)))
-  out = np.full((len(annotations), counts.max()), -1, np.int32)
+  counts = columns.counts
+  index = answers.index(columns.answers.names)[columns.answers.codes]
+  out = np.full((len(counts), counts.max()), -1, np.int32)
   out[np.arange(out.shape[1]) < counts[:, None]] = np.where(index >= 0, index, OUT_OF_TABLE)
   return out
 
@@ -246,10 +244,11 @@ def _arrays(records, source, enc: Encoders, store, captions=None, words=None):
   questions = list(map(operator.itemgetter(0), records))
   annotations = list(map(operator.itemgetter(1), records))
   out = _question_arrays(questions, source, enc, store, words)
+  columns = vqa_accuracy.answer_columns(annotations)  # each answer string hashed once, here
   answer_types = {t: i for i, t in enumerate(ANSWER_TYPES)}
   out.update({
       "label": enc.answers.index(map(operator.itemgetter("multiple_choice_answer"), annotations)),
-      "answer_index": _answer_indices(annotations, enc.answers),
+      "answer_index": _answer_indices(columns, enc.answers),
       "answer_type": np.fromiter(map(answer_types.__getitem__, map(operator.itemgetter("answer_type"), annotations)),
                                  np.int32, len(annotations)),
       "question_type": np.fromiter(map(enc.question_types.__getitem__,
@@ -258,7 +257,7 @@ def _arrays(records, source, enc: Encoders, store, captions=None, words=None):
   })
   if captions is not None:
     out["caption_bow"] = caption_bags([q["image_id"] for q in questions], *captions, enc.caption_words)
-  out.update(vqa_accuracy.encode_targets(annotations, enc.interner))
+  out.update(vqa_accuracy.encode_answers(*columns, enc.interner, vqa_accuracy.MAX_ANSWERS))
   return out
 
 

@@ -31,6 +31,8 @@ from vqajax.core.errors import InputError
 from vqajax.core.text import unique_codes
 from vqajax.vqa.accuracy.normalize import clean, normalize
 
+MAX_ANSWERS = 10  # answers per question in VQA (one per annotator)
+
 
 class Interner:
   """Maps strings to dense int ids, in order of first appearance."""
@@ -78,9 +80,10 @@ def encode_answer_table(answers: Sequence[str], interner: Interner) -> tuple[np.
   return raw_ids, norm_ids
 
 
-def _processed_ids(strings: Iterable[str], interner: Interner) -> tuple[np.ndarray, np.ndarray]:
-  """`encode_answer_table` of many strings, processing each distinct string once."""
-  unique, codes = unique_codes(strings)
+def _processed_ids(strings: Iterable[str] | Labels, interner: Interner) -> tuple[np.ndarray, np.ndarray]:
+  """`encode_answer_table` of many strings (or of their `labels`), processing each
+  distinct string once."""
+  unique, codes = strings if isinstance(strings, Labels) else unique_codes(strings)
   raw_ids, norm_ids = encode_answer_table(unique, interner)
   return raw_ids[codes], norm_ids[codes]
 
@@ -122,14 +125,15 @@ def _dup_counts(
 
 def encode_answers(
   counts: np.ndarray,
-  answers: Iterable[str],
+  answers: Iterable[str] | Labels,
   answer_ids: np.ndarray | None,
   rest: Callable[[int], list],
   interner: Interner,
   max_answers: int,
 ) -> dict[str, np.ndarray]:
   """`encode_targets` of answer columns: `counts` [N] answers per question (1 to
-  max_answers), `answers` every question's answer strings in turn (iterated once),
+  max_answers), `answers` every question's answer strings in turn (iterated once; or
+  their `labels`),
   `answer_ids` values equal exactly where the answer dicts' answer_ids are (None:
   unknown), `rest(row)` the answer dicts of question `row` without their "answer", as
   comparable values (asked for the rare questions where two dicts may be equal)."""
@@ -148,13 +152,20 @@ def encode_answers(
   }
 
 
-def encode_targets(
-  annotations: Sequence[dict[str, Any]], interner: Interner, max_answers: int = 10
-) -> dict[str, np.ndarray]:
-  """Padded id arrays (see module docstring) for official annotation records, their
-  answers dicts as in the JSON files or `official_files.Answer`s (`load_annotations`:
-  equal where their three fields are); a record with no answers or more than
-  `max_answers` is an InputError naming its question_id."""
+class AnswerColumns(NamedTuple):
+  """The answers of annotation records as `encode_answers` takes them (its arguments)."""
+
+  counts: np.ndarray  # [N] answers per question
+  answers: Labels  # every question's answer strings in turn, coded
+  answer_ids: np.ndarray | None
+  rest: Callable[[int], list]
+
+
+def answer_columns(annotations: Sequence[dict[str, Any]], max_answers: int = MAX_ANSWERS) -> AnswerColumns:
+  """The answers of official annotation records, their answers dicts as in the JSON files
+  or `official_files.Answer`s (`load_annotations`: equal where their three fields are); a
+  record with no answers or more than `max_answers` is an InputError naming its
+  question_id."""
   answer_lists = list(map(operator.itemgetter("answers"), annotations))
   counts = np.fromiter(map(len, answer_lists), np.int64, len(answer_lists))
   bad = np.flatnonzero((counts == 0) | (counts > max_answers))
@@ -177,7 +188,15 @@ def encode_targets(
     def rest(row: int) -> list:
       return [(a.answer_confidence, a.answer_id) for a in answer_lists[row]]
 
-  return encode_answers(counts, answers, _answer_id_codes(ids), rest, interner, max_answers)
+  return AnswerColumns(counts, labels(answers), _answer_id_codes(ids), rest)
+
+
+def encode_targets(
+  annotations: Sequence[dict[str, Any]], interner: Interner, max_answers: int = MAX_ANSWERS
+) -> dict[str, np.ndarray]:
+  """Padded id arrays (see module docstring) for official annotation records
+  (`answer_columns` says which)."""
+  return encode_answers(*answer_columns(annotations, max_answers), interner, max_answers)
 
 
 def encode_predictions(strings: Iterable[str], unanimous: np.ndarray, interner: Interner) -> np.ndarray:
