@@ -14,7 +14,10 @@ beside the model's consumption rate, and peak RSS while training from a feature 
    >= 20k), beside the AnswerTherapy grounding classifier (attention over the cells)
    consuming them at its batch of 64.
    Both with 1, 2 and all cores' worth of readers (`train_dataset(readers=)`, batches loaded
-   at once); every rate is checked to be positive and finite, and one batch of each mode
+   at once). Beside the grids' rates, the ceiling this machine sets, measured on one core: one
+   numpy copy of a batch's rows (memory bandwidth) and the store's read alone (`pread`s from
+   the page cache, the finite check, the reordering copy); the pipeline adds tf.data's copy
+   into a tensor. Every rate is checked to be positive and finite, and one batch of each mode
    against the arrays / store it came from.
 3. Peak RSS: a store of --store-gb GB of random 4096-d features (--dtype, --format) is
    written block by block under --dir (cut to what fits with 2 GB to spare, which is
@@ -194,6 +197,28 @@ def device_resident(rows: int, batch: int, steps: int, readers: list[int], confi
                   "in the step)"]
 
 
+def moving_rates(store, batch: int, rounds: int = 5) -> dict[str, float]:
+  """examples/s of the least work a streamed batch takes here, one core, median of `rounds`:
+  one numpy copy of its rows (this machine's memory bandwidth), and the store's read alone
+  (`pread`s of random rows from the page cache, the finite check, the reordering copy)."""
+  rng = np.random.default_rng(1)
+  rows = rng.permutation(len(store.image_ids))[:batch]
+  source = store.read(rows, np.float16)
+  target = np.empty_like(source)
+  times = {"one copy": [], "the store's read": []}
+  for _ in range(rounds):
+    times["one copy"].append(_timed(lambda: np.copyto(target, source)))
+    times["the store's read"].append(_timed(lambda: store.read(rng.permutation(len(store.image_ids))[:batch],
+                                                                 np.float16)))
+  return {name: measured(len(rows) / float(np.median(t))) for name, t in times.items()}
+
+
+def _timed(fn) -> float:
+  start = time.perf_counter()
+  fn()
+  return time.perf_counter() - start
+
+
 def streamed_grid(tmp: str, grid: int, rows: int, batch: int, steps: int, readers: list[int],
                   config_arg: str, min_batches: int) -> list[str]:
   """Part 2: host rates streaming a grid store, beside the grounding classifier's."""
@@ -220,6 +245,9 @@ def streamed_grid(tmp: str, grid: int, rows: int, batch: int, steps: int, reader
   rates = {k: host_rate(arrays, store, vqa_task.TRAIN_KEYS, batch, k, check, min_batches) for k in readers}
   lines = [f"{name:22} host {rate:9.0f} examples/s with {k} reader{'s' * (k > 1)} (target >= 20k)"
            for k, rate in rates.items()]
+  row_bytes = store.dtype.itemsize * int(np.prod(store.shape))
+  lines += [f"{'':22} ceiling: {what} {rate:9.0f} examples/s ({rate * row_bytes / 1e9:.1f} GB/s; one core)"
+            for what, rate in moving_rates(store, batch).items()]
   config = grounding_config.get_config(config_arg)
   model = grounding.build(config.model, types.SimpleNamespace(vocab=range(VOCAB), image_shape=store.shape),
                           "grounding_class")

@@ -77,8 +77,11 @@ def test_bench_pipeline_measures_both_feature_modes_and_peak_rss(device_check):
       (mode, k) for mode in ("device-resident", "streamed", "streamed") for k in readers]
   consumed = re.findall(r"consumes +(\S+) examples/s here", out)
   assert len(consumed) == 3
+  ceilings = re.findall(r"ceiling: (one copy|the store's read) +(\S+) examples/s \((\S+) GB/s", out)
+  assert [what for what, _, _ in ceilings] == ["one copy", "the store's read"] * 2  # 7x7, then 14x14
   rss = re.findall(r"([\d.]+) GiB", out.split("peak RSS while training")[1])
   figures = [float(v) for _, v, _ in host] + [float(v) for v in consumed] + [float(v) for v in rss]
+  figures += [float(v) for _, rate, gbps in ceilings for v in (rate, gbps)]
   assert all(math.isfinite(v) and v > 0 for v in figures), figures
   assert out.count("(target >= 200k)") == len(readers) and out.count("(target >= 20k)") == 2 * len(readers)
   assert "(target >= 10x)" in out and "target <= 2 GiB" in out

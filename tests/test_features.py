@@ -28,6 +28,25 @@ def test_npy_store_reads_runs_and_scattered_rows(tmp_path):
   np.testing.assert_array_equal(FeatureStore(path).read(rows), feats[rows].astype(np.float32))
 
 
+@pytest.mark.parametrize("ext", ["npy", "h5"])
+def test_rows_land_in_request_order_across_read_and_check_blocks(tmp_path, monkeypatch, ext):
+  from vqajax.features import store as store_module
+  monkeypatch.setattr(store_module, "_IOV_MAX", 2)  # a run of 5 rows: three reads of at most 2
+  monkeypatch.setattr(store_module, "_CHECK_BLOCK_BYTES", 20)  # rows of 12 bytes: one per check block
+  feats = np.arange(8 * 6, dtype=np.float16).reshape(8, 2, 3)
+  path = str(tmp_path / f"f.{ext}")
+  write_store(path, np.arange(100, 108), feats)
+  rows = np.array([3, 7, 1, 2, 5, 4, 3, 0])  # rows 1..5 are one run, read scattered; 3 twice
+  out = FeatureStore(path).read(rows, np.float16)
+  assert out.dtype == np.float16
+  np.testing.assert_array_equal(out, feats[rows])
+  feats[[2, 6]] = np.inf  # two bad rows, asked for in the other order: the lower row is named
+  feats[2, 1, 2] = np.nan
+  write_store(str(tmp_path / f"bad.{ext}"), np.arange(100, 108), feats)
+  with pytest.raises(FeatureStoreError, match=r"image_id 102 are not finite"):
+    FeatureStore(str(tmp_path / f"bad.{ext}")).read(np.array([0, 6, 5, 2]))
+
+
 def test_truncated_or_fortran_npy_store_is_rejected(tmp_path):
   path = str(tmp_path / "f.npy")
   write_store(path, np.arange(4), np.zeros((4, 8), np.float32))

@@ -40,6 +40,8 @@ from vqajax.core.official_files import load_json
 
 _FLOAT_DTYPES = (np.float16, np.float32)
 _EXPONENT_BITS = {np.dtype(np.float16): (np.uint16, 0x7C00), np.dtype(np.float32): (np.uint32, 0x7F800000)}
+_CHECK_BLOCK_BYTES = 2**20
+_IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024  # buffers one preadv fills
 
 
 class FeatureStoreError(InputError):
@@ -51,9 +53,16 @@ def ids_path(npy_path: str) -> str:
 
 
 def _finite_rows(features: np.ndarray) -> np.ndarray:
-  """[N] whether each row is finite: no all-ones exponent (inf or NaN); ~4x np.isfinite."""
+  """[N] whether each row is finite: no all-ones exponent (inf or NaN); ~4x np.isfinite.
+  Checked in blocks of rows: the temporary stays in cache (a batch-sized one would cost
+  its page faults and a pass through memory)."""
   bits, exponent = _EXPONENT_BITS[features.dtype]
-  return (features.reshape(len(features), -1).view(bits) & bits(exponent)).max(axis=1) != exponent
+  words = features.reshape(len(features), -1).view(bits)
+  step = max(1, _CHECK_BLOCK_BYTES // max(words[0].nbytes, 1)) if len(words) else 1
+  finite = np.empty(len(words), bool)
+  for start in range(0, len(words), step):
+    finite[start:start + step] = (words[start:start + step] & bits(exponent)).max(axis=1) != exponent
+  return finite
 
 
 def settings_path(npy_path: str) -> str:
@@ -85,16 +94,15 @@ class _H5Rows:
   def __init__(self, dataset):
     self._dataset, self.shape, self.dtype = dataset, dataset.shape, dataset.dtype
 
-  def __getitem__(self, rows: np.ndarray) -> np.ndarray:
-    out = np.empty((len(rows),) + tuple(self.shape[1:]), self.dtype)
+  def read_into(self, out: np.ndarray, rows: np.ndarray, positions: np.ndarray) -> None:
+    """Sorted unique `rows` into `out[positions]`."""
     for start, stop in _runs(rows):
       first = int(rows[start])
       try:
-        out[start:stop] = self._dataset[first:first + stop - start]
+        out[positions[start:stop]] = self._dataset[first:first + stop - start]
       except (OSError, RuntimeError) as e:  # a damaged chunk
         raise FeatureStoreError(f"{self._dataset.file.filename}: rows {first}..{first + stop - start - 1} "
                                 f"cannot be read ({e})") from None
-    return out
 
 
 class _NpyRows:
@@ -118,24 +126,28 @@ class _NpyRows:
     else:
       self._fd = os.open(path, os.O_RDONLY)
 
-  def _read_into(self, buffer: np.ndarray, offset: int) -> int:
+  def _read_into(self, buffers: list[np.ndarray], offset: int) -> int:
+    """The bytes from `offset` on into `buffers` in turn; how many were read."""
     if not fs.is_url(self.path):
-      return os.preadv(self._fd, [buffer], offset)
+      return os.preadv(self._fd, buffers, offset)
     with self._lock:
       self._url_file.seek(offset)
-      data = self._url_file.read(buffer.nbytes)
-    buffer.reshape(-1)[:len(data)] = np.frombuffer(data, np.uint8)
+      data = np.frombuffer(self._url_file.read(sum(b.nbytes for b in buffers)), np.uint8)
+    for buffer, start in zip(buffers, range(0, len(data), self._row_bytes)):
+      buffer[:len(data) - start] = data[start:start + buffer.nbytes]
     return len(data)
 
-  def __getitem__(self, rows: np.ndarray) -> np.ndarray:
-    """Rows (sorted, unique); each run of consecutive rows is one read."""
-    out = np.empty((len(rows),) + tuple(self.shape[1:]), self.dtype)
-    flat = out.reshape(len(rows), -1).view(np.uint8)
+  def read_into(self, out: np.ndarray, rows: np.ndarray, positions: np.ndarray) -> None:
+    """Sorted unique `rows` into `out[positions]`: each run of consecutive rows is one read,
+    scattered to its rows' places (`preadv`)."""
+    flat = out.reshape(len(out), -1).view(np.uint8)
     for start, stop in _runs(rows):
-      size = (stop - start) * self._row_bytes
-      if self._read_into(flat[start:stop], self._offset + int(rows[start]) * self._row_bytes) != size:
-        raise FeatureStoreError(f"{self.path}: short read at row {rows[start]}")
-    return out
+      buffers = [flat[p] for p in positions[start:stop].tolist()]
+      for first in range(0, len(buffers), _IOV_MAX):
+        part = buffers[first:first + _IOV_MAX]
+        row = int(rows[start]) + first
+        if self._read_into(part, self._offset + row * self._row_bytes) != len(part) * self._row_bytes:
+          raise FeatureStoreError(f"{self.path}: short read at row {row}")
 
   def close(self) -> None:
     if fs.is_url(self.path):
@@ -227,14 +239,19 @@ class FeatureStore:
           f"{self.path}: features have shape {self.shape} per image, the config expects {tuple(expected)}")
 
   def read(self, rows: np.ndarray, dtype=np.float32) -> np.ndarray:
-    """Features of `rows` (any order, repeats allowed), as `dtype`; NaN or inf is an error."""
-    unique, inverse = np.unique(rows, return_inverse=True)
-    features = self._features[unique]
+    """Features of `rows` (any order, repeats allowed), as `dtype`; NaN or inf is an error.
+    Each row is read once, straight to its place (a repeated row is copied there)."""
+    rows = np.asarray(rows, np.int64).reshape(-1)
+    unique, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+    features = np.empty((len(rows),) + self.shape, self.dtype)
+    self._features.read_into(features, unique, first)
+    repeated = np.flatnonzero(first[inverse] != np.arange(len(rows)))
+    features[repeated] = features[first[inverse[repeated]]]
     finite = _finite_rows(features)
     if not finite.all():
       raise FeatureStoreError(f"{self.path}: the features of image_id "
-                              f"{self.image_ids[unique[np.argmin(finite)]]} are not finite (NaN or inf)")
-    return features[inverse].astype(dtype, copy=False)
+                              f"{self.image_ids[rows[~finite].min()]} are not finite (NaN or inf)")
+    return features.astype(dtype, copy=False)
 
   def close(self) -> None:
     if self._file is not None:
