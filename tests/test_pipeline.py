@@ -64,3 +64,19 @@ def test_tokens_are_cut_to_the_length_bucket_of_the_global_batch(tmp_path):
   assert [b["tokens"].shape for b in batches] == [(4, 12), (4, 8)]
   whole = list(pipeline.eval_batches(arrays, store, 4, keys=("tokens",)))  # no lengths named: not cut
   assert [b["tokens"].shape for b in whole] == [(4, 26), (4, 26)]
+
+
+def test_store_batches_cross_tf_data_without_a_copy(tmp_path):
+  arrays, store = _split(tmp_path)
+  read, made = store.read, []
+
+  def recorded(rows, dtype=np.float32):
+    features = read(rows, dtype)
+    made.append(features)  # kept alive: its address is not reused
+    return features
+
+  store.read = recorded
+  batches = list(pipeline.train_dataset(arrays, store, 4, seed=1, start_step=0, keys=KEYS).take(3).as_numpy_iterator())
+  by_address = {f.ctypes.data: f for f in made}
+  for batch in batches:  # the very buffer the store filled (TensorFlow copies unaligned arrays)
+    np.testing.assert_array_equal(by_address[batch["image"].ctypes.data], batch["image"])
