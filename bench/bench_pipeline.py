@@ -201,22 +201,17 @@ def moving_rates(store, batch: int, rounds: int = 5) -> dict[str, float]:
   """examples/s of the least work a streamed batch takes here, one core, median of `rounds`:
   one numpy copy of its rows (this machine's memory bandwidth), and the store's read alone
   (`pread`s of random rows from the page cache, the finite check, the reordering copy)."""
+  from jax_vqa import timed
   rng = np.random.default_rng(1)
   rows = rng.permutation(len(store.image_ids))[:batch]
   source = store.read(rows, np.float16)
   target = np.empty_like(source)
   times = {"one copy": [], "the store's read": []}
   for _ in range(rounds):
-    times["one copy"].append(_timed(lambda: np.copyto(target, source)))
-    times["the store's read"].append(_timed(lambda: store.read(rng.permutation(len(store.image_ids))[:batch],
-                                                                 np.float16)))
+    times["one copy"].append(timed(lambda: np.copyto(target, source)))
+    times["the store's read"].append(timed(lambda: store.read(rng.permutation(len(store.image_ids))[:batch],
+                                                                np.float16)))
   return {name: measured(len(rows) / float(np.median(t))) for name, t in times.items()}
-
-
-def _timed(fn) -> float:
-  start = time.perf_counter()
-  fn()
-  return time.perf_counter() - start
 
 
 def streamed_grid(tmp: str, grid: int, rows: int, batch: int, steps: int, readers: list[int],

@@ -30,7 +30,6 @@ import argparse
 import functools
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -41,7 +40,7 @@ import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
 import torch  # noqa: E402  (torch and its compiler stack first: the triton extension
 import torch._dynamo  # noqa: E402,F401  that torch.optim loads segfaults when loaded after TensorFlow)
-from jax_vqa import MAX_LEN, JaxTrainer, make_batches, peak_device_memory, vqa_lengths  # noqa: E402
+from jax_vqa import MAX_LEN, JaxTrainer, make_batches, peak_device_memory, timed, vqa_lengths  # noqa: E402
 from torch_vqa import Trainer, load_flax_params  # noqa: E402
 
 from experiments.vqa import deeper_lstm_norm_i  # noqa: E402
@@ -114,12 +113,6 @@ class TorchRunner:
   def run(self, steps):
     for i in range(steps):
       self.trainer.step(*self.batches[i % len(self.batches)])
-
-
-def timed(fn):
-  start = time.perf_counter()
-  fn()
-  return time.perf_counter() - start
 
 
 def matmul_peak(n=2048, reps=5):

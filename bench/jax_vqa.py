@@ -1,6 +1,7 @@
 """The vqajax side of the training benchmarks (no torch): VQA-like batches and the jitted,
 sharded step of `vqajax.core.train` on deeper LSTM Q + norm I at given sizes."""
 
+import time
 import types
 
 import jax
@@ -14,6 +15,13 @@ from vqajax.vqa import models as vqa_models
 from vqajax.vqa import task as vqa_task
 
 MAX_LEN = 26
+
+
+def timed(fn) -> float:
+  """Seconds one call of `fn()` takes."""
+  start = time.perf_counter()
+  fn()
+  return time.perf_counter() - start
 
 
 def peak_device_memory() -> str:

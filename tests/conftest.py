@@ -2,7 +2,6 @@
 
 import atexit
 import fcntl
-import glob
 import os
 import shutil
 import tempfile
@@ -14,24 +13,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 # One persistent XLA compilation cache for the session and its subprocesses: the many
 # short training runs compile the same steps again and again (8.6 s -> 1.9 s a run).
-_CACHE_PREFIX = "vqajax-test-xla-cache-"
-
-
-def _remove_orphaned_caches() -> None:
-  """Caches of test sessions that ended without their exit handler (kill -9)."""
-  for path in glob.glob(os.path.join(tempfile.gettempdir(), _CACHE_PREFIX + "*")):
-    pid = os.path.basename(path)[len(_CACHE_PREFIX):].split("-")[0]
-    try:
-      os.kill(int(pid), 0)
-    except ProcessLookupError:
-      shutil.rmtree(path, ignore_errors=True)
-    except (ValueError, PermissionError):  # not ours to judge: another naming, another user's process
-      pass
-
-
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
-  _remove_orphaned_caches()
-  os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"{_CACHE_PREFIX}{os.getpid()}-")
+  devices.remove_orphaned_caches(tempfile.gettempdir())
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"{devices.CACHE_PREFIX}{os.getpid()}-")
   atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")

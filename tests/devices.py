@@ -3,12 +3,16 @@ test asks for optimised code: LLVM's lowest optimisation level and XLA's older f
 emitters (`xla_cpu_use_fusion_emitters=false`). XLA's own passes make the same programs (a
 4-step run's losses and accuracy are equal to the last digit); compiling them, most of the
 suite's CPU, costs about half (a 4-step run: 26 -> 14 s of CPU); code that runs hundreds of
-steps (`test_learning.py`) is ~2x slower that way."""
+steps (`test_learning.py`) is ~2x slower that way. Also the test sessions' compilation
+cache folders (tests/conftest.py makes one per session)."""
 
+import glob
 import os
+import shutil
 
 _FLAGS = os.environ.get("XLA_FLAGS", "")
 _CHEAP_COMPILING = " --xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+CACHE_PREFIX = "vqajax-test-xla-cache-"  # then the session's PID
 
 
 def flags(devices: int, optimised: bool = False) -> str:
@@ -19,3 +23,16 @@ def flags(devices: int, optimised: bool = False) -> str:
 def env(devices: int, optimised: bool = False) -> dict:
   """The environment for a subprocess on `devices` CPU devices (the session's otherwise)."""
   return {**os.environ, "XLA_FLAGS": flags(devices, optimised)}
+
+
+def remove_orphaned_caches(folder: str) -> None:
+  """The cache folders in `folder` of test sessions that ended without their exit handler
+  (kill -9): those whose PID is gone."""
+  for path in glob.glob(os.path.join(folder, CACHE_PREFIX + "*")):
+    pid = os.path.basename(path)[len(CACHE_PREFIX):].split("-")[0]
+    try:
+      os.kill(int(pid), 0)
+    except ProcessLookupError:
+      shutil.rmtree(path, ignore_errors=True)
+    except (ValueError, PermissionError):  # not ours to judge: another naming, another user's process
+      pass

@@ -4,12 +4,15 @@ import glob
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import h5py
 import jax
 import numpy as np
 import pytest
 
+from tests import devices
 from tests.test_train import _config, _losses, _params
 from vqajax import cli
 from vqajax.core import checkpoint, errors, train
@@ -187,3 +190,13 @@ def test_empty_very_long_and_non_ascii_questions_train_and_evaluate(tiny_data, t
   # empty -> 0 words (encodes to zeros); 100 words -> cut at 26; unicode words are words:
   # de, qué, color, es, el, coche + the unspaced Chinese run as one word = 7
   np.testing.assert_array_equal(lengths, [0, 26, 7])
+
+
+def test_the_compilation_cache_of_a_killed_test_session_goes_with_the_next_one(tmp_path):
+  ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+  names = {"killed": f"{devices.CACHE_PREFIX}{ended.stdout.strip()}-x1", "running": f"{devices.CACHE_PREFIX}{os.getpid()}-x2",
+           "unnamed": f"{devices.CACHE_PREFIX}abc", "other": "unrelated"}
+  for name in names.values():
+    (tmp_path / name / "entry").mkdir(parents=True)
+  devices.remove_orphaned_caches(str(tmp_path))
+  assert sorted(os.listdir(tmp_path)) == sorted(names[k] for k in ("running", "unnamed", "other"))

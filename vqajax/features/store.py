@@ -42,7 +42,7 @@ _FLOAT_DTYPES = (np.float16, np.float32)
 _EXPONENT_BITS = {np.dtype(np.float16): (np.uint16, 0x7C00), np.dtype(np.float32): (np.uint32, 0x7F800000)}
 _CHECK_BLOCK_BYTES = 2**20
 _ALIGN = 64  # bytes: TensorFlow takes over a numpy array aligned so (tf.data's numpy_function)
-_IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024  # buffers one preadv fills
+_IOV_MAX = os.sysconf("SC_IOV_MAX")  # buffers one preadv fills
 
 
 class FeatureStoreError(InputError):
@@ -59,7 +59,7 @@ def _finite_rows(features: np.ndarray) -> np.ndarray:
   its page faults and a pass through memory)."""
   bits, exponent = _EXPONENT_BITS[features.dtype]
   words = features.reshape(len(features), -1).view(bits)
-  step = max(1, _CHECK_BLOCK_BYTES // max(words[0].nbytes, 1)) if len(words) else 1
+  step = max(1, _CHECK_BLOCK_BYTES // max(words.shape[1] * words.itemsize, 1))
   finite = np.empty(len(words), bool)
   for start in range(0, len(words), step):
     finite[start:start + step] = (words[start:start + step] & bits(exponent)).max(axis=1) != exponent
