@@ -19,7 +19,9 @@ each against its target:
                started from this small process (Linux carries ru_maxrss over fork + exec,
                so the data are made in children of their own: the figure is the train's)
   eval / train the full val evaluation's examples/s (its compile included, the results files
-               not) over the training step's examples/s after compiling (target >= 0.5)
+               not) over the training step's examples/s after compiling (target >= 0.5): the
+               median of the steps' own rates (every step logs one), so that the steps which
+               compile a new length bucket, a few of them, do not count
 
 `--small` is a tiny share with the toy model ("runlocal"), in seconds (tests/test_bench.py).
 The cost should grow linearly with the counts: compare the rows.
@@ -31,6 +33,7 @@ import argparse
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -63,11 +66,10 @@ def data_dir(cache: str, scale: float) -> str:
 
 def train(data: str, workdir: str, config_arg: str, steps: int) -> dict:
   """One `vqajax train` process on `data`: its logged phases, rates and peak RSS."""
-  every = max(1, (steps - 1) // 2)  # log lines at every (compile included), 2 * every (clean), last
   argv = [sys.executable, "-m", "vqajax", "train", f"--config=experiments/vqa/deeper_lstm_norm_i.py:{config_arg}",
           f"--workdir={workdir}", "--verbosity=info", "--compilation_cache_dir=", "--config.data.synthetic=False", f"--config.data.dir={data}",
-          "--config.data.val_mc_questions=", f"--config.num_train_steps={2 * every + 1}",
-          f"--config.log_every_steps={every}", f"--config.eval_every_steps={2 * every + 1}"]
+          "--config.data.val_mc_questions=", f"--config.num_train_steps={steps}",
+          "--config.log_every_steps=1", f"--config.eval_every_steps={steps}"]
   launched = time.time()
   process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
   log = process.stderr.read()
@@ -80,7 +82,7 @@ def train(data: str, workdir: str, config_arg: str, steps: int) -> dict:
          "peak GiB": usage.ru_maxrss / 2**20, **phases}
   out["other"] = out["first step s"] - sum(phases.values())
   rates = re.findall(r"step (\d+)/\d+: loss [-\d.na]+, ([\d.]+) steps/s", log)
-  out["train steps/s"] = float(dict(rates)[str(2 * every)])
+  out["train steps/s"] = statistics.median(float(rate) for step, rate in rates if int(step) > 1)
   out["eval s"] = float(re.search(r"val evaluation in ([\d.]+) s", log).group(1)) - float(
       re.search(r"val results files in ([\d.]+) s", log).group(1))
   return out
