@@ -20,8 +20,8 @@ each against its target:
                so the data are made in children of their own: the figure is the train's)
   eval / train the full val evaluation's examples/s (its compile included, the results files
                not) over the training step's examples/s after compiling (target >= 0.5): the
-               median of the steps' own rates (every step logs one), so that the steps which
-               compile a new length bucket, a few of them, do not count
+               median of the steps' own rates (every step logs one), which a stall of a step
+               or two (a new length bucket compiling) does not move
 
 `--small` is a tiny share with the toy model ("runlocal"), in seconds (tests/test_bench.py).
 The cost should grow linearly with the counts: compare the rows.
