@@ -1,6 +1,10 @@
+import subprocess
+import sys
+
 import jax
 import numpy as np
 
+from tests import devices
 from vqajax.core import pipeline, sharding
 from vqajax.features.store import FeatureStore, write_store
 from vqajax.vqa.task import TRAIN_KEYS as KEYS
@@ -80,3 +84,31 @@ def test_store_batches_cross_tf_data_without_a_copy(tmp_path):
   by_address = {f.ctypes.data: f for f in made}
   for batch in batches:  # the very buffer the store filled (TensorFlow copies unaligned arrays)
     np.testing.assert_array_equal(by_address[batch["image"].ctypes.data], batch["image"])
+
+
+_OPEN_AT_EXIT = """
+import sys
+import numpy as np
+from vqajax.core import pipeline
+from vqajax.features.store import FeatureStore, write_store
+from vqajax.vqa.task import TRAIN_KEYS
+n = 8192
+write_store(sys.argv[1], np.arange(n), np.ones((n, 1024), np.float32))
+arrays = {"tokens": np.ones((n, 4), np.int32), "length": np.full(n, 4, np.int32),
+          "label": np.zeros(n, np.int32), "image_row": np.arange(n, dtype=np.int32)}
+train = pipeline.numpy_batches(pipeline.train_dataset(arrays, FeatureStore(sys.argv[1]), 256, seed=0,
+                                                      start_step=0, keys=TRAIN_KEYS))
+evaluation = pipeline.eval_batches(arrays, FeatureStore(sys.argv[1]), 256, keys=TRAIN_KEYS)
+next(train), next(evaluation)
+print("took a batch of each", flush=True)
+"""
+
+
+def test_a_script_exits_with_its_batches_still_open(tmp_path):
+  # Both kinds of batches left open at the end of a script (module globals): their tf.data
+  # iterators, whose map calls Python, hung the exit when Python's teardown destroyed them
+  # (here at these sizes every time; not with a few small batches).
+  done = subprocess.run([sys.executable, "-c", _OPEN_AT_EXIT, str(tmp_path / "f.h5")], env=devices.env(1),
+                        capture_output=True, text=True, timeout=120)
+  assert done.returncode == 0 and "took a batch of each" in done.stdout, done.stderr[-2000:]
+  assert "Exception ignored" not in done.stderr, done.stderr[-2000:]

@@ -8,8 +8,10 @@ when the first dataset is made (`runtime.tensorflow`), so a bad input fails befo
 
 from __future__ import annotations
 
+import atexit
 import functools
 import threading
+import weakref
 from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 import jax
@@ -86,7 +88,26 @@ class _Loader:
 def numpy_batches(ds: tf.data.Dataset) -> Iterator[dict[str, np.ndarray]]:
   """`ds.as_numpy_iterator()`, except that bad input met inside tf.data (an `InputError`
   raised by a loader, e.g. NaN features) comes out as that one-line error again rather
-  than as a TensorFlow error wrapping a traceback."""
+  than as a TensorFlow error wrapping a traceback; closed at exit if still open."""
+  batches = _numpy_batches(ds)
+  _OPEN.add(batches)
+  return batches
+
+
+# `numpy_batches` not run to their end yet.
+_OPEN: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_batches() -> None:
+  """Closes the batches a program leaves open (a script's globals), letting their tf.data
+  iterators go while the interpreter is whole: destroyed by Python's teardown, an iterator
+  whose map calls Python (`numpy_function`) hangs the exit (tensorflow/tensorflow#21277)."""
+  for batches in list(_OPEN):
+    batches.close()
+
+
+def _numpy_batches(ds: tf.data.Dataset) -> Iterator[dict[str, np.ndarray]]:
   tf = runtime.tensorflow()
   batches = ds.as_numpy_iterator()
   while True:
@@ -135,7 +156,8 @@ def train_rows(num_examples: int, global_batch: int, seed: int, step: int) -> np
 def train_dataset(arrays, store, global_batch: int, seed: int, start_step: int, keys: Sequence[str],
                   readers: int | None = None, lengths: Mapping[str, str] | None = None) -> tf.data.Dataset:
   """This host's train batches from `start_step` on (endless), `readers` batches loaded at once
-  (default: tf.data's autotuning); `lengths`: the token arrays cut to length buckets (`_Loader`)."""
+  (default: tf.data's autotuning); `lengths`: the token arrays cut to length buckets (`_Loader`).
+  Iterate it with `numpy_batches`: a program's exit can hang on its own iterator left open."""
   tf = runtime.tensorflow()
   n, host = len(arrays[LABEL]), _host_slice(global_batch)
   loader = _Loader(arrays, store, keys, lengths)
