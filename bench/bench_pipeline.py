@@ -16,8 +16,8 @@ beside the model's consumption rate, and peak RSS while training from a feature 
    Both with 1, 2 and all cores' worth of readers (`train_dataset(readers=)`, batches loaded
    at once). Beside the grids' rates, the ceiling this machine sets, measured on one core: one
    numpy copy of a batch's rows (memory bandwidth) and the store's read alone (`pread`s from
-   the page cache, the finite check, the reordering copy); the pipeline adds tf.data's copy
-   into a tensor. Every rate is checked to be positive and finite, and one batch of each mode
+   the page cache scattered straight into the batch, and the finite check); tf.data takes the
+   batch over without a copy. Every rate is checked to be positive and finite, and one batch of each mode
    against the arrays / store it came from.
 3. Peak RSS: a store of --store-gb GB of random 4096-d features (--dtype, --format) is
    written block by block under --dir (cut to what fits with 2 GB to spare, which is
@@ -200,7 +200,7 @@ def device_resident(rows: int, batch: int, steps: int, readers: list[int], confi
 def moving_rates(store, batch: int, rounds: int = 5) -> dict[str, float]:
   """examples/s of the least work a streamed batch takes here, one core, median of `rounds`:
   one numpy copy of its rows (this machine's memory bandwidth), and the store's read alone
-  (`pread`s of random rows from the page cache, the finite check, the reordering copy)."""
+  (`pread`s of random rows from the page cache into their places, the finite check)."""
   from jax_vqa import timed
   rng = np.random.default_rng(1)
   rows = rng.permutation(len(store.image_ids))[:batch]
