@@ -93,7 +93,9 @@ from vqajax.core import pipeline
 from vqajax.features.store import FeatureStore, write_store
 from vqajax.vqa.task import TRAIN_KEYS
 n = 8192
-write_store(sys.argv[1], np.arange(n), np.ones((n, 1024), np.float32))
+features = np.ones((n, 1024), np.float32)
+features[5000] = np.nan if sys.argv[2] == "nan" else 1  # met in the first epoch's batches
+write_store(sys.argv[1], np.arange(n), features)
 arrays = {"tokens": np.ones((n, 4), np.int32), "length": np.full(n, 4, np.int32),
           "label": np.zeros(n, np.int32), "image_row": np.arange(n, dtype=np.int32)}
 train = pipeline.numpy_batches(pipeline.train_dataset(arrays, FeatureStore(sys.argv[1]), 256, seed=0,
@@ -101,6 +103,8 @@ train = pipeline.numpy_batches(pipeline.train_dataset(arrays, FeatureStore(sys.a
 evaluation = pipeline.eval_batches(arrays, FeatureStore(sys.argv[1]), 256, keys=TRAIN_KEYS)
 next(train), next(evaluation)
 print("took a batch of each", flush=True)
+for _ in range(n // 256):
+  next(train)
 """
 
 
@@ -109,7 +113,17 @@ def test_a_script_exits_with_its_batches_still_open(tmp_path):
   # iterators, whose map calls Python, hung the exit when Python's teardown destroyed them
   # (by hand at these sizes, 3 times of 3; not with a few small batches), or printed
   # "Exception ignored" as the generator's `except` read a torn-down module.
-  done = subprocess.run([sys.executable, "-c", _OPEN_AT_EXIT, str(tmp_path / "f.h5")], env=devices.env(1),
-                        capture_output=True, text=True, timeout=120)
+  done = subprocess.run([sys.executable, "-c", _OPEN_AT_EXIT, str(tmp_path / "f.h5"), "finite"],
+                        env=devices.env(1), capture_output=True, text=True, timeout=120)
   assert done.returncode == 0 and "took a batch of each" in done.stdout, done.stderr[-2000:]
   assert "Exception ignored" not in done.stderr, done.stderr[-2000:]
+
+
+def test_a_script_exits_on_bad_features_it_does_not_catch(tmp_path):
+  # The one-line error escapes the script with its traceback, which kept the batches'
+  # iterator alive to Python's teardown: the exit hung (by hand, 3 times of 3).
+  path = tmp_path / "f.h5"
+  done = subprocess.run([sys.executable, "-c", _OPEN_AT_EXIT, str(path), "nan"], env=devices.env(1),
+                        capture_output=True, text=True, timeout=120)
+  assert done.returncode == 1 and "took a batch of each" in done.stdout, done.stderr[-2000:]
+  assert done.stderr.rstrip().endswith(f"{path}: the features of image_id 5000 are not finite (NaN or inf)")

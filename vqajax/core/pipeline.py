@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 _FAILED: list[InputError] = []
 _FAILED_LOCK = threading.Lock()
 
+# `numpy_batches` not run to their end yet, closed at exit (`_close_open_batches`).
+_OPEN: weakref.WeakSet = weakref.WeakSet()
+
 LENGTH_BUCKETS = (8, 12, 16)  # and the padded length itself
 
 
@@ -94,10 +97,6 @@ def numpy_batches(ds: tf.data.Dataset) -> Iterator[dict[str, np.ndarray]]:
   return batches
 
 
-# `numpy_batches` not run to their end yet.
-_OPEN: weakref.WeakSet = weakref.WeakSet()
-
-
 @atexit.register
 def _close_open_batches() -> None:
   """Closes the batches a program leaves open (a script's globals), letting their tf.data
@@ -112,16 +111,19 @@ def _numpy_batches(ds: tf.data.Dataset) -> Iterator[dict[str, np.ndarray]]:
   batches = ds.as_numpy_iterator()
   while True:
     try:
-      yield next(batches)
+      batch = next(batches)
     except StopIteration:
       return
     except tf.errors.OpError:
       with _FAILED_LOCK:
         failed = _FAILED.pop() if _FAILED else None
         _FAILED.clear()
-      if failed is not None:
-        raise failed from None
-      raise
+      if failed is None:
+        raise
+      break
+    yield batch
+  del batches  # raised from here, the error's traceback does not keep the iterator to the exit
+  raise failed
 
 
 def example_batch(arrays, store, n: int, keys: Sequence[str], lengths: Mapping[str, str] | None = None
