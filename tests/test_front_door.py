@@ -336,10 +336,14 @@ def test_links_planted_in_a_workdir_never_reach_the_data(tiny_data, tmp_path, ca
   shutil.copytree(tiny_data, data)
   before = digests(data)
   argv = ["train", f"--config={CONFIG}", f"--config.data.dir={data}", *STEPS]
+  base = tmp_path / "base"
+  assert cli.main([*argv, f"--workdir={base}"]) == 0  # a run: its run.json and encoders.json
   for name, target in (("metrics.jsonl", os.path.join(data, "v2_mscoco_val2014_annotations.json")),
                        ("checkpoints", os.path.join(data, "features")), ("results", data)):
     workdir = tmp_path / f"w_{name}"
     workdir.mkdir()
+    for record in ("run.json", "encoders.json"):
+      shutil.copy(base / record, workdir / record)
     os.symlink(target, workdir / name)
     assert cli.main([*argv, f"--workdir={workdir}"]) == 2
     assert "an input of this command" in _error_line(capsys, "vqajax train")

@@ -47,7 +47,7 @@ PROGRESS_EVERY = 256  # image files a progress line
 def _parser(prog: str) -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   runtime.add_compilation_cache_flag(parser)
-  parser.add_argument("--workdir", required=True, help="a trained vqa or grounding_mask run")
+  parser.add_argument("--workdir", type=files.path_arg, required=True, help="a trained vqa or grounding_mask run")
   parser.add_argument("--step", type=int, help="the checkpoint step (default: the latest)")
   parser.add_argument("--image", action="append", default=[], help="an image file or a folder of them (repeatable)")
   parser.add_argument("--image-id", action="append", default=[], type=int,
@@ -59,8 +59,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
   parser.add_argument("--top-k", type=int, default=5, help="answers printed per question (default: 5)")
   parser.add_argument("--json", action="store_true", help="print JSON instead of text")
   parser.add_argument("--weights", help="the extractor's weights file, if it moved since the store was made")
-  parser.add_argument("--class-workdir", help="grounding_mask runs: a grounding_class run for single / multiple")
-  parser.add_argument("--out", help="grounding_mask runs: the folder for the masks (PNG + masks.json)")
+  parser.add_argument("--class-workdir", type=files.path_arg, help="grounding_mask runs: a grounding_class run for single / multiple")
+  parser.add_argument("--out", type=files.path_arg, help="grounding_mask runs: the folder for the masks (PNG + masks.json)")
   return parser
 
 

@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Callable, Sequence
 
-from vqajax.core import runtime
+from vqajax.core import files, runtime
 from vqajax.core.errors import exit_status
 
 VERBS = {
@@ -59,7 +59,7 @@ def _run_parser(verb: str) -> argparse.ArgumentParser:
   parser.add_argument("--config", required=verb != "eval", metavar="FILE.py[:ARG]",
                       help="config file and argument, e.g. experiments/vqa/bow_q.py:cpu"
                       + (" (default: the workdir's run.json)" if verb == "eval" else ""))
-  parser.add_argument("--workdir", required=True, help="the run's folder: checkpoints, metrics, results")
+  parser.add_argument("--workdir", type=files.path_arg, required=True, help="the run's folder: checkpoints, metrics, results")
   parser.add_argument("--print-config", action="store_true",
                       help="print the resolved config and the data sizes, then exit")
   _add_verbosity_flag(parser, "info")
@@ -173,7 +173,7 @@ def check_config(config):
 def prepare_data(config) -> None:
   """The embedded dataset the config asks for, written first if absent (a visible step)."""
 
-  from vqajax.core import files, fs  # pylint: disable=g-import-not-at-top
+  from vqajax.core import fs  # pylint: disable=g-import-not-at-top
   from vqajax.synthetic import embedded  # pylint: disable=g-import-not-at-top
   embedded.prepare(config)
   _resolve_features(config.data)
@@ -200,8 +200,9 @@ def _resolve_features(data) -> None:
 
 
 def _check_workdir(workdir: str) -> None:
-  from vqajax.core import files  # pylint: disable=g-import-not-at-top
+  from vqajax.core import run_record  # pylint: disable=g-import-not-at-top
   files.check_output(workdir, folder=True)
+  run_record.check_workdir(workdir)
 
 
 def train_config(config, workdir: str, allow_changed_run: bool = False) -> dict:
@@ -268,12 +269,12 @@ def _run_verb(verb: str, argv: Sequence[str]) -> int:
 def _trained_parser(verb: str, description: str, out: str) -> argparse.ArgumentParser:
   """The flags of the verbs that use a trained run (a workdir, or a bundle for submit)."""
   parser = argparse.ArgumentParser(prog=f"vqajax {verb}", description=description)
-  parser.add_argument("--workdir", required=True, help="the trained run (a workdir" + (
+  parser.add_argument("--workdir", type=files.path_arg, required=True, help="the trained run (a workdir" + (
       ", or an export bundle)" if verb == "submit" else ")"))
   which = parser.add_mutually_exclusive_group()
   which.add_argument("--step", type=int, help="the checkpoint step (default: the latest)")
   which.add_argument("--best", action="store_true", help="the kept checkpoint with the best config.best_metric")
-  parser.add_argument("--out", required=verb == "export", help=out)
+  parser.add_argument("--out", type=files.path_arg, required=verb == "export", help=out)
   _add_verbosity_flag(parser, "warning")
   runtime.add_compilation_cache_flag(parser)
   return parser
@@ -357,7 +358,6 @@ def _usage() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-  from vqajax.core import files  # pylint: disable=g-import-not-at-top
   try:
     return _main(argv)
   finally:

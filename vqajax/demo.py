@@ -33,7 +33,7 @@ from typing import Sequence
 
 import numpy as np
 
-from vqajax.core import runtime
+from vqajax.core import files, runtime
 from vqajax.core.errors import InputError, exit_status
 
 TOP_K = 5
@@ -267,9 +267,9 @@ def build(page: Page):
 def _parser(prog: str) -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   runtime.add_compilation_cache_flag(parser)
-  parser.add_argument("--workdir", required=True, help="a trained VQA run")
-  parser.add_argument("--therapy-workdir", help="a trained VQA-AnswerTherapy mask run (draws the groundings)")
-  parser.add_argument("--therapy-class-workdir", help="a grounding_class run deciding single / multiple "
+  parser.add_argument("--workdir", type=files.path_arg, required=True, help="a trained VQA run")
+  parser.add_argument("--therapy-workdir", type=files.path_arg, help="a trained VQA-AnswerTherapy mask run (draws the groundings)")
+  parser.add_argument("--therapy-class-workdir", type=files.path_arg, help="a grounding_class run deciding single / multiple "
                       "(default: decided from the masks)")
   parser.add_argument("--step", type=int, help="the VQA run's checkpoint step (default: latest)")
   parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default: %(default)s, this machine only)")

@@ -90,7 +90,7 @@ def _failed(point: sweep.Point, error: InputError | RunFailed) -> str:
 def main(argv: Sequence[str] | None = None, prog: str = "vqajax sweep") -> int:
   parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   parser.add_argument("sweep", help="sweep file, FILE.py[:ARG]")
-  parser.add_argument("--workdir", required=True, help="one subdirectory per point, tables here")
+  parser.add_argument("--workdir", type=files.path_arg, required=True, help="one subdirectory per point, tables here")
   parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                       help="config override for every point (repeatable)")
   parser.add_argument("--points", help="comma-separated names: run and collect only these")

@@ -22,7 +22,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
   parser.add_argument("--annotations", help="VQA v2 annotations file (official format)")
   parser.add_argument("--vizwiz", nargs="+", default=[], metavar="FILE", help="VizWiz-VQA split files")
   parser.add_argument("--groundings", required=True, help="the annotators' groundings (construct.py's docstring)")
-  parser.add_argument("--out", required=True, help="output directory")
+  parser.add_argument("--out", type=files.path_arg, required=True, help="output directory")
   parser.add_argument("--seed", type=int, default=0, help="seed of the VQAv2 70/10/20 split")
   return parser
 

@@ -30,7 +30,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
   command = formats.add_parser("vizwiz", help="VizWiz-VQA train.json / val.json / test.json -> VQA v2 files")
   command.set_defaults(fn=_vizwiz)
   command.add_argument("files", nargs="+", metavar="FILE", help="a VizWiz-VQA split file, e.g. val.json")
-  command.add_argument("--out", required=True, help="output directory")
+  command.add_argument("--out", type=files.path_arg, required=True, help="output directory")
   return parser
 
 

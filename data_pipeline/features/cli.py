@@ -31,7 +31,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
   parser.add_argument("--model", required=True, choices=sorted(models.MODELS))
   parser.add_argument("--weights", help="torchvision state dict (.pth) or its .npz conversion (not for colour_cells)")
   parser.add_argument("--layer", required=True, choices=sorted({l for ls in models.LAYERS.values() for l in ls}))
-  parser.add_argument("--out", required=True, help="the store: .h5 / .hdf5 or .npy (+ .image_ids.npy)")
+  parser.add_argument("--out", type=files.path_arg, required=True, help="the store: .h5 / .hdf5 or .npy (+ .image_ids.npy)")
   parser.add_argument("--preprocess", default="vqa", choices=sorted(images.PREPROCESS))
   parser.add_argument("--batch", type=int, default=32, help="global batch (rounded up to a multiple of the devices)")
   parser.add_argument("--dtype", default="float16", choices=("float16", "float32"))

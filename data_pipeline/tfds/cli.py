@@ -43,8 +43,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
   commands = parser.add_subparsers(dest="command", required=True)
   b = commands.add_parser("build", help="prepare a dataset from the official files in --manual_dir")
   b.add_argument("name", help=f"builder/config, e.g. vqa/v2 (builders: {', '.join(builders.BUILDERS)})")
-  b.add_argument("--manual_dir", required=True, help="the official files, unchanged")
-  b.add_argument("--data_dir", required=True, help="where TFDS datasets are prepared")
+  b.add_argument("--manual_dir", type=files.path_arg, required=True, help="the official files, unchanged")
+  b.add_argument("--data_dir", type=files.path_arg, required=True, help="where TFDS datasets are prepared")
   b.add_argument("--features", default="", help="a FeatureStore to join by image id (optional)")
   return parser
 

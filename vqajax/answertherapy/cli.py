@@ -67,13 +67,13 @@ def _parser(prog: str) -> argparse.ArgumentParser:
   command = commands.add_parser("analyze", help="single vs multiple groundings, Tables 1-3")
   command.set_defaults(fn=analyze)
   command.add_argument("files", nargs="+", metavar="FILE", help="VQA-AnswerTherapy JSON file")
-  command.add_argument("--out", required=True, help="output directory")
+  command.add_argument("--out", type=files.path_arg, required=True, help="output directory")
   command = commands.add_parser("table4", help="Table 4 of classifier and mask runs (single vs multiple "
                                 "from the predicted masks) with the naive baselines")
   command.set_defaults(fn=table4)
   command.add_argument("runs", nargs="+", metavar="[NAME=]WORKDIR",
                        help="a grounding_class or grounding_mask training workdir (evaluated first if needed)")
-  command.add_argument("--out", required=True, help="output directory")
+  command.add_argument("--out", type=files.path_arg, required=True, help="output directory")
   return parser
 
 

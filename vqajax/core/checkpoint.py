@@ -76,6 +76,19 @@ def metric_of(metrics: dict, name: str) -> float | None:
   return float(value) if isinstance(value, (int, float)) else None
 
 
+def orbax_path(directory: str) -> str:
+  """`directory` as orbax takes it: a local path made absolute (a `file://` URL is one), gs:// and
+  s3:// as they are (tensorstore's remote drivers); InputError for a URL orbax cannot use."""
+  if directory.startswith("file://"):
+    directory = directory[len("file://"):]
+  if "://" not in directory:
+    return os.path.abspath(directory)
+  if not directory.startswith(_ORBAX_SCHEMES):
+    raise InputError(f"{directory}: orbax cannot write there; checkpoints go to a local folder, "
+                     f"{' or '.join(_ORBAX_SCHEMES)} (use such a --workdir)")
+  return directory
+
+
 @functools.cache
 def _whole_arrays_per_replica() -> None:
   """Orbax saves without replica slices: CPU devices share one memory, and slicing costs a
@@ -102,12 +115,7 @@ class Checkpointer:
                                            best_fn=rank, best_mode=best_mode,  # kept on disk
                                            enable_async_checkpointing=False,
                                            cleanup_tmp_directories=True)  # left by a kill / Ctrl-C
-    if "://" not in directory:  # orbax wants absolute local paths; gs:// etc. pass through
-      directory = os.path.abspath(directory)
-    elif not directory.startswith(_ORBAX_SCHEMES):  # tensorstore's remote drivers
-      raise InputError(f"{directory}: orbax cannot write there; checkpoints go to a local folder, "
-                       f"{' or '.join(_ORBAX_SCHEMES)} (use such a --workdir)")
-    self.directory = directory
+    self.directory = directory = orbax_path(directory)
     if jax.default_backend() == "cpu":
       _whole_arrays_per_replica()
     self.manager = ocp.CheckpointManager(directory, options=options, item_names=("state", "meta"))
@@ -209,7 +217,7 @@ def step_metric(directory: str, step: int, name: str) -> float | None:
 
 
 def _read_params(directory: str, step: int) -> tuple[Any, dict]:
-  path = os.path.join(directory, str(step))
+  path = os.path.join(orbax_path(directory), str(step))
   meta = load_json(os.path.join(path, "meta", "metadata"))
   checkpointer = ocp.PyTreeCheckpointer()
   tree = ocp.PyTreeCheckpointHandler().metadata(epath.Path(path) / "state").tree["params"]

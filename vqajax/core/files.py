@@ -25,6 +25,7 @@ special files, and an existing folder ("prefix") where a file should go is refus
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -71,6 +72,8 @@ def _inside_protected(real: str) -> str | None:
 def check_output(path: str, folder: bool = False) -> str:
   """The real path to write `path` to (a folder's links followed); InputError when the
   output rule (module docstring) refuses it."""
+  if not path.strip():
+    raise InputError("an empty output path: name one (. for the current folder)")
   if fs.is_url(path):
     return _check_url_output(path, folder)
   real = os.path.realpath(path)
@@ -119,6 +122,14 @@ def _check_url_output(url: str, folder: bool) -> str:
   return url
 
 
+def path_arg(text: str) -> str:
+  """argparse `type` of every path flag: an empty value is refused, not taken as the current
+  folder (a command writes there only when told so by `.`)."""
+  if not text.strip():
+    raise argparse.ArgumentTypeError("expected a path, got an empty one (write . for the current folder)")
+  return text
+
+
 def check_name(name: str, what: str) -> str:
   """`name` (taken from an input file or argument) if it is safe as one path component."""
   if not SAFE_NAME.fullmatch(name) or name in (".", ".."):
@@ -130,6 +141,11 @@ def temp_path(path: str) -> str:
   """A fresh temp name next to `path` (same directory, so os.replace is atomic; a URL too)."""
   head, tail = os.path.split(path)
   return os.path.join(head, f".{tail}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+
+
+def is_temp_name(name: str) -> bool:
+  """A file name `temp_path` makes (left behind only by a killed writer)."""
+  return re.fullmatch(r"\..+\.\d+\.[0-9a-f]{8}\.tmp", name) is not None
 
 
 def _write_temp(path: str, write: Callable[[IO[bytes]], None], fsync: bool) -> str:

@@ -56,6 +56,16 @@ def read_record(workdir: str) -> dict | None:
   return record
 
 
+def check_workdir(workdir: str) -> None:
+  """InputError unless `workdir` is new, empty or a run (it holds run.json, written before
+  anything else): a folder of other files (a user's, an export bundle) is never written into."""
+  if not fs.isdir(workdir) or fs.exists(os.path.join(workdir, RUN_FILE)):
+    return
+  if any(name != LOCK_FILE and not files.is_temp_name(name) for name in fs.listdir(workdir)):
+    raise InputError(f"{workdir}: holds files but no {RUN_FILE}, so it is not a vqajax run: name a new or empty "
+                     "folder as the workdir")
+
+
 def write_run_file(workdir: str, config, sizes: dict, encoders_sha256: str | None = None, finished_step: int | None = None,
                    extractor: dict | None = None) -> None:
   """workdir/run.json: the config of a run, the sizes of its data (its task's `sizes`), its

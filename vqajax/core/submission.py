@@ -18,17 +18,21 @@ from vqajax.core.errors import InputError
 from vqajax.core.task import Predicts
 
 SUBMISSIONS = "submissions"
+RUN_PARTS = ("checkpoints", "results", "run.json", "encoders.json")  # what a submission never touches
 
 
 def write(path: str, tasks: Mapping[str, Any], questions: str, out_dir: str | None = None,
           step: int | None = None, best: bool = False) -> tuple[int, list[str]]:
   """(the step used, the files written) of the predictions for the test file `questions`."""
-  files.protect(questions)
   config = trained.read_config(path, tasks)
   if not isinstance(tasks[config.task], Predicts):
     raise InputError(f"config.task '{config.task}' does not predict test files")
-  if out_dir is None and bundle.is_bundle(path):
-    raise InputError(f"{path}: a bundle is not written into: give --out FOLDER")
+  if bundle.is_bundle(path):
+    if out_dir is None:
+      raise InputError(f"{path}: a bundle is not written into: give --out FOLDER")
+    files.protect(questions, path)
+  else:  # a workdir takes submissions beside its run, never into it
+    files.protect(questions, *(os.path.join(path, name) for name in RUN_PARTS))
   run = trained.open_run(path, tasks, step, best)
   store = run.store if run.encoders.image_shape is not None else None
   test = run.task.read_test(config, run.encoders, store, questions)

@@ -159,9 +159,11 @@ def _train(exp: Experiment, evaluators: list[evaluate.Evaluator], workdir: str) 
   for folder in ("checkpoints", "results"):  # through a link into an input? refused before training
     files.check_output(os.path.join(workdir, folder), folder=True)
   digest = encoders.digest(config.task, data.encoders.tables())
-  if jax.process_index() == 0:
-    run_record.record_encoders(workdir, config.task, data.encoders.tables())
   record = functools.partial(run_record.write_run_file, workdir, config, sizes, digest, extractor=extractor)
+  if jax.process_index() == 0:
+    if run_record.read_record(workdir) is None:
+      record()  # first of all: a folder holding run.json is a run (`run_record.check_workdir`)
+    run_record.record_encoders(workdir, config.task, data.encoders.tables())
   ckpt = runs.checkpointer(workdir, config, task)
   restored = ckpt.restore_latest(exp.initial_state(abstract=True))
   if restored is None:

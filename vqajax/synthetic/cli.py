@@ -20,7 +20,7 @@ import time
 from typing import Sequence
 
 from vqajax.core import config as config_lib
-from vqajax.core import fs
+from vqajax.core import files, fs
 from vqajax.core.errors import InputError, exit_status
 from vqajax.synthetic import folder
 from vqajax.synthetic.answertherapy import raw as synthetic_raw
@@ -70,7 +70,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
   sub = parser.add_subparsers(dest="command", required=True)
   synth = sub.add_parser("synth", help="write the embedded synthetic VQA dataset",
                          description="Write the synthetic VQA dataset in the official file formats.")
-  synth.add_argument("--out", required=True, help="output directory")
+  synth.add_argument("--out", type=files.path_arg, required=True, help="output directory")
   synth.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
   synth.add_argument("--scale", default="tiny", choices=list(synthetic.SCALES),
                      help="dataset size: " + ", ".join(
@@ -79,7 +79,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
   synth.set_defaults(func=_synth)
   therapy = sub.add_parser("therapy", help="write the synthetic VQA-AnswerTherapy dataset",
                            description="Write the synthetic VQA-AnswerTherapy dataset in the released format.")
-  therapy.add_argument("--out", required=True, help="output directory")
+  therapy.add_argument("--out", type=files.path_arg, required=True, help="output directory")
   therapy.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
   therapy.add_argument("--scale", default="tiny", choices=list(synthetic_therapy.SCALES),
                        help="dataset size: " + ", ".join(
@@ -87,7 +87,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
   therapy.set_defaults(func=_therapy)
   raw = sub.add_parser("therapy-raw", help="write a raw input of the AnswerTherapy construction",
                        description="Write raw VQA v2 / VizWiz files and two annotators' groundings.")
-  raw.add_argument("--out", required=True, help="output directory")
+  raw.add_argument("--out", type=files.path_arg, required=True, help="output directory")
   raw.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
   raw.set_defaults(func=_raw)
   return parser

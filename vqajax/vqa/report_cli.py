@@ -131,7 +131,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     command.set_defaults(fn=fn)
     if runs:
       command.add_argument("runs", nargs="+", metavar="RUN", help="[NAME=]PATH")
-    command.add_argument("--out", required=True, help="output directory")
+    command.add_argument("--out", type=files.path_arg, required=True, help="output directory")
     if name != "table2":
       command.add_argument("--annotations", required=name == "humans",
                            help="val annotations JSON (default: from the first run's run.json)")

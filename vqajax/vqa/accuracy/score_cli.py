@@ -25,11 +25,11 @@ def _parse_args(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
   parser.add_argument("--questions", required=True, help="official questions JSON")
   parser.add_argument("--annotations", required=True, help="official annotations JSON")
   parser.add_argument("--results", required=True, help="results JSON [{question_id, answer}]")
-  parser.add_argument("--per-question", metavar="FILE", help="write {question_id: accuracy}")
+  parser.add_argument("--per-question", type=files.path_arg, metavar="FILE", help="write {question_id: accuracy}")
   parser.add_argument(
     "--multiple-choice", action="store_true", help="check every answer is one of its question's multiple_choices"
   )
-  parser.add_argument("--out", metavar="FILE", help="also write the accuracy JSON here")
+  parser.add_argument("--out", type=files.path_arg, metavar="FILE", help="also write the accuracy JSON here")
   parser.add_argument(
     "--no-cache", action="store_true", help="neither read nor write the cache of encoded annotations/questions"
   )
