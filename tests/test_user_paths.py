@@ -1,6 +1,7 @@
 """The paths a user types: relative workdirs for every reader, empty outputs, folders that
 are not runs, and outputs inside a run or a bundle."""
 
+import hashlib
 import json
 import os
 import shutil
@@ -35,7 +36,7 @@ def test_a_relative_workdir_serves_every_reader(tiny_lstm_run, tiny_data, tmp_pa
   image = str(_image_id("workdirs/run"))
   assert cli.main(["export", "--workdir=workdirs/run", "--out=bundle"]) == 0
   assert os.path.isfile("bundle/config.json")
-  assert cli.main(["ask", "--workdir=workdirs/run", "--image-id", image, "--question", "what color is it?"]) == 0
+  assert cli.main(["ask", "--workdir=workdirs/run", "--best", "--image-id", image, "--question", "what color is it?"]) == 0
   assert cli.main(["ask", "--workdir=bundle", "--image-id", image, "--question", "what color is it?"]) == 0
   assert cli.main(["submit", "--workdir=workdirs/run", os.path.join(tiny_data, TEST_DEV)]) == 0
   assert os.listdir("workdirs/run/submissions/test-dev2015")
@@ -111,3 +112,89 @@ def test_a_file_url_workdir_is_the_local_disk(tiny_data, tmp_path, capsys):
   assert cli.main(["train", "--config=experiments/vqa/bow_q.py:runlocal", f"--workdir=file://{workdir}",
                    f"--config.data.dir={tiny_data}", "--config.num_train_steps=2", "--config.eval_every_steps=2"]) == 0
   assert os.listdir(workdir / "checkpoints") == ["2"]
+
+
+def _edited_bundle(source, folder, name, edit):
+  """A copy of the bundle `source` whose file `name` is `edit(value)` (JSON), with every
+  checksum in vqajax.json made to match, as a careful editor would."""
+  shutil.copytree(source, folder)
+  with open(os.path.join(folder, name)) as f:
+    value = edit(json.load(f))
+  with open(os.path.join(folder, name), "w") as f:
+    json.dump(value, f)
+  if name != "vqajax.json":
+    with open(os.path.join(folder, "vqajax.json")) as f:
+      record = json.load(f)
+    with open(os.path.join(folder, name), "rb") as f:
+      record["files"][name] = hashlib.sha256(f.read()).hexdigest()
+    with open(os.path.join(folder, "vqajax.json"), "w") as f:
+      json.dump(record, f)
+  return folder
+
+
+def _set(path, value):
+  def edit(tree):
+    *parents, leaf = path.split(".")
+    node = tree
+    for key in parents:
+      node = node[key]
+    if value is None:
+      del node[leaf]
+    else:
+      node[leaf] = value
+    return tree
+  return edit
+
+
+EDITS = {
+    "mlp_dims changed": ("config.json", _set("model.mlp_dims", [7]), "parameters do not fit the model"),
+    "dropout 5": ("config.json", _set("model.dropout", 5), "config.model.dropout"),
+    "unknown question encoder": ("config.json", _set("model.question", "bogus"), "config.model.question"),
+    "config a list": ("config.json", lambda tree: [tree], "expected the config object"),
+    "no task": ("config.json", _set("task", None), "expected the config object"),
+    "no files": ("vqajax.json", _set("files", None), 'expected "files" to be a dict'),
+    "no step": ("vqajax.json", _set("step", None), 'expected "step" to be a int'),
+    "no encoders": ("vqajax.json", _set("encoders", None), 'expected "encoders" to be a str'),
+    "weights outside": ("vqajax.json", _set("extractor", {"weights": "../../../x.npz"}), "extractor weights"),
+    "a file outside": ("vqajax.json", lambda r: {**r, "files": {**r["files"], "../x": "0" * 64}},
+                       "expected a path inside the bundle"),
+}
+
+
+@pytest.fixture(scope="module")
+def bundle(tiny_lstm_run, tmp_path_factory):
+  """(a bundle of the tiny run, an image id of its store)."""
+  out = str(tmp_path_factory.mktemp("bundle") / "b")
+  assert cli.main(["export", f"--workdir={tiny_lstm_run[0]}", f"--out={out}"]) == 0
+  return out, _image_id(tiny_lstm_run[0])
+
+
+@pytest.mark.parametrize("case", list(EDITS))
+def test_a_bundle_edited_with_matching_checksums_is_one_line(case, bundle, tmp_path, capsys):
+  name, edit, expected = EDITS[case]
+  edited = _edited_bundle(bundle[0], str(tmp_path / "edited"), name, edit)
+  argv = ["ask", f"--workdir={edited}", "--image-id", str(bundle[1]), "--question", "what?"]
+  assert cli.main(argv) == 2
+  assert expected in _last_error(capsys, "vqajax ask")
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+def test_a_bundle_file_that_is_no_regular_file_is_refused_unread(special, bundle, tmp_path, capsys):
+  edited = str(tmp_path / "edited")
+  shutil.copytree(bundle[0], edited)
+  params = os.path.join(edited, "flax_model.msgpack")
+  os.remove(params)
+  if special == "fifo":
+    os.mkfifo(params)
+  else:
+    os.symlink(special, params)
+  assert cli.main(["submit", f"--workdir={edited}", f"--out={tmp_path / 'out'}", "QUESTIONS_UNUSED"]) == 2
+  assert "flax_model.msgpack: not a regular file" in _last_error(capsys, "vqajax submit")
+
+
+def test_score_refuses_a_fifo_for_results(tiny_data, tmp_path, capsys):
+  fifo = str(tmp_path / "results.json")
+  os.mkfifo(fifo)
+  assert cli.main(["score", f"--questions={tiny_data}/v2_OpenEnded_mscoco_val2014_questions.json",
+                   f"--annotations={tiny_data}/v2_mscoco_val2014_annotations.json", f"--results={fifo}"]) == 2
+  assert "results.json: not a regular file" in _last_error(capsys, "vqajax score")

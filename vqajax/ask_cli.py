@@ -48,7 +48,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   runtime.add_compilation_cache_flag(parser)
   parser.add_argument("--workdir", type=files.path_arg, required=True, help="a trained vqa or grounding_mask run")
-  parser.add_argument("--step", type=int, help="the checkpoint step (default: the latest)")
+  cli.add_checkpoint_flags(parser)
   parser.add_argument("--image", action="append", default=[], help="an image file or a folder of them (repeatable)")
   parser.add_argument("--image-id", action="append", default=[], type=int,
                       help="an image id of the run's feature store (repeatable)")
@@ -313,7 +313,7 @@ def _print_groundings(records: list[dict], out: str, as_json: bool) -> None:
 def run(args) -> None:
   if args.top_k < 1:
     raise InputError(f"--top-k {args.top_k}: expected a positive integer")
-  config = trained.read_config(args.workdir, dict.fromkeys(_TASKS))
+  config = trained.read_config(args.workdir, {name: cli.tasks()[name] for name in _TASKS})
   files.protect(args.workdir, *(p for p in (args.questions, args.weights, args.class_workdir) if p), *args.image)
   items = asked(args)
   files.protect(*(item["image"] for item in items if "image" in item))
@@ -321,14 +321,15 @@ def run(args) -> None:
   runtime.use_compilation_cache(args.compilation_cache_dir)
   if config.task == "vqa":
     from vqajax.vqa.ask import Answerer  # pylint: disable=g-import-not-at-top
-    answerer = Answerer.from_workdir(args.workdir, args.step, weights=args.weights)
+    answerer = Answerer.from_workdir(args.workdir, args.step, best=args.best, weights=args.weights)
     _print_answers(answerer, items, answer_all(answerer, items, args.top_k), args.json)
     return
   if not args.out:
     raise InputError("a grounding_mask run writes masks: give --out FOLDER")
   files.check_output(args.out, folder=True)
   from vqajax.answertherapy.ask import Grounder  # pylint: disable=g-import-not-at-top
-  grounder = Grounder.from_workdir(args.workdir, args.step, class_workdir=args.class_workdir, weights=args.weights)
+  grounder = Grounder.from_workdir(args.workdir, args.step, best=args.best, class_workdir=args.class_workdir,
+                                  weights=args.weights)
   _print_groundings(ground_all(grounder, items, args.out), args.out, args.json)
 
 

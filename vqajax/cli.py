@@ -163,10 +163,8 @@ def _resolved_config(verb: str, args, overrides):
 
 def check_config(config):
   """`config` if each field holds what its task's configs declare (before anything is written)."""
-  from vqajax.core import config as config_lib  # pylint: disable=g-import-not-at-top
   from vqajax.core import evals  # pylint: disable=g-import-not-at-top
-  config_lib.check(config, task_of(config).FIELDS)
-  evals.check(config, task_of(config))
+  evals.check_config(config, task_of(config))
   return config
 
 
@@ -266,14 +264,19 @@ def _run_verb(verb: str, argv: Sequence[str]) -> int:
   return exit_status(f"vqajax {verb}", run)
 
 
+def add_checkpoint_flags(parser: argparse.ArgumentParser) -> None:
+  """`--step N | --best` of the verbs that use one checkpoint of a trained run."""
+  which = parser.add_mutually_exclusive_group()
+  which.add_argument("--step", type=int, help="the checkpoint step (default: the latest)")
+  which.add_argument("--best", action="store_true", help="the kept checkpoint with the best config.best_metric")
+
+
 def _trained_parser(verb: str, description: str, out: str) -> argparse.ArgumentParser:
   """The flags of the verbs that use a trained run (a workdir, or a bundle for submit)."""
   parser = argparse.ArgumentParser(prog=f"vqajax {verb}", description=description)
   parser.add_argument("--workdir", type=files.path_arg, required=True, help="the trained run (a workdir" + (
       ", or an export bundle)" if verb == "submit" else ")"))
-  which = parser.add_mutually_exclusive_group()
-  which.add_argument("--step", type=int, help="the checkpoint step (default: the latest)")
-  which.add_argument("--best", action="store_true", help="the kept checkpoint with the best config.best_metric")
+  add_checkpoint_flags(parser)
   parser.add_argument("--out", type=files.path_arg, required=verb == "export", help=out)
   _add_verbosity_flag(parser, "warning")
   runtime.add_compilation_cache_flag(parser)

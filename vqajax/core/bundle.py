@@ -42,15 +42,39 @@ def is_bundle(path: str) -> bool:
   return fs.exists(os.path.join(path, FILE))
 
 
+MAX_FILE_BYTES = 16 * 2**30  # a bundle file larger than this is refused before it is read
+_FIELDS = {"task": str, "step": int, "encoders": str, "files": dict}  # what every reader uses
+
+
 def read_record(path: str) -> dict:
-  record = load_json(os.path.join(path, FILE))
+  """The bundle's `vqajax.json`, checked: its fields, and every file it lists a plain path
+  inside the bundle (shipped extractor weights among them)."""
+  where = os.path.join(path, FILE)
+  record = load_json(where, read_bytes(where, MAX_FILE_BYTES))
   if not isinstance(record, dict) or record.get("format") != FORMAT:
-    raise InputError(f"{os.path.join(path, FILE)}: expected a {FORMAT} record")
+    raise InputError(f"{where}: expected a {FORMAT} record")
+  for field, kind in _FIELDS.items():
+    if not isinstance(record.get(field), kind) or isinstance(record.get(field), bool):
+      raise InputError(f'{where}: expected "{field}" to be a {kind.__name__}, got {record.get(field)!r:.80}')
+  for name, digest in record["files"].items():
+    if not (isinstance(digest, str) and _inside(name)):
+      raise InputError(f"{where}: files: {name!r:.80}: expected a path inside the bundle and its sha256")
+  if not isinstance(record.get("extractor") or {}, dict) or not isinstance(record.get("metrics") or {}, dict):
+    raise InputError(f'{where}: expected "extractor" and "metrics" to be objects')
+  weights = (record.get("extractor") or {}).get("weights")
+  if isinstance(weights, str) and not fs.isabs(weights) and weights not in record["files"]:
+    raise InputError(f"{where}: extractor weights {weights!r:.80}: expected one of the bundle's listed files")
   return record
 
 
+def _inside(name) -> bool:
+  """A relative path that stays inside the bundle (no '..', not absolute, no URL)."""
+  return (isinstance(name, str) and bool(name) and "://" not in name and not os.path.isabs(name)
+          and ".." not in name.replace("\\", "/").split("/"))
+
+
 def _verified(path: str, name: str, files: dict) -> bytes:
-  blob = read_bytes(os.path.join(path, name))
+  blob = read_bytes(os.path.join(path, name), MAX_FILE_BYTES)
   found = hashlib.sha256(blob).hexdigest()
   if found != files.get(name):
     raise InputError(f"{os.path.join(path, name)}: sha256 {found[:12]}... is not the {str(files.get(name))[:12]}... "
@@ -60,7 +84,10 @@ def _verified(path: str, name: str, files: dict) -> bytes:
 
 def read_config(path: str):
   record = read_record(path)
-  config = ml_collections.ConfigDict(load_json(os.path.join(path, CONFIG), _verified(path, CONFIG, record["files"])))
+  value = load_json(os.path.join(path, CONFIG), _verified(path, CONFIG, record["files"]))
+  if not isinstance(value, dict) or value.get("task") != record["task"]:
+    raise InputError(f'{os.path.join(path, CONFIG)}: expected the config object of a {record["task"]} run')
+  config = ml_collections.ConfigDict(value)
   config.lock()
   return config
 

@@ -82,6 +82,13 @@ def best(config, task) -> tuple[str, str]:
   return config.get("best_metric") or f"{DEFAULT}/{task.BEST_METRIC}", config.get("best_mode") or "max"
 
 
+def check_config(config, task) -> None:
+  """InputError naming the first field of `config` that breaks its task's rules (`task.FIELDS`),
+  its evaluations' or its best metric's: every config, given or recorded, before it is used."""
+  config_lib.check(config, task.FIELDS)
+  check(config, task)
+
+
 def check(config, task) -> None:
   """InputError naming the first field of `config.evals` / `config.best_metric` that is not
   one of the task's (before anything is written)."""

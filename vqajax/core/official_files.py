@@ -27,6 +27,8 @@ import io
 import itertools
 import json
 import operator
+import os
+import stat
 from typing import Any, Callable, Collection, Iterator, TypedDict
 
 import msgspec
@@ -93,10 +95,21 @@ def gc_paused() -> Iterator[None]:
       gc.enable()
 
 
-def read_bytes(path: str) -> bytes:
+def read_bytes(path: str, max_bytes: int | None = None) -> bytes:
+  """The bytes of the input file `path`: a regular file (a fifo or a device, which could block
+  or never end, is refused before it is opened) of at most `max_bytes`, if given."""
   try:
+    if not fs.is_url(path):
+      st = os.stat(path)
+      if not stat.S_ISREG(st.st_mode):
+        raise DataFileError(f"{path}: not a regular file (a fifo, device or folder); expected a file")
+      if max_bytes is not None and st.st_size > max_bytes:
+        raise DataFileError(f"{path}: {st.st_size} bytes, more than the {max_bytes} expected")
     with fs.open_file(path, "rb") as f:
-      return f.read()
+      content = f.read() if max_bytes is None else f.read(max_bytes + 1)
+    if max_bytes is not None and len(content) > max_bytes:
+      raise DataFileError(f"{path}: more than the {max_bytes} bytes expected")
+    return content
   except FileNotFoundError:
     raise DataFileError(f"{path}: file not found") from None
   except OSError as e:

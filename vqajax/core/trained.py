@@ -18,6 +18,7 @@ from typing import Any, Mapping
 import jax
 import numpy as np
 from absl import logging
+from flax import errors as flax_errors
 
 from vqajax.core import bundle, checkpoint, encoders, evals, fs, run_record, sharding
 from vqajax.core.errors import InputError
@@ -31,8 +32,12 @@ def read_config(path: str, tasks: Mapping[str, Any]):
   config = bundle.read_config(path) if bundle.is_bundle(path) else run_record.read_config(path)
   if config is None:
     raise InputError(f"{path}: no {run_record.RUN_FILE} (not a vqajax run) and no {bundle.FILE} (not a bundle)")
-  if config.task not in tasks:
-    raise InputError(f"{path}: a {config.task} run; expected a {' or '.join(tasks)} run")
+  if config.get("task") not in tasks:
+    raise InputError(f"{path}: a {config.get('task')} run; expected a {' or '.join(tasks)} run")
+  try:
+    evals.check_config(config, tasks[config.task])
+  except InputError as e:
+    raise InputError(f"{path}: its config: {e}") from None
   return config
 
 
@@ -109,7 +114,11 @@ class Trained:
       batch = {k: v[start:start + size] for k, v in inputs.items()}
       if "image_row" in batch:
         batch["image"] = self.store.read(batch.pop("image_row"))
-      dispatched.append(jitted(self.params, sharding.to_global(batch, self.mesh), *args))
+      try:
+        dispatched.append(jitted(self.params, sharding.to_global(batch, self.mesh), *args))
+      except flax_errors.FlaxError as e:  # parameters of another shape than its config's model
+        raise InputError(f"{self.path}: its parameters do not fit the model its config describes "
+                         f"({str(e).splitlines()[0][:200]})") from None
     return jax.tree.map(lambda *parts: np.concatenate(parts)[:n], *jax.device_get(dispatched))
 
 
