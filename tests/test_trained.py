@@ -16,6 +16,7 @@ import time
 import jax
 import numpy as np
 import pytest
+import yaml
 
 import vqajax
 from experiments.vqa import bow_q_i
@@ -189,7 +190,14 @@ def test_a_bundle_answers_as_its_workdir_anywhere(run, capsys, tmp_path):
   assert record["step"] == 2 and record["task"] == "vqa" and "accuracy/yes/no" in record["metrics"]
   with open(os.path.join(moved, "README.md")) as f:
     card = f.read()
-  assert card.startswith("---\nlibrary_name: vqajax\npipeline_tag: visual-question-answering\n")
+  metadata = yaml.safe_load(card.split("---\n")[1])  # the Hub reads the front matter as YAML
+  assert metadata["library_name"] == "vqajax" and metadata["pipeline_tag"] == "visual-question-answering"
+  (entry,) = metadata["model-index"]
+  (result,) = entry["results"]
+  assert result["task"] == {"type": "visual-question-answering"} and result["dataset"]["split"] == "val"
+  assert {m["type"]: m["value"] for m in result["metrics"]} == {
+      k: round(v, 4) for k, v in record["metrics"].items() if "/" not in k}
+  assert "/" not in result["dataset"]["name"] and os.sep + "tmp" not in card  # no local path in the card
   assert f"| accuracy | {record['metrics']['accuracy']:.2f} |" in card
   workdir_bytes = sum(os.path.getsize(os.path.join(d, n)) for d, _, ns in os.walk(run["workdir"]) for n in ns)
   assert sum(os.path.getsize(os.path.join(moved, n)) for n in names) < workdir_bytes / 2

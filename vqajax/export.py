@@ -12,6 +12,7 @@ import os
 from typing import Any, Mapping
 
 import numpy as np
+import yaml
 
 from vqajax.core import bundle, files, fs, run_record, trained
 from vqajax.core.errors import InputError
@@ -28,31 +29,43 @@ def _metrics_table(metrics: Mapping[str, float]) -> str:
   return f"| metric | value |\n|---|---:|\n{rows}\n"
 
 
-def model_card(saved: trained.Checkpoint, name: str, source: str, with_weights: bool) -> str:
-  """README.md: Hub metadata (YAML) and what a user needs to know and type."""
+_METRIC_NAMES = {"accuracy": "open-ended accuracy", "mc_accuracy": "multiple-choice accuracy"}
+
+
+def _dataset(config) -> dict:
+  """The card's dataset entry: what the run was evaluated on, by name, never a local path."""
+  if config.data.get("synthetic"):
+    return {"type": "vqajax-synthetic", "name": f"vqajax embedded synthetic ({config.data.get('synthetic_scale')})",
+            "split": "val"}
+  val = str(config.data.get("val_questions") or config.data.get("val_files") or "val")
+  return {"type": str(config.data.get("format") or config.task), "name": os.path.basename(val.split(",")[0]),
+          "split": "val"}
+
+
+def card_metadata(saved: trained.Checkpoint, name: str) -> dict:
+  """The card's YAML metadata in the Hugging Face Hub's model-index shape: one result, every
+  top-level val metric in it."""
+  pipeline = _PIPELINE_TAGS.get(saved.config.task, "visual-question-answering")
+  metrics = [{"type": k, "name": _METRIC_NAMES.get(k, k), "value": round(float(v), 4)}
+             for k, v in sorted(saved.metrics.items()) if "/" not in k]
+  result = {"task": {"type": pipeline}, "dataset": _dataset(saved.config), "metrics": metrics}
+  return {"library_name": "vqajax", "pipeline_tag": pipeline, "tags": ["vqajax", "jax", "flax", saved.config.task],
+          "model-index": [{"name": name, "results": [result]}]}
+
+
+def model_card(saved: trained.Checkpoint, name: str, with_weights: bool) -> str:
+  """README.md: Hub metadata (YAML front matter) and what a user needs to know and type."""
   config, task = saved.config, saved.config.task
-  data = "the embedded synthetic dataset" if config.data.get("synthetic") else f"`{config.data.dir}`"
-  metrics = "\n".join(f"      - type: {k}\n        value: {v:.4f}" for k, v in sorted(saved.metrics.items())
-                      if "/" not in k)
+  data = "the embedded synthetic dataset" if config.data.get("synthetic") else f"`{_dataset(config)['name']}`"
   ask = ("vqajax ask --workdir=BUNDLE --image=photo.jpg --question='what color is the bus?'" if task == "vqa" else
          "vqajax ask --workdir=BUNDLE --image=photo.jpg --question='what is it?' --answers red blue --out=masks")
   return f"""---
-library_name: vqajax
-pipeline_tag: {_PIPELINE_TAGS.get(task, "visual-question-answering")}
-tags: [vqajax, jax, flax, {task}]
-model-index:
-  - name: {name}
-    results:
-      - task: {{type: {_PIPELINE_TAGS.get(task, "visual-question-answering")}}}
-        dataset: {{name: "{config.data.get("dir") or "embedded synthetic"}", type: {config.data.get("format", task)}}}
-        metrics:
-{metrics or "      []"}
----
+{yaml.safe_dump(card_metadata(saved, name), sort_keys=False)}---
 
 # {name}
 
-A vqajax `{task}` model (`config.model`: see `config.json`), exported from `{source}` at step
-{saved.step}. Trained on {data}; the files it read are named in `config.json` (`data`).
+A vqajax `{task}` model (`config.model`: see `config.json`), exported at step {saved.step}.
+Trained on {data}; the files it read are named in `config.json` (`data`).
 
 ## Val metrics at step {saved.step}
 
@@ -99,7 +112,7 @@ def export(path: str, tasks: Mapping[str, Any], out: str, step: int | None = Non
                        "there are no weights to ship; export without --with-weights")
     extractor, weights = _weights(extractor)
   name = os.path.basename(os.path.normpath(path)) or saved.config.name
-  card = model_card(saved, f"{saved.config.name} ({name})", path, with_weights)
+  card = model_card(saved, f"{saved.config.name} ({name})", with_weights)
   return bundle.write(out, task=saved.config.task, config=saved.config, tables=saved.tables, params=saved.params,
                       step=saved.step, metrics=saved.metrics, sizes=saved.record.get("data", {}),
                       extractor=extractor, card=card, weights=weights)
