@@ -11,6 +11,9 @@ import pytest
 import vqajax
 from tests.digests import digests
 from vqajax import cli, demo
+from vqajax.core import bundle as bundle_lib
+from vqajax.core import files as files_lib
+from vqajax.core.errors import InputError
 from vqajax.vqa.ask import Answerer
 
 TEST_DEV = "v2_OpenEnded_mscoco_test-dev2015_questions.json"
@@ -198,3 +201,27 @@ def test_score_refuses_a_fifo_for_results(tiny_data, tmp_path, capsys):
   assert cli.main(["score", f"--questions={tiny_data}/v2_OpenEnded_mscoco_val2014_questions.json",
                    f"--annotations={tiny_data}/v2_mscoco_val2014_annotations.json", f"--results={fifo}"]) == 2
   assert "results.json: not a regular file" in _last_error(capsys, "vqajax score")
+
+
+def test_a_bundle_appears_whole_and_once(tmp_path, monkeypatch):
+  out = str(tmp_path / "out")
+  bundle_lib._write_folder(out, {"a.json": b"1", "sub/b.bin": b"2"})
+  with pytest.raises(InputError, match="another command may have written it meanwhile"):  # the second of two
+    bundle_lib._write_folder(out, {"a.json": b"other"})
+  assert digests(out) == digests_of({"a.json": b"1", "sub/b.bin": b"2"}) and os.listdir(tmp_path) == ["out"]
+  empty = tmp_path / "empty"
+  empty.mkdir()
+  bundle_lib._write_folder(str(empty), {"a.json": b"1"})  # an empty folder named as --out is filled
+  assert os.listdir(empty) == ["a.json"]
+
+  def full_disk(path, write, fsync):
+    raise InputError(f"{path}: cannot write: No space left on device")
+
+  monkeypatch.setattr(files_lib, "_write_temp", full_disk)
+  with pytest.raises(InputError, match="No space left"):
+    bundle_lib._write_folder(str(tmp_path / "full"), {"a.json": b"1"})
+  assert sorted(os.listdir(tmp_path)) == ["empty", "out"]  # nothing half-written, no empty folder
+
+
+def digests_of(blobs):
+  return {name: hashlib.sha256(blob).hexdigest() for name, blob in blobs.items()}

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 
 import jax
 import ml_collections
@@ -28,7 +29,7 @@ from flax import serialization
 
 from vqajax.core import encoders, fs
 from vqajax.core.errors import InputError
-from vqajax.core.files import write_atomic_many
+from vqajax.core.files import temp_path, write_atomic_many
 from vqajax.core.official_files import load_json, read_bytes
 
 FILE = "vqajax.json"
@@ -120,9 +121,28 @@ def write(out: str, *, task: str, config, tables: dict, params, step: int, metri
   record = {"format": FORMAT, "task": task, "step": step, "metrics": metrics, "data": sizes,
             "extractor": extractor, "encoders": hashlib.sha256(files[encoders.FILE]).hexdigest(),
             "files": {name: hashlib.sha256(blob).hexdigest() for name, blob in files.items()}}
-  outputs = {os.path.join(out, name): blob for name, blob in {**files, FILE: _json(record)}.items()}
-  write_atomic_many(outputs, make_dirs=True)
-  return list(outputs)
+  blobs = {**files, FILE: _json(record)}
+  if fs.is_url(out):  # buckets rename nothing atomically: each file appears whole
+    write_atomic_many({os.path.join(out, name): blob for name, blob in blobs.items()}, make_dirs=True)
+  else:
+    _write_folder(out, blobs)
+  return [os.path.join(out, name) for name in blobs]
+
+
+def _write_folder(out: str, blobs: dict[str, bytes]) -> None:
+  """The bundle written in a temporary folder beside `out`, then renamed to it: it appears
+  whole or not at all (a full disk leaves nothing), and of two commands writing the same new
+  `out` one fails (a folder is renamed only over an empty one)."""
+  real = os.path.realpath(out)  # a link to an empty folder: the folder
+  temp = temp_path(real)
+  try:
+    write_atomic_many({os.path.join(temp, name): blob for name, blob in blobs.items()}, make_dirs=True)
+    os.rename(temp, real)
+  except OSError as e:
+    raise InputError(f"--out {out}: cannot write the bundle there ({e.strerror}); another command may have "
+                     "written it meanwhile") from None
+  finally:
+    shutil.rmtree(temp, ignore_errors=True)
 
 
 def _json(obj) -> bytes:
