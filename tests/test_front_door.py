@@ -450,3 +450,17 @@ def test_the_output_rule_for_the_preparing_verbs(verb, tiny_data, tmp_path, caps
   assert cli.main(argv) == 2
   assert "an input of this command" in _error_line(capsys, f"vqajax {verb}")
   assert digests(data) == before
+
+
+@pytest.mark.parametrize("config, override, expected", [
+    ("transformer_q_norm_i", "model.transformer.heads=3", "heads: expected a divisor of config.model.transformer.width (32)"),
+    ("transformer_q_norm_i", "model.transformer.width=2147483647", "width: expected a positive integer <= 8192"),
+    ("transformer_q_norm_i", "model.transformer.width=1000000", "width: expected a positive integer <= 8192"),
+    ("transformer_q_norm_i", "model.transformer.positions=1", "positions: expected at least config.data.max_question_len"),
+    ("transformer_q_norm_i", "model.transformer.layers=100000", "layers: expected a positive integer <= 64"),
+    ("bow_q", "model.question=transformer", "expected a config.model.transformer group"),
+])
+def test_the_transformer_rules_hold_for_print_config_too(config, override, expected, tiny_data, tmp_path, capsys):
+  assert cli.main(["train", f"--config={ROOT}/experiments/vqa/{config}.py:runlocal", f"--workdir={tmp_path / 'w'}",
+                   f"--config.data.dir={tiny_data}", f"--config.{override}", "--print-config"]) == 2
+  assert expected in _error_line(capsys, "vqajax train") and not os.path.exists(tmp_path / "w")

@@ -223,10 +223,28 @@ TRAINING = {
 
 # The settings of the Transformer question encoder (nn/question.py), in either paper's config.
 TRANSFORMER = {
-    "model.transformer.width": integer(), "model.transformer.layers": integer(),
-    "model.transformer.heads": integer(), "model.transformer.dropout": number(0, 1, hi_open=True),
-    "model.transformer.positions": integer(),
+    "model.transformer.width": integer(1, 8192), "model.transformer.layers": integer(1, 64),
+    "model.transformer.heads": integer(1, 128), "model.transformer.dropout": number(0, 1, hi_open=True),
+    "model.transformer.positions": integer(1, 4096),
 }
+
+
+def check_question_encoder(config: ml_collections.ConfigDict) -> None:
+  """The rules across fields of the question encoder `config.model.question` names: its group
+  is there, the Transformer's heads divide its width and it has a position for every word."""
+  if config.get("model", {}).get("question") != "transformer":
+    return
+  t = config.model.get("transformer")
+  if not isinstance(t, ml_collections.ConfigDict):
+    raise InputError("config.model.question 'transformer': expected a config.model.transformer group (width, "
+                     "layers, heads, dropout, positions), as experiments/vqa/transformer_q_norm_i.py sets")
+  if t.width % t.heads:
+    raise InputError(f"config.model.transformer.heads: expected a divisor of config.model.transformer.width "
+                     f"({t.width}), got {t.heads}")
+  words = config.data.get("max_question_len", 0)
+  if t.positions < words:
+    raise InputError(f"config.model.transformer.positions: expected at least config.data.max_question_len "
+                     f"({words}), got {t.positions}")
 
 
 def leaves(config: ml_collections.ConfigDict, prefix: str = "") -> dict[str, Any]:

@@ -86,6 +86,7 @@ def check_config(config, task) -> None:
   """InputError naming the first field of `config` that breaks its task's rules (`task.FIELDS`),
   its evaluations' or its best metric's: every config, given or recorded, before it is used."""
   config_lib.check(config, task.FIELDS)
+  config_lib.check_question_encoder(config)
   check(config, task)
 
 
