@@ -294,4 +294,5 @@ def read_tokenizer(folder: str, max_length: int = 40) -> Tokenizer:
 
 def pretrained(folder: str, model: ViltClassifier | ViltMask, *, head: bool = True, seed: int = 0) -> Loaded:
   """`model`'s parameters initialised from `seed`, then `init_from(folder, ..., head=head)`."""
-  return init_from(folder, model.init(jax.random.key(seed), **example_inputs(model.config))["params"], head=head)
+  params = jax.jit(model.init)(jax.random.key(seed), **example_inputs(model.config))["params"]
+  return init_from(folder, params, head=head)
