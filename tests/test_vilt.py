@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -86,6 +87,11 @@ def _copy(folder: str, tmp_path, tensors: dict | None = None, **config) -> str:
   return out
 
 
+def _shapes(model) -> dict:
+  """The shapes of `model`'s parameters (all that a refusal reads), without computing them."""
+  return jax.eval_shape(model.init, jax.random.key(0), **vilt.example_inputs(model.config))["params"]
+
+
 def test_config_is_read_as_written(checkpoint):
   config = vilt_hub.read_config(checkpoint[0])
   expected = {**vilt_reference.CONFIG, "vocab_size": len(vilt_reference.vocabulary()), "layer_norm_eps": 1e-12,
@@ -145,15 +151,16 @@ def test_tokenizer_equals_hf(checkpoint, tmp_path):
 
 def test_folders_that_are_not_vilt_checkpoints_are_refused(checkpoint, tmp_path):
   folder = checkpoint[0]
-  with pytest.raises(InputError, match=f"{tmp_path}: not a ViLT checkpoint folder \\(no config.json\\)"):
+  with pytest.raises(InputError, match=re.escape(f"{tmp_path}: not a ViLT checkpoint folder (no config.json)")):
     vilt_hub.read_config(str(tmp_path))
   bert = _copy(folder, tmp_path, model_type="bert")
-  with pytest.raises(InputError, match=f"{bert}/config.json: not a ViLT checkpoint \\(model_type 'bert'"):
+  with pytest.raises(InputError, match=re.escape(f"{bert}/config.json: not a ViLT checkpoint (model_type 'bert'")):
     vilt_hub.read_config(bert)
   os.rename(os.path.join(bert, "model.safetensors"), os.path.join(bert, "pytorch_model.bin"))
   with open(os.path.join(bert, "config.json"), "w") as f:
     json.dump({"model_type": "vilt", "architectures": ["ViltForQuestionAnswering"]}, f)
-  with pytest.raises(InputError, match=f"{bert}: has pytorch_model.bin only; convert it .*ViltForQuestionAnswering"):
+  converting = re.escape(f"{bert}: has pytorch_model.bin only; convert it to model.safetensors once: ")
+  with pytest.raises(InputError, match=converting + ".*transformers.ViltForQuestionAnswering.from_pretrained"):
     vilt_hub.read_tensors(bert)
   with pytest.raises(InputError, match="field hidden_size is '32'; expected int"):
     vilt_hub.read_config(_copy(folder, tmp_path / "b", hidden_size="32"))
@@ -162,21 +169,21 @@ def test_folders_that_are_not_vilt_checkpoints_are_refused(checkpoint, tmp_path)
 def test_a_tensor_of_another_shape_is_refused_naming_it(checkpoint):
   folder = checkpoint[0]
   config = dataclasses.replace(vilt_hub.read_config(folder), intermediate_size=40)
-  with pytest.raises(InputError, match=f"{folder}/model.safetensors: tensor vilt.encoder.layer.0.intermediate.dense"
-                     r".weight has shape \(37, 32\); the model expects \(40, 32\)"):
-    vilt_hub.pretrained(folder, vilt.ViltClassifier(config, LABELS))
+  with pytest.raises(InputError, match=re.escape(f"{folder}/model.safetensors: tensor vilt.encoder.layer.0.intermediate"
+                                                 ".dense.weight has shape (37, 32); the model expects (40, 32)")):
+    vilt_hub.init_from(folder, _shapes(vilt.ViltClassifier(config, LABELS)))
 
 
 def test_unexpected_and_missing_tensors_are_refused(checkpoint, tmp_path):
   folder = checkpoint[0]
   tensors = safetensors_numpy.load_file(os.path.join(folder, "model.safetensors"))
-  model = vilt.ViltClassifier(vilt_hub.read_config(folder), LABELS)
+  shapes = _shapes(vilt.ViltClassifier(vilt_hub.read_config(folder), LABELS))
   extra = _copy(folder, tmp_path / "extra", {**tensors, "vilt.encoder.layer.2.output.dense.bias": np.zeros(32, "f4")})
   with pytest.raises(InputError, match="1 tensors that no ViLT model here has \\(vilt.encoder.layer.2.output"):
-    vilt_hub.pretrained(extra, model)
+    vilt_hub.init_from(extra, shapes)
   del tensors["vilt.pooler.dense.bias"]
   with pytest.raises(InputError, match="1 backbone tensors missing \\(vilt.pooler.dense.bias\\)"):
-    vilt_hub.pretrained(_copy(folder, tmp_path / "missing", tensors), model)
+    vilt_hub.init_from(_copy(folder, tmp_path / "missing", tensors), shapes)
 
 
 def test_heads_the_checkpoint_lacks_are_initialised_and_reported(checkpoint, tmp_path):
@@ -227,31 +234,32 @@ def test_init_from_gives_exactly_the_checkpoints_parameters(checkpoint):
 
 
 def test_mask_head_maps_each_patch_token_to_slot_logits(checkpoint, classifier):
+  reference = checkpoint[1]
   config, _, loaded = classifier
-  inputs = _inputs(checkpoint[1], 1)  # a 5 x 7 patch grid
-  model = vilt.ViltMask(config, 3, (5, 7))
-  params = {"vilt": loaded.params["vilt"], "mask_head": {"kernel": np.linspace(-1, 1, 96, dtype="f4").reshape(32, 3),
-                                                         "bias": np.array([0.5, -1, 2], "f4")}}
-  logits = model.apply({"params": params}, **inputs)
-  patches = vilt.Vilt(config).apply({"params": params["vilt"]}, **inputs).patches
-  head = params["mask_head"]
-  hand = np.einsum("bhwd,ds->bshw", np.asarray(patches), np.asarray(head["kernel"])) + np.asarray(
-      head["bias"])[:, None, None]
-  np.testing.assert_allclose(logits, hand, atol=1e-5)
-  assert vilt.ViltMask(config, 3, (20, 28)).apply({"params": params}, **inputs).shape == (4, 3, 20, 28)
+  inputs = _inputs(reference, 1)  # a 5 x 7 patch grid
+  kernel, bias = np.linspace(-1, 1, 96, dtype="f4").reshape(32, 3), np.array([0.5, -1, 2], "f4")
+  params = {"vilt": loaded.params["vilt"], "mask_head": {"kernel": kernel, "bias": bias}}
+  grid, larger = jax.jit(lambda p, x: [vilt.ViltMask(config, 3, size).apply({"params": p}, **x)
+                                       for size in ((5, 7), (20, 28))])(params, inputs)
+  assert grid.shape == (4, 3, 5, 7) and larger.shape == (4, 3, 20, 28)
+  index = reference["1/patch_index"]  # HF's patch tokens, where they are in the grid
+  hand = reference["1/states"][:, 17:] @ kernel + bias
+  np.testing.assert_allclose(np.asarray(grid)[np.arange(4)[:, None], :, index[..., 0], index[..., 1]], hand, atol=1e-4)
 
 
 def test_bfloat16_matmuls_and_dropout(checkpoint, classifier):
   reference = checkpoint[1]
   config, _, loaded = classifier
   inputs = _inputs(reference, 0)
-  params = loaded.params
-  half = jax.jit(lambda p, x: vilt.ViltClassifier(config, LABELS, jnp.bfloat16).apply({"params": p}, **x))(
-      params, inputs)
+
+  @jax.jit
+  def half_and_dropped(key):
+    half = vilt.ViltClassifier(config, LABELS, jnp.bfloat16).apply({"params": loaded.params}, **inputs)
+    return half, vilt.ViltClassifier(config, LABELS).apply({"params": loaded.params}, **inputs, train=True,
+                                                            rngs={"dropout": key})
+
+  half, dropped = half_and_dropped(jax.random.key(0))
   assert half.dtype == jnp.float32
   np.testing.assert_allclose(half, reference["0/logits"], atol=0.15 * np.abs(reference["0/logits"]).max())
-  train = lambda key: vilt.ViltClassifier(config, LABELS).apply({"params": params}, **inputs, train=True,
-                                                                rngs={"dropout": key})
-  dropped = train(jax.random.key(0))
-  np.testing.assert_array_equal(dropped, train(jax.random.key(0)))
+  np.testing.assert_array_equal(dropped, half_and_dropped(jax.random.key(0))[1])
   assert np.abs(dropped - reference["0/logits"]).max() > 1e-3  # the config's 0.1 dropout acts in training

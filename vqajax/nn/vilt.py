@@ -15,15 +15,15 @@ text is `input_ids` / `attention_mask` / `token_type_ids` [B, T] of a fixed leng
 of the grid is a token, in row-major order after the image's CLS token; padded patches are
 masked out of attention, so shapes are static.
 
-HF's `visual_embed` also samples patches: with `max_image_length` = -1 (the released VQA
-checkpoint's setting) it keeps every valid patch and only shuffles them and draws masked
-padding patches, which changes no output (the pooled output and each patch token's state are
-equal, up to the order of the patch tokens, which this module keeps in grid order). With a
-positive `max_image_length` below an image's valid patch count, HF draws that many valid
-patches at random in every forward pass, in training and inference alike (ViLT pre-trained so
-with 200 patches of images up to 384 x 640). This module never samples: it keeps every patch, so
-it equals HF whenever HF keeps them all (`max_image_length` -1 or at least the grid's patches,
-e.g. 144 of a 384 x 384 image against 200), and is deterministic otherwise.
+HF's `visual_embed` also samples patches. With `max_image_length` -1 (HF's default) it keeps
+every valid patch, only shuffling them and drawing masked padding patches, which changes no
+output: the pooled output and each patch token's state are equal to this module's (whose
+patch tokens stay in grid order). With a positive `max_image_length` below an image's valid
+patch count, HF draws that many valid patches at random in every forward pass, in training
+and inference alike (ViLT's pre-training thins long images so). This module never samples:
+it keeps every patch, so it equals HF whenever HF keeps them all (`max_image_length` -1, or at
+least the valid patches, e.g. 200 against a 384 x 384 image's 144), and is deterministic
+otherwise.
 """
 
 from __future__ import annotations
@@ -119,7 +119,8 @@ class _TextEmbeddings(nn.Module):
   def __call__(self, input_ids, token_type_ids, deterministic: bool):
     c, init = self.config, nn.initializers.normal(0.02)
     x = nn.Embed(c.vocab_size, c.hidden_size, embedding_init=init, name="word_embeddings")(input_ids)
-    x = x + nn.Embed(c.type_vocab_size, c.hidden_size, embedding_init=init, name="token_type_embeddings")(token_type_ids)
+    types = nn.Embed(c.type_vocab_size, c.hidden_size, embedding_init=init, name="token_type_embeddings")
+    x = x + types(token_type_ids)
     positions = self.param("position_embeddings", init, (c.max_position_embeddings, c.hidden_size))
     x = nn.LayerNorm(c.layer_norm_eps, name="layer_norm")(x + positions[:input_ids.shape[1]])
     return nn.Dropout(c.hidden_dropout_prob)(x, deterministic)

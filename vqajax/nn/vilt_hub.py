@@ -191,8 +191,8 @@ def _listed(names: Sequence[str], limit: int = 4) -> str:
 
 
 def init_from(folder: str, params: Mapping, *, head: bool = True) -> Loaded:
-  """`params` (a `ViltClassifier` / `ViltMask` / `Vilt`-under-"vilt" parameter tree, freshly
-  initialised) with every tensor of the checkpoint in `folder` put in its place.
+  """`params` (of a `ViltClassifier` or `ViltMask`, freshly initialised) with every tensor of
+  the checkpoint in `folder` put in its place.
 
   The backbone must be complete; a head the checkpoint lacks (or every head with `head=False`,
   to fine-tune a VQA checkpoint for other labels) keeps its initial values and is named in
@@ -200,6 +200,8 @@ def init_from(folder: str, params: Mapping, *, head: bool = True) -> Loaded:
   `head=False` or for a model without one) are named in `unused`; a tensor no ViLT model has,
   or one whose shape differs from the model's, is an InputError naming it.
   """
+  if "vilt" not in params:
+    raise ValueError("init_from takes a ViltClassifier's or ViltMask's parameters (the backbone under 'vilt')")
   read_config(folder)
   tensors = read_tensors(folder)
   if not any(name.startswith("vilt.") for name in tensors):  # a ViltModel checkpoint
