@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
-import torch  # noqa: E402  (before anything that may load TensorFlow: this script loads none)
+import torch  # noqa: E402
 import transformers  # noqa: E402
 from bench_train import matmul_peak, pin_threads  # noqa: E402
 from jax_vqa import timed  # noqa: E402
