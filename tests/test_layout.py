@@ -1,6 +1,7 @@
 """The import rules of the layout (DESIGN.md): folders never import upward or sideways.
 
-  core/, nn/       no paper package, no synthetic/, no features, no front door
+  core/, nn/       no paper package, no synthetic/, no features, no front door; nn/ no core/ but
+                   core/errors (a Hub folder's reader, nn/vilt_hub.py, raises InputError)
   vqa/ and answertherapy/   stand side by side: neither imports the other
   synthetic/       imported only by the command that writes the embedded datasets (and tests)
   demo.py          the web demo sees both papers, so it sits beside cli.py, the only module that
@@ -51,10 +52,13 @@ def _within(name, package):
   return name == package or name.startswith(package + ".")
 
 
-def _violations(importer, forbidden, exempt=()):
+def _violations(importer, forbidden, exempt=(), allowed=()):
   return sorted(f"{module} imports {name}" for module, names in MODULES.items()
                 if _within(module, importer) and module not in exempt for name in names
-                if any(_within(name, f) for f in forbidden))
+                if any(_within(name, f) for f in forbidden) and not any(_within(name, a) for a in allowed))
+
+
+ALLOWED = {"vqajax.nn": ("vqajax.core.errors",)}  # importer -> the modules of a forbidden folder it may import
 
 
 @pytest.mark.parametrize("importer, forbidden", [
@@ -69,7 +73,7 @@ def _violations(importer, forbidden, exempt=()):
     *((f"data_pipeline.{p}", tuple(f"data_pipeline.{o}" for o in PIPELINES if o != p)) for p in PIPELINES),
 ])
 def test_no_module_imports_upward_or_sideways(importer, forbidden):
-  assert _violations(importer, forbidden) == []
+  assert _violations(importer, forbidden, allowed=ALLOWED.get(importer, ())) == []
 
 
 def test_of_vqajax_only_the_front_door_imports_data_pipeline():
