@@ -277,12 +277,23 @@ def test_a_full_disk_while_saving_is_one_line_and_not_finished(tiny_data, tmp_pa
   monkeypatch.setattr(ocp.CheckpointManager, "save", full)
   workdir = str(tmp_path / "w")
   assert cli.main(["train", f"--config={CONFIG}", f"--workdir={workdir}", f"--config.data.dir={tiny_data}",
-                   *STEPS]) == 2
-  line = _error_line(capsys, "vqajax train")
-  assert "cannot save the checkpoint of step 2 (RESOURCE_EXHAUSTED" in line and "rerun to resume" in line
+                   *STEPS]) == 3  # the input was fine: the run cannot go on
+  err = capsys.readouterr().err.strip().splitlines()
+  assert err[-1].startswith("vqajax train: failed: ") and not any("Traceback" in line for line in err), err
+  assert "cannot save the checkpoint of step 2 (RESOURCE_EXHAUSTED" in err[-1] and "rerun to resume" in err[-1]
   with open(os.path.join(workdir, "run.json")) as f:
     assert "finished_step" not in json.load(f)  # results were written, the checkpoint was not
   assert not os.path.exists(os.path.join(workdir, "lock"))
+
+
+def test_eval_without_checkpoints_is_one_line_and_creates_nothing(tiny_lstm_run, tmp_path, capsys):
+  workdir = tmp_path / "run"
+  workdir.mkdir()
+  for name in ("run.json", "encoders.json"):
+    shutil.copy(os.path.join(tiny_lstm_run[0], name), workdir / name)
+  assert cli.main(["eval", f"--workdir={workdir}"]) == 2
+  assert "no checkpoints to evaluate" in _error_line(capsys, "vqajax eval")
+  assert sorted(os.listdir(workdir)) == ["encoders.json", "run.json"]  # no checkpoints/ left by orbax
 
 
 def test_eval_all_skips_a_damaged_checkpoint_and_names_it(tiny_lstm_run_copy):

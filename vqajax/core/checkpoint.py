@@ -134,7 +134,7 @@ class Checkpointer:
     except (OSError, ValueError) as e:  # tensorstore reports a full disk as ValueError(RESOURCE_EXHAUSTED)
       if "://" not in self.directory:
         shutil.rmtree(os.path.join(self.directory, f"{step}.orbax-checkpoint-tmp"), ignore_errors=True)
-      raise InputError(f"{self.directory}: cannot save the checkpoint of step {step} "
+      raise RunFailed(f"{self.directory}: cannot save the checkpoint of step {step} "
                        f"({str(e).splitlines()[0][:300]}); free space and rerun to resume") from None
 
   def steps(self) -> list[int]:

@@ -4,6 +4,7 @@ the evaluations of `config.evals` (`core/evals.py`) and `vqajax eval`."""
 from __future__ import annotations
 
 import functools
+import os
 import time
 
 import jax
@@ -11,7 +12,7 @@ import numpy as np
 from absl import logging
 from jax.experimental import multihost_utils
 
-from vqajax.core import device_features, evals, pipeline, run_record, runs, sharding
+from vqajax.core import checkpoint, device_features, evals, pipeline, run_record, runs, sharding
 from vqajax.core.errors import InputError
 from vqajax.core.experiment import Experiment
 from vqajax.core.task import Task
@@ -104,8 +105,7 @@ def evaluate_checkpoints(task: Task, config, workdir: str, step: int | None = No
 
 
 def _evaluate(task: Task, config, workdir: str, step: int | None, every: bool) -> dict:
-  ckpt = runs.checkpointer(workdir, config, task)
-  saved = ckpt.steps()
+  saved = checkpoint.complete_steps(os.path.join(workdir, "checkpoints"))  # before orbax creates anything
   if not saved:
     raise InputError(f"{workdir}: no checkpoints to evaluate")
   if step is not None and step not in saved:
@@ -117,18 +117,21 @@ def _evaluate(task: Task, config, workdir: str, step: int | None, every: bool) -
     run_record.record_encoders(workdir, config.task, exp.data.encoders.tables())  # a run older than them
   evaluations = evaluators(exp)
   target = exp.initial_state(abstract=True)
+  ckpt = runs.checkpointer(workdir, config, task)
   results, failures = {}, []
-  for s in steps:
-    try:
-      state, _ = ckpt.restore(s, target)
-    except Exception as e:  # pylint: disable=broad-except  # orbax / tensorstore: many kinds
-      failures.append(f"step {s}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
-      logging.warning("checkpoint at step %d cannot be restored, skipped (%s)", s, failures[-1])
-      continue
-    results[s] = run_all(evaluations, state.params, s, workdir)
-    for e in evaluations:
-      logging.info("step %d: %s results in %s", s, e.spec.name, e.spec.results_dir(workdir, s))
-  ckpt.close()
+  try:
+    for s in steps:
+      try:
+        state, _ = ckpt.restore(s, target)
+      except Exception as e:  # pylint: disable=broad-except  # orbax / tensorstore: many kinds
+        failures.append(f"step {s}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
+        logging.warning("checkpoint at step %d cannot be restored, skipped (%s)", s, failures[-1])
+        continue
+      results[s] = run_all(evaluations, state.params, s, workdir)
+      for e in evaluations:
+        logging.info("step %d: %s results in %s", s, e.spec.name, e.spec.results_dir(workdir, s))
+  finally:
+    ckpt.close()
   if not results:
     raise InputError(f"{workdir}: no checkpoint can be restored with this config ({'; '.join(failures)}); "
                      "without --config, eval uses the run's own (run.json)")
