@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from vqajax import cli as front_door
 from vqajax.core.errors import InputError
 from vqajax.features.recorded import Extractor
 from vqajax.features.store import FeatureStore
@@ -423,9 +424,13 @@ def test_shares_types_and_vocabulary(data):
 
 def test_cli_synth(tmp_path, capsys):
   out = str(tmp_path / "cli")
-  assert cli.main(["synth", "--out", out, "--scale", "tiny", "--seed", "2"]) == 0
-  text = capsys.readouterr().out
+  assert front_door.main(["data", "synth", "--out", out, "--scale", "tiny", "--seed", "2"]) == 0
+  printed = capsys.readouterr()
+  text = printed.out
   assert "train: 120 images, 360 questions" in text and "val: 60 images, 180 questions" in text
+  pictures = synthetic.read_manifest(out)["counts"]["feature_rows"]
+  for phase in ("pictures drawn", "features extracted"):  # progress with a count and an ETA, to the last one
+    assert re.search(rf"{phase}: {pictures} / {pictures} images, [\d.]+ images/s, ETA 00:00:00", printed.err)
   assert "yes/no" in text and out in text
   assert synthetic.read_manifest(out)["seed"] == 2
   with pytest.raises(SystemExit):

@@ -19,6 +19,8 @@ import os
 import time
 from typing import Sequence
 
+from absl import logging
+
 from vqajax.core import config as config_lib
 from vqajax.core import files, fs
 from vqajax.core.errors import InputError, exit_status
@@ -95,6 +97,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, prog: str = "vqajax data") -> int:
   args = build_parser(prog).parse_args(argv)
+  logging.set_verbosity(logging.INFO)  # minutes of drawing and extracting: their progress lines
 
   def run() -> int | None:
     config_lib.check_value("--seed", args.seed, config_lib.TRAINING["seed"])  # the runs' own seed

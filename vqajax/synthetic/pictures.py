@@ -21,6 +21,7 @@ from typing import Callable, TypeVar
 
 import jax
 import numpy as np
+from absl import logging
 from PIL import Image, ImageDraw, ImageFont
 
 from vqajax.features import forward, models, recorded
@@ -111,9 +112,16 @@ def write(draw: Callable[[T], Image.Image], things: list[T], paths: list[str]) -
     os.makedirs(os.path.dirname(path), exist_ok=True)
     draw(thing).save(path, "JPEG", quality=92, subsampling=0)
 
+  progress = _progress(len(things), "pictures drawn")
   with futures.ThreadPoolExecutor(os.cpu_count()) as pool:
     for done in [pool.submit(save, thing, path) for thing, path in zip(things, paths)]:
       done.result()
+      progress.add(1)
+
+
+def _progress(total: int, what: str) -> forward.Progress:
+  """About ten progress lines (count, rate, ETA) over `total` images."""
+  return forward.Progress(total, max(64, total // 10), 0, lambda line: logging.info("%s: %s", what, line))
 
 
 def extract_stores(paths: list[str], keys: np.ndarray, stores: dict[str, str], batch: int = 64) -> None:
@@ -122,9 +130,11 @@ def extract_stores(paths: list[str], keys: np.ndarray, stores: dict[str, str], b
   store's folder, the extractor's settings, with no weights file)."""
   forwards = {layer: forward.Forward(models.MODELS["colour_cells"](layer=layer), {}, batch) for layer in stores}
   rows: dict[str, list[np.ndarray]] = {layer: [] for layer in stores}
+  progress = _progress(len(paths), "features extracted")
   for n, inputs in forward.input_batches(paths, batch, "vqa", IMAGE_SIZE):
     for layer, apply in forwards.items():
       rows[layer].append(np.asarray(jax.device_get(apply(inputs)))[:n].astype(np.float16))
+    progress.add(n)
   for layer, store in stores.items():
     settings = recorded.settings("colour_cells", layer, "vqa", IMAGE_SIZE, "float16", None)
     folder = os.path.dirname(store)
