@@ -1,5 +1,6 @@
 """Failures mid-run: damaged checkpoints, NaN losses, NaN features (issue 7's catalogue)."""
 
+import gc
 import glob
 import json
 import os
@@ -95,23 +96,35 @@ def test_flipped_bytes_in_the_newest_checkpoint_fail_its_checksum(tiny_data, tmp
   assert _losses(run)[-2:] == _losses(tmp_path / "full")[-2:]
 
 
-def test_checksum_covers_the_meta_and_old_checkpoints_restore_unverified(tmp_path, caplog):
+def test_a_checkpoint_is_verified_and_shape_checked_before_orbax_reads_it(tmp_path, monkeypatch):
+  """Damaged files, a missing manifest and other shapes are refused before orbax reads an
+  array, so no read is left failing in the background (nothing reaches the unraisable hook)."""
+  unraisable = []
+  monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
   state = {"w": jax.numpy.arange(6.0).reshape(2, 3), "step": jax.numpy.int32(7)}
   ckpt = checkpoint.Checkpointer(str(tmp_path / "checkpoints"))
   ckpt.save(7, state, {"input_step": 7})
   restored, meta = ckpt.restore(7, state)
-  assert meta == {"input_step": 7}  # the checksum is not handed back
+  assert meta == {"input_step": 7}
   jax.tree.map(np.testing.assert_array_equal, restored, state)
-  meta_file = tmp_path / "checkpoints" / "7" / "meta" / "metadata"
-  saved = json.loads(meta_file.read_text())
-  meta_file.write_text(json.dumps({**saved, "input_step": 8}))  # valid JSON, wrong input position
-  with pytest.raises(checkpoint.DamagedCheckpointError, match=r"/checkpoints/7: the restored state and meta "
-                                                              r"do not match the checksum"):
+  with pytest.raises(InputError, match=r"/checkpoints/7/state: its arrays do not have the shapes"):
+    ckpt.restore(7, {"w": jax.numpy.zeros((3, 3)), "step": jax.numpy.int32(0)})
+  step = tmp_path / "checkpoints" / "7"
+  meta_file = step / "meta" / "metadata"
+  saved = meta_file.read_text()
+  meta_file.write_text(json.dumps({**json.loads(saved), "input_step": 8}))  # valid JSON, wrong input position
+  with pytest.raises(checkpoint.DamagedCheckpointError, match=r"/7/meta/metadata: its sha256 is not the one saved"):
     ckpt.restore(7, state)
-  meta_file.write_text(json.dumps({"input_step": 7}))  # as saved before checksums existed
-  assert ckpt.restore(7, state)[1] == {"input_step": 7}
-  assert "checkpoint at step 7 has no checksum" in caplog.text
+  meta_file.write_text(saved)
+  _damage(str(step))
+  with pytest.raises(checkpoint.DamagedCheckpointError, match=r"/7/state/.*: its sha256 is not the one saved"):
+    ckpt.restore(7, state)
+  os.remove(step / checkpoint.MANIFEST)  # killed between orbax's rename and the manifest
+  with pytest.raises(checkpoint.DamagedCheckpointError, match=r"no vqajax.sha256.json"):
+    ckpt.restore(7, state)
   ckpt.close()
+  gc.collect()
+  assert unraisable == []
 
 
 def test_no_restorable_checkpoint_is_a_clear_error_and_moves_nothing(tiny_data, tmp_path):

@@ -245,7 +245,8 @@ def test_readers_never_disturb_a_running_training(tiny_data, tmp_path, capsys):
       assert out.startswith("image_id 1594: what is it?\n  1. "), err
       status, _, err = _main(["submit", test_dev, "--workdir", workdir, "--out", str(tmp_path / f"s{i}")], capsys)
       assert status == 0, err
-      assert _main(["export", "--workdir", workdir, "--out", str(tmp_path / f"b{i}")], capsys)[0] == 0
+      status, _, err = _main(["export", "--workdir", workdir, "--out", str(tmp_path / f"b{i}")], capsys)
+      assert status == 0, err
     assert trainer.poll() is None, trainer.stderr.read()
   finally:
     trainer.send_signal(signal.SIGTERM)

@@ -38,7 +38,7 @@ def _table4_results(workdir: str, prefix: str) -> tuple[str, dict] | None:
 def _run(argument: str) -> tuple[str, str, object]:
   """(row name or "", workdir, config) of a RUN argument."""
   name, path = run_record.run_argument(argument)
-  return name, path, trained.read_config(path, TASKS)
+  return name, path, trained.read_config(path, {task: module for task, (module, _, _) in TASKS.items()})
 
 
 def evaluate_missing(arguments: Sequence[str]) -> Iterator[str]:
