@@ -446,3 +446,13 @@ def test_multiple_choice_answer_is_the_official_majority(data):
       counts = collections.Counter(normalize(x["answer"]) for x in ann["answers"])
       mc = ann["multiple_choice_answer"]
       assert normalize(mc) == mc and counts[mc] == max(counts.values()), ann["question_id"]
+
+
+def test_a_full_disk_while_writing_is_one_line_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+  def full(*args, **kwargs):
+    raise OSError(28, "No space left on device")
+  monkeypatch.setattr(pictures.Image.Image, "save", full)
+  assert front_door.main(["data", "synth", "--out", str(tmp_path / "d"), "--scale", "tiny"]) == 3
+  err = capsys.readouterr().err.strip().splitlines()
+  assert err[-1].startswith("vqajax data: failed: ") and "No space left on device" in err[-1], err
+  assert not any("Traceback" in line for line in err) and os.listdir(tmp_path) == []

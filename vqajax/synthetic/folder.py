@@ -7,12 +7,13 @@ folder that already holds files (a user's real data, say).
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
 from typing import Callable
 
-from vqajax.core.errors import InputError
+from vqajax.core.errors import InputError, RunFailed
 
 
 def _is_empty_folder(path: str) -> bool:
@@ -44,7 +45,10 @@ def write_new(out_dir: str, fill: Callable[[str], dict[str, str]]) -> dict[str, 
     except OSError:
       check_new(out_dir)
       raise
-  except BaseException:
+  except BaseException as e:
     shutil.rmtree(tmp, ignore_errors=True)
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+      raise RunFailed(f"{out_dir}: cannot write the dataset ({e.strerror}); nothing was left; free space and "
+                      "rerun") from None
     raise
   return {role: os.path.join(out_dir, os.path.relpath(p, tmp)) for role, p in paths.items()}
