@@ -48,3 +48,14 @@ def test_write_atomic_binary(tmp_path):
   path = tmp_path / "x.bin"
   files.write_atomic(str(path), lambda f: f.write(b"\x00\x01"), fsync=False)
   assert path.read_bytes() == b"\x00\x01"
+
+
+def test_write_atomic_many_removes_the_folders_it_made_when_it_fails(tmp_path):
+  out = tmp_path / "new" / "masks"
+  with pytest.raises(TypeError):  # the second file cannot be written (as a full disk would stop it)
+    files.write_atomic_many({str(out / "a.json"): 1, str(out / "deeper" / "b.json"): {1, 2}}, make_dirs=True)
+  assert os.listdir(tmp_path) == []  # not even the empty output folders
+  (tmp_path / "mine").mkdir()
+  with pytest.raises(TypeError):
+    files.write_atomic_many({str(tmp_path / "mine" / "a.json"): {1}}, make_dirs=True)
+  assert os.listdir(tmp_path) == ["mine"]  # a folder that was there stays

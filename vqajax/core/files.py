@@ -239,22 +239,36 @@ def write_atomic_many(outputs: dict[str, Any], *, make_dirs: bool = False) -> No
     raise InputError(f"{', '.join(outputs)}: two of these outputs are one file")
   outputs = {path: outputs[given] for path, given in real.items()}
   temps: dict[str, str] = {}
+  created: list[str] = []  # folders made here: removed again if nothing is written
   try:
     for path, obj in outputs.items():
       if make_dirs:
-        _make_dirs(path)
+        created += _make_dirs(path)
       temps[path] = _write_temp(path, _writer(obj), fsync=True)
     for path in list(temps):
       _replace(temps[path], path)
       del temps[path]
+    created = []  # all written: the folders stay
   finally:
     for temp in temps.values():
       fs.remove(temp)
+    for folder in reversed(created):
+      with contextlib.suppress(OSError):
+        os.rmdir(folder)  # only if empty
 
 
-def _make_dirs(path: str) -> None:
+def _make_dirs(path: str) -> list[str]:
+  """Creates the folder of `path` and its missing parents; returns those it created (local
+  ones, outermost first)."""
   directory = fs.dirname(path)
+  missing = []
+  if not fs.is_url(directory):
+    parent = directory
+    while not os.path.exists(parent):
+      missing.insert(0, parent)
+      parent = os.path.dirname(parent)
   try:
     fs.makedirs(directory)
   except OSError as e:
     raise InputError(f"{path}: cannot create directory {directory}: {e.strerror}") from None
+  return missing
