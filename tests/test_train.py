@@ -87,3 +87,15 @@ def test_results_files_are_official_and_scored_like_the_device(tiny_data, tmp_pa
   assert all(mc[q] in choices[q] for q in choices)
   mc_official, _ = reference_accuracy(annotations, mc)
   assert metrics["mc_accuracy"] == pytest.approx(mc_official["overall"], abs=0.01)
+
+
+def test_each_log_step_records_its_throughput(tiny_lstm_run):
+  workdir = tiny_lstm_run[0]
+  with open(os.path.join(workdir, "run.json")) as f:
+    batch_size = json.load(f)["config"]["batch_size"]
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    logged = [r for r in map(json.loads, f) if "train/loss" in r]
+  assert [r["step"] for r in logged] == [1, 2, 3, 4]
+  for r in logged:
+    assert r["train/steps_per_second"] > 0
+    assert r["train/examples_per_second"] == pytest.approx(r["train/steps_per_second"] * batch_size)

@@ -84,17 +84,20 @@ def make_train_step(model, tx, mesh, task_loss, features=None):
 
 
 class _Progress:
-  """One console line per log step: step, loss, steps/s since the last line, ETA."""
+  """One console line per log step: step, loss, steps/s and examples/s since the last line,
+  ETA; returns the rates for the writers."""
 
-  def __init__(self, start: int, final: int):
-    self.final, self.step, self.time = final, start, time.monotonic()
+  def __init__(self, start: int, final: int, batch_size: int):
+    self.final, self.batch_size, self.step, self.time = final, batch_size, start, time.monotonic()
 
-  def log(self, step: int, loss: float) -> None:
+  def log(self, step: int, loss: float) -> dict[str, float]:
     now = time.monotonic()
     rate = (step - self.step) / max(now - self.time, 1e-9)
     eta = datetime.timedelta(seconds=round((self.final - step) / max(rate, 1e-9)))
-    logging.info("step %d/%d: loss %.4f, %.2f steps/s, ETA %s", step, self.final, loss, rate, eta)
+    logging.info("step %d/%d: loss %.4f, %.2f steps/s (%.0f examples/s), ETA %s", step, self.final, loss, rate,
+                 rate * self.batch_size, eta)
     self.step, self.time = step, now
+    return {"train/steps_per_second": rate, "train/examples_per_second": rate * self.batch_size}
 
 
 class _Preemption:
@@ -195,7 +198,7 @@ def _train(exp: Experiment, evaluators: list[evaluate.Evaluator], workdir: str) 
   batches = pipeline.numpy_batches(pipeline.train_dataset(arrays, store, config.batch_size, config.seed, start, keys,
                                                           lengths=task.LENGTHS))
   best_metric, _ = evals.best(config, task)
-  preemption, metrics, eval_metrics, progress = _Preemption(), [], {}, _Progress(start, final)
+  preemption, metrics, eval_metrics, progress = _Preemption(), [], {}, _Progress(start, final, config.batch_size)
   meta = lambda step: {"input_step": step, "seed": config.seed}
   try:
     for step in range(start + 1, final + 1):
@@ -213,8 +216,7 @@ def _train(exp: Experiment, evaluators: list[evaluate.Evaluator], workdir: str) 
         _check_finite(metrics, step - len(metrics) + 1, ckpt.latest_step())
       if log:
         means = {f"train/{k}": float(np.mean([m[k] for m in metrics])) for k in metrics[0]}
-        writer.write_scalars(step, means)
-        progress.log(step, means["train/loss"])
+        writer.write_scalars(step, {**means, **progress.log(step, means["train/loss"])})
         metrics = []
       if due:  # the final step (and evaluations with results "every") also write results files
         now = evaluate.run_all(due, state.params, step, workdir, results=last)
