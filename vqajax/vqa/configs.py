@@ -171,8 +171,8 @@ def vilt_config(arg: str, name: str) -> ml_collections.ConfigDict:
     config.num_epochs = 10.0 if not arg else 0.0     # ViLT's VQA fine-tuning
     if arg == "cpu":
       opt.learning_rate = 5e-4
-      config.num_train_steps = 3000
-      config.eval_every_steps = 1000
+      config.num_train_steps = 1500
+      config.eval_every_steps = 500
     if arg == "runlocal":
       config.num_train_steps = 4
       config.eval_every_steps = 2
