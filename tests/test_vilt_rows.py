@@ -13,12 +13,12 @@ import pytest
 from PIL import Image
 from safetensors import numpy as safetensors_numpy
 
+from experiments.vqa import vilt as vilt_row
 from vqajax.core import experiment
 from vqajax.features.store import FeatureStore
 from vqajax.nn import vilt, vilt_hub, vilt_run
 from vqajax.synthetic import embedded
 from vqajax.vqa import task as vqa_task
-from experiments.vqa import vilt as vilt_row
 
 
 def test_the_pixel_store_is_each_image_fitted_and_padded(tmp_path):

@@ -48,8 +48,7 @@ import jax
 import jax.numpy as jnp
 
 from vqajax.core.errors import InputError
-from vqajax.nn import question
-from vqajax.nn import vilt_run
+from vqajax.nn import question, vilt_run
 from vqajax.nn.attention import GlimpseAttention
 from vqajax.nn.vilt import ViltClassifier
 
