@@ -1,11 +1,13 @@
 """Extracts image features into a store that `vqajax` trains on (README: "Preparing data").
 
-  vqajax features --images DIR|LIST.txt --model vgg16|vgg19|vit_b16|colour_cells \\
-      --weights FILE.pth|FILE.npz --layer fc7|conv5|cls|patches|global|grid7|grid14 --out STORE.h5|STORE.npy \\
-      [--preprocess vqa|torchvision] [--batch N] [--dtype float16|float32] [--chunk N]
+  vqajax features --images DIR|LIST.txt --model vgg16|vgg19|vit_b16|colour_cells|pixels \\
+      --weights FILE.pth|FILE.npz --layer fc7|conv5|cls|patches|global|grid7|grid14|pixels --out STORE.h5|STORE.npy \\
+      [--preprocess vqa|torchvision|vilt] [--size N] [--batch N] [--dtype float16|float32] [--chunk N]
   vqajax features convert IN.pth OUT.npz
 
-`colour_cells` (the embedded datasets' extractor) takes no --weights and reads `--preprocess vqa`.
+`colour_cells` (the embedded datasets' extractor) takes no --weights and reads `--preprocess vqa`;
+`pixels` (the store of a ViLT row: each image fitted into --size x --size, padded at the
+bottom and right, uint8 RGB + the pixel mask) takes no --weights and reads `--preprocess vilt`.
 Rerunning the same command resumes: images already in the store are skipped. Exit status 0
 when the store is written (unreadable images are reported and skipped), 1 when images were
 to be extracted and none could be read, 2 for bad input.
@@ -24,6 +26,8 @@ from vqajax.core import files
 from vqajax.core.errors import InputError, exit_status
 from vqajax.features import images, models, recorded, store, weights
 
+PIXELS_SIZE = 384  # ViLT's fine-tuning resolution
+
 
 def _parser(prog: str) -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
@@ -32,9 +36,12 @@ def _parser(prog: str) -> argparse.ArgumentParser:
   parser.add_argument("--weights", help="torchvision state dict (.pth) or its .npz conversion (not for colour_cells)")
   parser.add_argument("--layer", required=True, choices=sorted({l for ls in models.LAYERS.values() for l in ls}))
   parser.add_argument("--out", type=files.path_arg, required=True, help="the store: .h5 / .hdf5 or .npy (+ .image_ids.npy)")
-  parser.add_argument("--preprocess", default="vqa", choices=sorted(images.PREPROCESS))
+  parser.add_argument("--preprocess", choices=sorted(images.PREPROCESS),
+                      help="default: the model's own (colour_cells vqa, pixels vilt), else vqa")
+  parser.add_argument("--size", type=int, help="pixels: the images' side (default 384, ViLT's); the others read "
+                      f"{weights.IMAGE_SIZE}")
   parser.add_argument("--batch", type=int, default=32, help="global batch (rounded up to a multiple of the devices)")
-  parser.add_argument("--dtype", default="float16", choices=("float16", "float32"))
+  parser.add_argument("--dtype", choices=("float16", "float32"), help="default float16 (pixels: uint8)")
   parser.add_argument("--chunk", type=int, default=256, help="images per durable chunk (lost at most on a kill)")
   parser.add_argument("--log-every", type=int, default=1000, help="images between progress lines")
   return parser
@@ -48,8 +55,16 @@ def run(args: argparse.Namespace) -> int:
   store.check_local(args.out)  # before any work
   if (args.weights is None) != (args.model in models.NO_WEIGHTS):
     raise InputError(f"--weights: {args.model} " + ("takes none" if args.weights else "needs its weights file"))
-  if args.model in models.NO_WEIGHTS and args.preprocess != "vqa":
-    raise InputError(f"--preprocess {args.preprocess}: {args.model} reads the vqa preprocessing")
+  own = models.PREPROCESS.get(args.model)
+  preprocess = args.preprocess or own or "vqa"
+  if own and preprocess != own:
+    raise InputError(f"--preprocess {preprocess}: {args.model} reads the {own} preprocessing")
+  if args.model in models.DTYPES and args.dtype:
+    raise InputError(f"--dtype {args.dtype}: {args.model} stores {models.DTYPES[args.model]}")
+  dtype = models.DTYPES.get(args.model, args.dtype or "float16")
+  if args.size is not None and (args.model != "pixels" or args.size < 1):
+    raise InputError(f"--size {args.size}: only pixels takes a size, a positive number of pixels")
+  size = args.size or (PIXELS_SIZE if args.model == "pixels" else weights.IMAGE_SIZE)
   files.protect(args.images, args.weights)
   files.check_output(args.out)
   paths = images.list_images(args.images)
@@ -61,10 +76,9 @@ def run(args: argparse.Namespace) -> int:
     params = weights.load_params(state, model, args.model, where=args.weights)
   else:
     state, params = None, {}
-  settings = recorded.settings(args.model, args.layer, args.preprocess, weights.IMAGE_SIZE, args.dtype,
-                               args.weights, state)
-  summary = extract(paths, model, params, args.out, settings, preprocess=args.preprocess,
-                    image_size=weights.IMAGE_SIZE, batch=args.batch, dtype=args.dtype,
+  settings = recorded.settings(args.model, args.layer, preprocess, size, dtype, args.weights, state)
+  summary = extract(paths, model, params, args.out, settings, preprocess=preprocess,
+                    image_size=size, batch=args.batch, dtype=dtype,
                     chunk=args.chunk, log_every=args.log_every)
   for path, reason in summary.unreadable:
     print(f"unreadable, skipped: {path}: {reason}")

@@ -94,7 +94,7 @@ def extract(paths: list[str], model: nn.Module, params, out: str, settings: dict
   start = time.monotonic()
   ids = checked_ids(paths)
   row_shape = jax.eval_shape(lambda p, x: model.apply({"params": p}, x), params,
-                             jax.ShapeDtypeStruct((1, image_size, image_size, 3), np.float32)).shape[1:]
+                             jax.ShapeDtypeStruct((1, *images.input_shape(preprocess, image_size)), np.float32)).shape[1:]
   store = ChunkedStore(out, settings, row_shape, dtype)
   todo = [(path, key) for path, key in zip(paths, ids) if key not in store.done]
   summary = Summary(images=len(paths), already=len(paths) - len(todo))
@@ -120,7 +120,7 @@ def extract(paths: list[str], model: nn.Module, params, out: str, settings: dict
   in_flight = None
   decoded = _decoded(todo, preprocess, image_size, ahead)
   while True:
-    keys, inputs = [], np.zeros((batch, image_size, image_size, 3), np.float32)
+    keys, inputs = [], np.zeros((batch, *images.input_shape(preprocess, image_size)), np.float32)
     for path, key, pixels, reason in decoded:
       if pixels is None:
         logging.warning("%s: unreadable, skipped (%s)", path, reason)

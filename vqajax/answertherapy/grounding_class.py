@@ -27,6 +27,7 @@ from vqajax.answertherapy import precision_recall as pr
 from vqajax.answertherapy.groups import LABELS
 from vqajax.core import tables
 from vqajax.core.files import write_atomic_many
+from vqajax.nn import vilt_run
 
 BEST_METRIC = "balanced_accuracy"
 METRICS = table4.metric_pattern("") + "|accuracy|balanced_accuracy"  # summarise's names
@@ -39,6 +40,9 @@ TRAIN_KEYS = TEXT_KEYS + ("label", "weight")
 load = therapy_dataset.load
 load_eval = therapy_dataset.with_val
 sizes = therapy_dataset.sizes
+
+
+initial_params = vilt_run.initial_params  # the initial parameters of config.model.init_from (none yet)
 
 
 def build_model(cfg, enc):

@@ -43,6 +43,7 @@ from vqajax.answertherapy import precision_recall as pr
 from vqajax.answertherapy.groups import BY_SOURCE, BY_SOURCE_AND_LABEL, LABELS, key
 from vqajax.core import tables
 from vqajax.core.files import write_atomic_many
+from vqajax.nn import vilt_run
 
 BEST_METRIC = "iou_pq"
 FIELDS = configs.FIELDS
@@ -69,6 +70,9 @@ def load_eval(config, data):
 
 
 sizes = therapy_dataset.sizes
+
+
+initial_params = vilt_run.initial_params  # the initial parameters of config.model.init_from (none yet)
 
 
 def build_model(cfg, enc):

@@ -212,7 +212,8 @@ TRAINING = {
     "num_epochs": number(0, 1e6), "log_every_steps": integer(), "eval_every_steps": integer(),
     "keep_checkpoints": integer(),
     "best_metric": TEXT, "best_mode": one_of("max", "min"),  # and config.evals: core/evals.py
-    "optimizer.name": one_of("rmsprop", "adam"),
+    "optimizer.name": one_of("rmsprop", "adam", "adamw"),
+    "optimizer.weight_decay": number(0), "optimizer.warmup": number(0, 1, hi_open=True),
     "optimizer.learning_rate": number(0, lo_open=True),
     "optimizer.lr_decay_per_step": number(0, 1, lo_open=True),
     "optimizer.rmsprop_decay": number(0, 1, hi_open=True),
@@ -222,6 +223,15 @@ TRAINING = {
 
 
 # The settings of the Transformer question encoder (nn/question.py), in either paper's config.
+# The fields of a ViLT row's config.model (vqajax/nn/vilt_run.py model_config), both papers.
+VILT = {
+    "model.init_from": TEXT, "model.init_head": FLAG, "model.text_length": integer(1, 512),
+    "model.hidden_size": integer(1, 8192), "model.num_hidden_layers": integer(1, 64),
+    "model.num_attention_heads": integer(1, 128), "model.intermediate_size": integer(1, 65536),
+    "model.patch_size": integer(1, 1024), "model.hidden_dropout_prob": number(0, 1, hi_open=True),
+    "model.attention_probs_dropout_prob": number(0, 1, hi_open=True),
+}
+
 TRANSFORMER = {
     "model.transformer.width": integer(1, 8192), "model.transformer.layers": integer(1, 64),
     "model.transformer.heads": integer(1, 128), "model.transformer.dropout": number(0, 1, hi_open=True),

@@ -26,16 +26,25 @@ class TrainState:
   rng: jax.Array
 
 
-def make_optimizer(cfg) -> optax.GradientTransformation:
+def make_optimizer(cfg, num_train_steps: int = 0) -> optax.GradientTransformation:
+  """`config.optimizer`: rmsprop / adam with a per-step exponential decay; adamw (ViLT's)
+  with `weight_decay`, a linear warmup over the `warmup` share of `num_train_steps`, then a
+  linear decay to 0 at the last step."""
   lr = cfg.learning_rate
-  if cfg.lr_decay_per_step < 1:
+  if cfg.name == "adamw":
+    warmup = int(cfg.warmup * num_train_steps)
+    lr = optax.join_schedules([optax.linear_schedule(0.0, lr, max(warmup, 1)),
+                               optax.linear_schedule(lr, 0.0, max(num_train_steps - warmup, 1))], [warmup])
+  elif cfg.lr_decay_per_step < 1:
     lr = optax.exponential_decay(lr, transition_steps=1, decay_rate=cfg.lr_decay_per_step)
   if cfg.name == "rmsprop":
     opt = optax.rmsprop(lr, decay=cfg.rmsprop_decay, eps=cfg.eps)
   elif cfg.name == "adam":
     opt = optax.adam(lr, eps=cfg.eps)
+  elif cfg.name == "adamw":
+    opt = optax.adamw(lr, eps=cfg.eps, weight_decay=cfg.weight_decay)
   else:
-    raise InputError(f"config.optimizer.name '{cfg.name}' is not 'rmsprop' or 'adam'")
+    raise InputError(f"config.optimizer.name '{cfg.name}' is not 'rmsprop', 'adam' or 'adamw'")
   return optax.chain(optax.clip(cfg.grad_clip), opt) if cfg.grad_clip > 0 else opt
 
 
@@ -66,7 +75,7 @@ class Experiment:
     model = task.build_model(config.model, data.encoders)
     with phases.timed("device transfer"):
       features = device_features.place(config.data.get("features_on_device", "auto"), data, mesh)
-    return cls(config, mesh, task, data, model, make_optimizer(config.optimizer), features)
+    return cls(config, mesh, task, data, model, make_optimizer(config.optimizer, config.num_train_steps), features)
 
   def initial_state(self, abstract: bool = False) -> TrainState:
     """A fresh train state, created directly with replicated shardings; with `abstract`,
@@ -79,9 +88,15 @@ class Experiment:
       return TrainState(step=jnp.zeros((), jnp.int32), params=params,
                         opt_state=self.tx.init(params), rng=rng)
 
-    create = jax.jit(init, out_shardings=sharding.replicated(self.mesh))
+    replicated = sharding.replicated(self.mesh)
+    create = jax.jit(init, out_shardings=replicated)
     key = jax.random.PRNGKey(self.config.seed)
     if abstract:
       return jax.eval_shape(create, key)
     with phases.timed("model init"):
-      return jax.block_until_ready(create(key))
+      state = create(key)
+      loaded = self.task.initial_params(self.config.model, state.params)
+      if loaded is not None:  # a checkpoint's (config.model.init_from)
+        params = jax.device_put(loaded, replicated)
+        state = state.replace(params=params, opt_state=jax.jit(self.tx.init, out_shardings=replicated)(params))
+      return jax.block_until_ready(state)

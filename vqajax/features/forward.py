@@ -57,13 +57,13 @@ class Forward:
     self._params = jax.device_put(params, replicated)
 
   def __call__(self, inputs: np.ndarray) -> jax.Array:
-    """The outputs of a [batch, size, size, 3] input batch (dispatched, not fetched)."""
+    """The outputs of a [batch, size, size, channels] input batch (dispatched, not fetched)."""
     return self._forward(self._params, jax.device_put(inputs, self._data))
 
 
 def input_batches(paths: list[str], batch: int, preprocess: str, image_size: int
                   ) -> Iterator[tuple[int, np.ndarray]]:
-  """(n, [batch, size, size, 3] inputs of the next n image files, zeros after them) in order,
+  """(n, [batch, *images.input_shape] inputs of the next n image files, zeros after them) in order,
   decoded by a thread pool; a file that cannot be decoded is an InputError naming it."""
   def load(path: str) -> np.ndarray:
     try:
@@ -74,7 +74,7 @@ def input_batches(paths: list[str], batch: int, preprocess: str, image_size: int
   with futures.ThreadPoolExecutor(os.cpu_count()) as pool:
     for start in range(0, len(paths), batch):
       chunk = paths[start:start + batch]
-      inputs = np.zeros((batch, image_size, image_size, 3), np.float32)
+      inputs = np.zeros((batch, *images.input_shape(preprocess, image_size)), np.float32)
       for i, pixels in enumerate(pool.map(load, chunk)):
         inputs[i] = pixels
       yield len(chunk), inputs

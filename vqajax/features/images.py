@@ -107,9 +107,29 @@ def torchvision(image: Image.Image, size: int) -> np.ndarray:
   return (pixels - IMAGENET_MEAN) / IMAGENET_STD
 
 
-PREPROCESS = {"vqa": vqa, "torchvision": torchvision}
+def vilt(image: Image.Image, size: int) -> np.ndarray:
+  """ViLT's pixels: the image resized (bicubic, aspect kept) to fit size x size, padded at the
+  bottom and right; RGB 0..255 and a fourth channel 1 on the image's pixels, 0 on the padding
+  (the pixel mask). Stored as uint8 (`vqajax features --model pixels`); the model normalises
+  them on the device (`nn/vilt_run.pixel_inputs`)."""
+  width, height = image.size
+  scale = size / max(width, height)
+  resized = (max(1, round(width * scale)), max(1, round(height * scale)))
+  pixels = np.zeros((size, size, 4), np.float32)
+  pixels[:resized[1], :resized[0], :3] = np.asarray(image.resize(resized, Image.BICUBIC), np.float32)
+  pixels[:resized[1], :resized[0], 3] = 1
+  return pixels
+
+
+PREPROCESS = {"vqa": vqa, "torchvision": torchvision, "vilt": vilt}
+CHANNELS = {"vilt": 4}  # the input's channels where not 3
+
+
+def input_shape(preprocess: str, size: int) -> tuple[int, int, int]:
+  """The shape of one preprocessed image."""
+  return size, size, CHANNELS.get(preprocess, 3)
 
 
 def load(path: str, preprocess: str, size: int) -> np.ndarray:
-  """[size, size, 3] float32 input of the model; raises UnreadableImage."""
+  """`input_shape` float32 input of the model; raises UnreadableImage."""
   return PREPROCESS[preprocess](decode(path), size)

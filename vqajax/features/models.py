@@ -9,7 +9,8 @@ parameters); `layer` picks the output:
 * ViT `cls`: the CLS token after the final LayerNorm ([B, 768]); `patches`: the patch
   tokens after the final LayerNorm as a grid ([B, 14, 14, 768] on 224x224 input).
 
-and, needing no weights file, `colour_cells` (the embedded datasets' extractor: `ColourCells`).
+and, needing no weights file, `colour_cells` (the embedded datasets' extractor: `ColourCells`)
+and `pixels` (the images themselves, for models that read pixels: ViLT).
 """
 
 from __future__ import annotations
@@ -153,12 +154,24 @@ class ColourCells(nn.Module):
     return out.reshape(batch, -1) if cells == 1 else out
 
 
+class Pixels(nn.Module):
+  """The 'vilt' preprocessed image as it is ([B, S, S, 4]: RGB 0..255 and the pixel mask),
+  stored as uint8: the store of a model that reads pixels (ViLT)."""
+  layer: str = "pixels"
+
+  def __call__(self, x: jax.Array) -> jax.Array:
+    return x
+
+
 MODELS = {
     "vgg16": functools.partial(VGG, VGG16_STAGES),
     "vgg19": functools.partial(VGG, VGG19_STAGES),
     "vit_b16": ViT,
     "colour_cells": ColourCells,
+    "pixels": Pixels,
 }
 LAYERS = {"vgg16": ("fc7", "conv5"), "vgg19": ("fc7", "conv5"), "vit_b16": ("cls", "patches"),
-          "colour_cells": tuple(_COLOUR_LAYERS)}
-NO_WEIGHTS = frozenset({"colour_cells"})  # defined by their code alone: no weights file, no params
+          "colour_cells": tuple(_COLOUR_LAYERS), "pixels": ("pixels",)}
+NO_WEIGHTS = frozenset({"colour_cells", "pixels"})  # defined by their code alone: no weights file, no params
+PREPROCESS = {"colour_cells": "vqa", "pixels": "vilt"}  # the preprocessing a model reads, where it has one
+DTYPES = {"pixels": "uint8"}  # the store's dtype, where not float16 / float32

@@ -1,6 +1,7 @@
 """Image-feature stores: HDF5 or `.npy`, read lazily.
 
-A store holds `features` [N, ...] (float16 or float32) and `image_ids` [N]:
+A store holds `features` [N, ...] (float16 or float32; uint8 for pixels, `vqajax features
+--model pixels`) and `image_ids` [N]:
 
 * HDF5: one file with datasets `features` and `image_ids`;
 * npy: `NAME.npy` (features) beside `NAME.image_ids.npy`.
@@ -38,7 +39,7 @@ from vqajax.core.errors import InputError
 from vqajax.core.files import temp_path, write_json_atomic
 from vqajax.core.official_files import load_json
 
-_FLOAT_DTYPES = (np.float16, np.float32)
+_DTYPES = (np.float16, np.float32, np.uint8)
 _EXPONENT_BITS = {np.dtype(np.float16): (np.uint16, 0x7C00), np.dtype(np.float32): (np.uint32, 0x7F800000)}
 _CHECK_BLOCK_BYTES = 2**20
 _ALIGN = 64  # bytes: TensorFlow takes over a numpy array aligned so (tf.data's numpy_function)
@@ -204,8 +205,8 @@ class FeatureStore:
     self.image_paths: list[str] | None = paths  # row order, "" unknown
     if not np.issubdtype(image_ids.dtype, np.integer):
       raise FeatureStoreError(f"{path}: image ids are {image_ids.dtype}, expected integers")
-    if self._features.dtype not in _FLOAT_DTYPES:
-      raise FeatureStoreError(f"{path}: features are {self._features.dtype}, expected float16 or float32")
+    if self._features.dtype not in _DTYPES:
+      raise FeatureStoreError(f"{path}: features are {self._features.dtype}, expected float16, float32 or uint8")
     if image_ids.ndim != 1 or len(image_ids) != self._features.shape[0]:
       raise FeatureStoreError(
           f"{path}: {len(image_ids)} image ids for {self._features.shape[0]} feature rows")
@@ -249,7 +250,8 @@ class FeatureStore:
           f"{self.path}: features have shape {self.shape} per image, the config expects {tuple(expected)}")
 
   def read(self, rows: np.ndarray, dtype=np.float32) -> np.ndarray:
-    """Features of `rows` (any order, repeats allowed), as `dtype`; NaN or inf is an error.
+    """Features of `rows` (any order, repeats allowed), as `dtype`; NaN or inf is an error
+    (uint8 pixels are always finite).
     Each row is read once, straight to its place (a repeated row is copied there)."""
     rows = np.asarray(rows, np.int64).reshape(-1)
     unique, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
@@ -257,7 +259,7 @@ class FeatureStore:
     self._features.read_into(features, unique, first)
     repeated = np.flatnonzero(first[inverse] != np.arange(len(rows)))
     features[repeated] = features[first[inverse[repeated]]]
-    finite = _finite_rows(features)
+    finite = _finite_rows(features) if features.dtype in _EXPONENT_BITS else np.ones(len(rows), bool)
     if not finite.all():
       raise FeatureStoreError(f"{self.path}: the features of image_id "
                               f"{self.image_ids[rows[~finite].min()]} are not finite (NaN or inf)")
@@ -291,8 +293,8 @@ def write_store_blocks(path: str, image_ids, row_shape, dtype, blocks: Iterable,
   image_ids = np.asarray(image_ids, np.int64)
   dtype, shape = np.dtype(dtype), (len(image_ids),) + tuple(row_shape)
   check_local(path)
-  if dtype not in _FLOAT_DTYPES:
-    raise FeatureStoreError(f"{path}: need float16/float32 features with one row per image id")
+  if dtype not in _DTYPES:
+    raise FeatureStoreError(f"{path}: need float16/float32/uint8 features with one row per image id")
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   suffix = ".h5" if path.endswith((".h5", ".hdf5")) else ".npy"
   tmp = temp_path(path) + suffix
@@ -313,7 +315,7 @@ def write_store_blocks(path: str, image_ids, row_shape, dtype, blocks: Iterable,
         written = _write_blocks(path, shape, dtype, blocks, lambda _, block: f.write(block.data))
       np.save(ids_path(tmp), image_ids)
     if written != len(image_ids):
-      raise FeatureStoreError(f"{path}: need float16/float32 features with one row per image id")
+      raise FeatureStoreError(f"{path}: need float16/float32/uint8 features with one row per image id")
     for done in ((ids_path(tmp),) if suffix == ".npy" else ()) + (tmp,):
       with open(done, "rb") as f:
         os.fsync(f.fileno())
@@ -339,7 +341,7 @@ def _write_blocks(path: str, shape: tuple[int, ...], dtype: np.dtype, blocks: It
   for block in blocks:
     block = np.ascontiguousarray(block)
     if block.dtype != dtype or block.shape[1:] != shape[1:] or written + len(block) > shape[0]:
-      raise FeatureStoreError(f"{path}: need float16/float32 features with one row per image id")
+      raise FeatureStoreError(f"{path}: need float16/float32/uint8 features with one row per image id")
     write(slice(written, written + len(block)), block)
     written += len(block)
   return written

@@ -6,16 +6,22 @@ for the AnswerTherapy tasks). A folder holding a complete embedded dataset of th
 kind (its MANIFEST.json) is used as it is; a folder that does not exist yet (or is empty)
 gets the dataset written into it, as a visible step; any other folder is refused, so a
 config pointing at real files never generates over them. Loaders never generate.
+
+A ViLT row's `config.data.features` `features/pixelsN.npy` (`PIXEL_STORE`) is the `pixels`
+store of the dataset's pictures at N px: made on first use beside its other stores, from
+the pictures they record.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 
 from absl import logging
 
 from vqajax.core.errors import InputError
+from vqajax.synthetic import pictures
 from vqajax.synthetic.answertherapy import write as therapy_write
 from vqajax.synthetic.vqa import write as vqa_write
 
@@ -23,6 +29,8 @@ CACHE = os.path.join("~", ".cache", "vqajax")
 # v2: with test splits; v3 (therapy v2): with pictures (an older cache is left as it is)
 _KINDS = {"vqa": (vqa_write, "synthetic-v3")}
 _THERAPY = (therapy_write, "synthetic_therapy-v2")
+PIXEL_STORE = re.compile(r"features/pixels(\d+)\.npy")
+_PICTURES = {"vqa": "features/fc7.h5"}  # the store recording the pictures (else the therapy grid)
 
 
 def _manifest_format(data_dir: str) -> str | None:
@@ -48,6 +56,7 @@ def prepare(config) -> None:
   found = _manifest_format(data.dir)
   if found == module.FORMAT:
     logging.info("embedded synthetic dataset: %s", data.dir)
+    _pixels(config)
     return
   if found is not None:
     raise InputError(f"config.data.dir {data.dir}: holds a {found} dataset, config.task "
@@ -59,3 +68,15 @@ def prepare(config) -> None:
   logging.info("writing the embedded synthetic dataset (scale %s, seed %d) to %s",
                data.synthetic_scale, config.seed, data.dir)
   module.generate(data.dir, seed=config.seed, scale=data.synthetic_scale)
+  _pixels(config)
+
+
+def _pixels(config) -> None:
+  """The pixel store a ViLT row names (`PIXEL_STORE`), made if missing."""
+  match = PIXEL_STORE.fullmatch(config.data.get("features", ""))
+  out = match and os.path.join(config.data.dir, match[0])
+  if not match or os.path.exists(out):
+    return
+  logging.info("writing the embedded pictures' pixel store (%s px) to %s", match[1], out)
+  source = os.path.join(config.data.dir, _PICTURES.get(config.task, "features/therapy_grid.npy"))
+  pictures.pixel_store(source, out, int(match[1]))

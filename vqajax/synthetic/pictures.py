@@ -25,7 +25,7 @@ from absl import logging
 from PIL import Image, ImageDraw, ImageFont
 
 from vqajax.features import forward, models, recorded
-from vqajax.features.store import write_store
+from vqajax.features.store import FeatureStore, write_store
 from vqajax.features.weights import IMAGE_SIZE  # the extractor's input side
 from vqajax.synthetic.vqa import world as W
 
@@ -139,3 +139,20 @@ def extract_stores(paths: list[str], keys: np.ndarray, stores: dict[str, str], b
     settings = recorded.settings("colour_cells", layer, "vqa", IMAGE_SIZE, "float16", None)
     folder = os.path.dirname(store)
     write_store(store, keys, np.concatenate(rows[layer]), settings, [os.path.relpath(p, folder) for p in paths])
+
+
+def pixel_store(source: str, out: str, size: int, batch: int = 64) -> None:
+  """Writes the `pixels` store (`vqajax features --model pixels`: the 'vilt' preprocessing at
+  `size`, uint8) of the pictures whose ids and files the store `source` records."""
+  store = FeatureStore(source)
+  folder = os.path.dirname(source)
+  paths = [os.path.join(folder, p) for p in store.image_paths]
+  forward_pixels = forward.Forward(models.MODELS["pixels"](), {}, batch)
+  progress = _progress(len(paths), "pixels")
+  rows = []
+  for n, inputs in forward.input_batches(paths, batch, "vilt", size):
+    rows.append(np.asarray(jax.device_get(forward_pixels(inputs)))[:n].astype(np.uint8))
+    progress.add(n)
+  settings = recorded.settings("pixels", "pixels", "vilt", size, "uint8", None)
+  out_folder = os.path.dirname(out)
+  write_store(out, store.image_ids, np.concatenate(rows), settings, [os.path.relpath(p, out_folder) for p in paths])

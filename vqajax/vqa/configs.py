@@ -13,7 +13,7 @@ from vqajax.core import config as config_lib
 from vqajax.core import evals
 from vqajax.core.config import FILE_LIST, FLAG, TEXT, dims, integer, names, number, one_of, path
 from vqajax.core.official_files import DATA_SOURCES
-from vqajax.nn import lstm
+from vqajax.nn import lstm, vilt_run
 from vqajax.vqa import models as vqa_models
 
 ARGS = ("", "cpu", "runlocal")
@@ -39,8 +39,8 @@ FIELDS = {
     "model.fusion": one_of(*vqa_models.FUSIONS), "model.fused_dim": integer(), "model.mlp_dims": dims(),
     "model.dropout": number(0, 1, hi_open=True), "model.glimpses": integer(0), "model.attention_dim": integer(),
     "model.attention_dropout": number(0, 1, hi_open=True), "model.dtype": one_of("float32", "bfloat16", "float16"),
-    "model.lstm_impl": one_of(*lstm.IMPLS), "model.targets": one_of("answer", "soft"),
-    **config_lib.TRANSFORMER,
+    "model.lstm_impl": one_of(*lstm.IMPLS), "model.targets": one_of("answer", "soft", "bce"),
+    **config_lib.TRANSFORMER, **config_lib.VILT,
 }
 
 
@@ -146,4 +146,35 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
     config.log_every_steps = 10
     config.eval_every_steps = 20
   config.lock()
+  return config
+
+
+# (pixels, text tokens, hidden, layers, heads, patch) of a ViLT row per argument: ViLT-B/32 at 384 px
+VILT_SIZES = {"": (384, 40, 768, 12, 12, 32), "cpu": (64, 24, 128, 4, 4, 8), "runlocal": (32, 16, 32, 1, 2, 8)}
+
+
+def vilt_config(arg: str, name: str) -> ml_collections.ConfigDict:
+  """The locked config of a ViLT row (`experiments/vqa/vilt.py`): `vqa_config`'s data and
+  training, config.model the ViLT group (`nn/vilt_run.model_config`), the pixel store of the
+  data's images at the row's size (`features/pixelsN.npy`: made from the embedded pictures on
+  first use), AdamW with warmup and linear decay, soft-target BCE."""
+  config = vqa_config(arg, name)
+  pixels, text_length, hidden, layers, heads, patch = VILT_SIZES[arg]
+  with config.unlocked():
+    config.model = vilt_run.model_config(text_length, hidden, layers, heads, patch)
+    config.model.targets = "bce"          # ViLT's: BCE against the VQA score of every answer
+    config.data.features = f"features/pixels{pixels}.npy"
+    config.data.num_answers = 3129 if not arg else config.data.num_answers
+    opt = config.optimizer
+    opt.name, opt.learning_rate, opt.weight_decay, opt.warmup, opt.grad_clip = "adamw", 1e-4, 0.01, 0.1, 0.0
+    config.batch_size = config.eval_batch_size = {"": 256, "cpu": 64, "runlocal": 16}[arg]
+    config.num_epochs = 10.0 if not arg else 0.0     # ViLT's VQA fine-tuning
+    if arg == "cpu":
+      opt.learning_rate = 5e-4
+      config.num_train_steps = 1500
+      config.eval_every_steps = 500
+    if arg == "runlocal":
+      config.num_train_steps = 4
+      config.eval_every_steps = 2
+      config.log_every_steps = 2
   return config

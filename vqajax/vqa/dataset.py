@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 import os
+from typing import Callable
 
 import numpy as np
 from absl import logging
@@ -20,6 +21,7 @@ from vqajax.core.files import SAFE_NAME
 from vqajax.core.official_files import DATA_SOURCES
 from vqajax.core.task import TestFile
 from vqajax.features.store import FeatureStore
+from vqajax.nn import vilt_run
 from vqajax.vqa import files as vqa_files
 from vqajax.vqa import results
 from vqajax.vqa import text as vqa_text
@@ -162,6 +164,7 @@ class Encoders:
   interner: vqa_accuracy.Interner
   max_len: int
   image_shape: tuple[int, ...]  # the features of one image
+  vilt: vilt_run.Spec | None = None  # a ViLT row's architecture and tokenizer (config.model.name 'vilt')
 
   @property
   def bag_sizes(self) -> dict[str, int]:
@@ -173,18 +176,21 @@ class Encoders:
 
   def questions(self, questions: list[str], words: text.Coded | None = None) -> dict[str, np.ndarray]:
     """The model's text inputs of question strings (or of their `text.tokenize` words,
-    coded, when already made): tokens, length, question_bow."""
+    coded, when already made): tokens, length, question_bow; a ViLT row's input_ids,
+    attention_mask, token_type_ids."""
     if words is None:
       words = text.Coded.of(text.tokenize_all(questions))
     tokens, lengths = self.vocab.encode(words, self.max_len)
-    return {"tokens": tokens, "length": lengths, "question_bow": self.question_bag.indices(words, self.max_len)}
+    out = {"tokens": tokens, "length": lengths, "question_bow": self.question_bag.indices(words, self.max_len)}
+    return out if self.vilt is None else {**out, **self.vilt.encode(questions)}
 
   def tables(self) -> dict:
     return {"vocab": self.vocab.words[2:], "answers": self.answers.answers,
             "bow_words": self.question_bag.words.answers, "bow_leads": [t.answers for t in self.question_bag.leads],
             "caption_words": None if self.caption_words is None else self.caption_words.answers,
             "question_types": sorted(self.question_types, key=self.question_types.get),
-            "max_question_len": self.max_len, "image_shape": list(self.image_shape)}
+            "max_question_len": self.max_len, "image_shape": list(self.image_shape),
+            **({} if self.vilt is None else {"vilt": self.vilt.tables()})}
 
   @classmethod
   def from_tables(cls, tables: dict) -> "Encoders":
@@ -193,7 +199,8 @@ class Encoders:
                caption_words=None if tables["caption_words"] is None else text.TopK(tables["caption_words"]),
                question_types={t: i for i, t in enumerate(tables["question_types"])},
                interner=vqa_accuracy.Interner(), max_len=tables["max_question_len"],
-               image_shape=tuple(tables["image_shape"]))
+               image_shape=tuple(tables["image_shape"]),
+               vilt=vilt_run.Spec.from_tables(tables["vilt"]) if "vilt" in tables else None)
 
 
 def caption_bags(image_ids, captions: dict[int, list[str]], path: str, table: text.TopK) -> np.ndarray:
@@ -338,13 +345,14 @@ def open_store(config_data) -> FeatureStore:
   return store
 
 
-def load(config_data) -> VQAData:
-  """Reads train and val files and the feature store named by `config.data`."""
+def load(config_data, vilt_spec: Callable | None = None) -> VQAData:
+  """Reads train and val files and the feature store named by `config.data`; `vilt_spec`:
+  (training questions, store shape) -> a ViLT row's `vilt_run.Spec`."""
   with official_files.gc_paused():
-    return _load(config_data)
+    return _load(config_data, vilt_spec)
 
 
-def _load(config_data) -> VQAData:
+def _load(config_data, vilt_spec: Callable | None) -> VQAData:
   """The train split is read, encoded and let go before the val split is read: the two
   splits' records are never in memory together."""
   train_records, train_source = read_train_records(config_data)
@@ -376,7 +384,8 @@ def _load(config_data) -> VQAData:
                                                            config_data.bow_lead_words),
                    caption_words=caption_words,
                    question_types={t: i for i, t in enumerate(train_types)},
-                   interner=vqa_accuracy.Interner(), max_len=config_data.max_question_len, image_shape=store.shape)
+                   interner=vqa_accuracy.Interner(), max_len=config_data.max_question_len, image_shape=store.shape,
+                   vilt=vilt_spec and vilt_spec([q["question"] for q, _ in train_records], store.shape))
     raw_ids, norm_ids = vqa_accuracy.encode_answer_table(answers.answers, enc.interner)
   with phases.timed("encoding"):
     train = _arrays(train_records, train_source, enc, store, captions["train"], train_words)

@@ -29,6 +29,8 @@ setting, 1000 steps: BoW Q + I 31.4 -> 67.2, LSTM Q + I 56.9 -> 61.0 open-ended.
 
 `config.model.name` picks the model (`MODELS`), `config.model.question` the question
 encoder ("none", "bow", or one of `nn/question.ENCODERS`: the LSTM, a small Transformer).
+"vilt" is ViLT (`nn/vilt.py`) over a pixel store and WordPiece tokens, fine-tuned as ViLT
+is (`experiments/vqa/vilt.py`).
 
 Beyond the paper, `AttentionVQA` ("attention"): "Show, Ask, Attend, and
 Answer" (Kazemi & Elqursh 2017) over a grid store [H, W, C] (conv5, ViT patches): the
@@ -46,8 +48,9 @@ import jax
 import jax.numpy as jnp
 
 from vqajax.core.errors import InputError
-from vqajax.nn import question
+from vqajax.nn import question, vilt_run
 from vqajax.nn.attention import GlimpseAttention
+from vqajax.nn.vilt import ViltClassifier
 
 QUESTION_ENCODERS = ("none", "bow", *question.ENCODERS)
 FUSIONS = ("mul", "concat")
@@ -176,7 +179,14 @@ def _late_fusion(cfg, enc) -> LateFusionVQA:
       fusion=cfg.fusion, fused_dim=cfg.fused_dim, mlp_dims=tuple(cfg.mlp_dims), dropout=cfg.dropout, dtype=cfg.dtype)
 
 
-MODELS = {"late_fusion": _late_fusion, "attention": _attention}  # config.model.name -> builder
+def _vilt(cfg, enc) -> vilt_run.ViltOnBatch:
+  """ViLT with the VQA classifier over the run's answer table (`nn/vilt_run.py`)."""
+  if enc.vilt is None:
+    raise InputError("config.model.name 'vilt': this run's encoders hold no ViLT tokenizer (train it as a ViLT row)")
+  return vilt_run.ViltOnBatch(ViltClassifier(enc.vilt.config, len(enc.answers), jnp.dtype(cfg.dtype)))
+
+
+MODELS = {"late_fusion": _late_fusion, "attention": _attention, "vilt": _vilt}  # config.model.name -> builder
 
 
 def model_name(cfg) -> str:
@@ -184,6 +194,6 @@ def model_name(cfg) -> str:
   return cfg.get("name") or ("attention" if cfg.get("glimpses", 0) else "late_fusion")
 
 
-def build(cfg, enc) -> LateFusionVQA | AttentionVQA:
+def build(cfg, enc) -> nn.Module:
   """The model `config.model` names, sized by the run's encoders (`dataset.Encoders`)."""
   return MODELS[model_name(cfg)](cfg, enc)  # names and values checked with the config (configs.FIELDS)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 import jax
@@ -12,6 +13,7 @@ import optax
 from vqajax.core import sharding
 from vqajax.core.errors import InputError
 from vqajax.core.task import TestFile
+from vqajax.nn import vilt_run
 from vqajax.vqa import configs, reports, results
 from vqajax.vqa import dataset as vqa_dataset
 from vqajax.vqa import models as vqa_models
@@ -25,7 +27,8 @@ FIELDS = configs.FIELDS
 EVAL_DATA = ("val_questions", "val_annotations", "val_mc_questions", "val_captions", "format", "features",
              "feature_shape", "results_prefix")
 LENGTHS = {"tokens": "length"}  # token ids cut to the length bucket of the batch (core/pipeline.py)
-INPUT_KEYS = ("tokens", "length", "question_bow", "caption_bow")  # those the split has
+INPUT_KEYS = ("tokens", "length", "question_bow", "caption_bow",  # those the split has
+              "input_ids", "attention_mask", "token_type_ids")
 TRAIN_KEYS = INPUT_KEYS + ("label", "answer_index")
 EVAL_KEYS = INPUT_KEYS + ("label", "question_id", "answer_type", "question_type",
                           "gt_ids", "gt_dup", "gt_valid", "unanimous")
@@ -34,7 +37,8 @@ MC_KEYS = ("choice_index", "choice_raw", "choice_norm")
 
 def load(config) -> vqa_dataset.VQAData:
   """Reads config.data (the embedded dataset is written beforehand by the front door)."""
-  return vqa_dataset.load(config.data)
+  vilt = config.model.get("name") == "vilt"
+  return vqa_dataset.load(config.data, functools.partial(vilt_run.spec, config.model) if vilt else None)
 
 
 def load_eval(config, data: vqa_dataset.VQAData) -> vqa_dataset.VQAData:
@@ -49,6 +53,7 @@ def sizes(data: vqa_dataset.VQAData) -> dict[str, int]:
 
 
 build_model = vqa_models.build
+initial_params = vilt_run.initial_params
 
 
 def open_store(config):
@@ -77,7 +82,19 @@ def soft_loss(logits, batch):
   return jnp.sum(jnp.where(valid, ce, 0.0)) / jnp.maximum(jnp.sum(valid), 1)
 
 
-LOSSES = {"answer": loss, "soft": soft_loss}  # config.model.targets
+VQA_SCORES = (0.0, 0.3, 0.6, 0.9, 1.0)  # ViLT's target of an answer given by 0, 1, 2, 3, 4+ annotators
+
+
+def bce_loss(logits, batch):
+  """ViLT's VQA loss: binary cross-entropy of every answer of the table against its soft
+  score (`VQA_SCORES` of its annotator count), summed over the answers, averaged over the
+  examples."""
+  counts = jax.nn.one_hot(batch["answer_index"], logits.shape[-1], dtype=jnp.int32).sum(axis=1)
+  targets = jnp.asarray(VQA_SCORES)[jnp.minimum(counts, len(VQA_SCORES) - 1)]
+  return optax.sigmoid_binary_cross_entropy(logits, targets).sum(-1).mean()
+
+
+LOSSES = {"answer": loss, "soft": soft_loss, "bce": bce_loss}  # config.model.targets
 
 
 def make_loss(config):

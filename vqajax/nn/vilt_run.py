@@ -1,0 +1,159 @@
+"""What a ViLT row of either paper shares (`config.model.name` "vilt"): its architecture and
+tokenizer (`Spec`, recorded with the run's encoders, so a trained run or bundle answers
+without the data or the Hub folder), the pixels of a pixel store normalised on the device,
+and the start from a Hub checkpoint folder (`config.model.init_from`).
+
+The tokenizer: with `init_from`, the folder's WordPiece tokenizer (and its architecture,
+from its config.json); from scratch, a WordPiece vocabulary of the training texts' whole
+words (BERT's normalisation and pre-tokenisation: lower case, punctuation apart; words in
+order of count, then alphabetically, so a run's vocabulary is a function of its data),
+unseen words [UNK]. Either is kept as the `tokenizers` library's JSON.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import json
+from typing import Sequence
+
+import flax.linen as nn
+import jax.numpy as jnp
+import ml_collections
+import tokenizers
+from absl import logging
+
+from vqajax.core.errors import InputError
+from vqajax.nn import vilt, vilt_hub
+
+SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # BERT's, ids 0..4
+# The config.model fields of a from-scratch architecture (a ViltConfig field each, with `text_length`
+# its max_position_embeddings); with init_from the folder's config.json gives them.
+ARCHITECTURE = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "patch_size",
+                "hidden_dropout_prob", "attention_probs_dropout_prob")
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+  """A ViLT run's architecture and tokenizer (the `tokenizers` JSON, padded / truncated to
+  the architecture's `max_position_embeddings`)."""
+  config: vilt.ViltConfig
+  tokenizer_json: str
+
+  @functools.cached_property
+  def tokenizer(self) -> vilt_hub.Tokenizer:
+    raw = tokenizers.Tokenizer.from_str(self.tokenizer_json)
+    return vilt_hub.Tokenizer(raw, self.config.max_position_embeddings, raw.padding["pad_token"])
+
+  def encode(self, texts: Sequence[str], pairs: Sequence[str] | None = None) -> dict:
+    """input_ids, attention_mask, token_type_ids [N, T] of texts (or of text pairs: [SEP]
+    between them, token type 1 for the second)."""
+    if pairs is None:
+      return self.tokenizer(texts)
+    return self.tokenizer(list(zip(texts, pairs)))
+
+  def tables(self) -> dict:
+    config = dataclasses.asdict(self.config)
+    config["labels"] = list(config["labels"])
+    return {"config": config, "tokenizer": json.loads(self.tokenizer_json)}
+
+  @classmethod
+  def from_tables(cls, tables: dict) -> Spec:
+    config = dict(tables["config"], labels=tuple(tables["config"]["labels"]))
+    return cls(vilt.ViltConfig(**config), json.dumps(tables["tokenizer"], sort_keys=True))
+
+
+def word_tokenizer(texts: Sequence[str], max_length: int) -> str:
+  """The JSON of a WordPiece tokenizer whose vocabulary is [PAD] [UNK] [CLS] [SEP] [MASK] and
+  the whole words of `texts` (module docstring)."""
+  normaliser = tokenizers.normalizers.BertNormalizer(lowercase=True)
+  split = tokenizers.pre_tokenizers.BertPreTokenizer()
+  counts = collections.Counter(word for text in texts
+                               for word, _ in split.pre_tokenize_str(normaliser.normalize_str(text)))
+  words = sorted(counts, key=lambda w: (-counts[w], w))
+  vocab = {token: i for i, token in enumerate(SPECIAL + tuple(w for w in words if w not in SPECIAL))}
+  tokenizer = tokenizers.Tokenizer(tokenizers.models.WordPiece(vocab, unk_token="[UNK]"))
+  tokenizer.normalizer, tokenizer.pre_tokenizer = normaliser, split
+  tokenizer.post_processor = tokenizers.processors.BertProcessing(("[SEP]", vocab["[SEP]"]), ("[CLS]", vocab["[CLS]"]))
+  tokenizer.decoder = tokenizers.decoders.WordPiece()
+  tokenizer.enable_padding(length=max_length, pad_id=0, pad_token="[PAD]")
+  tokenizer.enable_truncation(max_length)
+  return tokenizer.to_str()
+
+
+def _canonical(tokenizer_json: str) -> str:
+  return json.dumps(json.loads(tokenizer_json), sort_keys=True)
+
+
+def spec(model_cfg, texts: Sequence[str], image_shape: tuple[int, ...]) -> Spec:
+  """The `Spec` of `config.model`: from `init_from`'s folder, or from the config's sizes with
+  a tokenizer of the training `texts`; `image_shape`: the pixel store's, [S, S, 4]."""
+  if len(image_shape) != 3 or image_shape[0] != image_shape[1] or image_shape[2] != 4:
+    raise InputError(f"config.data.features: ViLT (config.model.name 'vilt') reads a pixel store of [S, S, 4] per "
+                     f"image (vqajax features --model pixels), got {tuple(image_shape)}")
+  if model_cfg.init_from:
+    config = vilt_hub.read_config(model_cfg.init_from)
+    tokenizer = vilt_hub.read_tokenizer(model_cfg.init_from, config.max_position_embeddings).tokenizer
+    return Spec(config, _canonical(tokenizer.to_str()))
+  tokenizer_json = _canonical(word_tokenizer(texts, model_cfg.text_length))
+  config = vilt.ViltConfig(
+      vocab_size=tokenizers.Tokenizer.from_str(tokenizer_json).get_vocab_size(),
+      max_position_embeddings=model_cfg.text_length, image_size=image_shape[0],
+      **{name: model_cfg[name] for name in ARCHITECTURE})
+  return Spec(config, tokenizer_json)
+
+
+def model_config(text_length: int, hidden_size: int, layers: int, heads: int, patch_size: int
+                 ) -> ml_collections.ConfigDict:
+  """The config.model group of a ViLT row (both papers), a from-scratch architecture of these
+  sizes (ViLT-B/32: 40, 768, 12, 12, 32)."""
+  m = ml_collections.ConfigDict()
+  m.name = "vilt"
+  m.init_from = ""                      # a Hub ViLT folder: its architecture, tokenizer and weights
+  m.init_head = True                    # read its classifier too (False: every head initialised)
+  m.text_length = text_length           # tokens (from scratch; init_from: its max_position_embeddings)
+  m.hidden_size, m.num_hidden_layers, m.num_attention_heads = hidden_size, layers, heads
+  m.intermediate_size = 4 * hidden_size
+  m.patch_size = patch_size
+  m.hidden_dropout_prob = m.attention_probs_dropout_prob = 0.0
+  m.dtype = "float32"                   # matmul inputs; "bfloat16" on accelerators
+  return m
+
+
+def pixel_inputs(image):
+  """(pixel_values [B, S, S, 3] normalised as ViLT's processor does, (x / 255 - 0.5) / 0.5,
+  and 0 on the padding; pixel_mask [B, S, S]) of a pixel store's rows ([B, S, S, 4]: RGB
+  0..255 and the mask; uint8 streamed, float32 for new images)."""
+  image = image.astype(jnp.float32)
+  mask = image[..., 3] > 0
+  values = jnp.where(mask[..., None], image[..., :3] / 127.5 - 1.0, 0.0)
+  return values, mask.astype(jnp.int32)
+
+
+class ViltOnBatch(nn.Module):
+  """A ViLT model (`ViltClassifier`, `ViltMask`) applied to a task's batch: `input_ids`,
+  `attention_mask`, `token_type_ids` (those present) and the pixel store's `image`. Its
+  parameters are the wrapped model's (names as HF's table maps them: `vilt`, the head)."""
+  model: nn.Module
+
+  def setup(self):
+    nn.share_scope(self, self.model)
+
+  def __call__(self, batch, *, train: bool):
+    values, mask = pixel_inputs(batch["image"])
+    return self.model(batch["input_ids"], batch["attention_mask"], values, mask, batch.get("token_type_ids"),
+                      train=train)
+
+
+def initial_params(model_cfg, params):
+  """`params` with `config.model.init_from`'s checkpoint in place (its heads too unless
+  `init_head` is false), the heads left initialised said in one line; None without
+  `init_from` (the task contract's hook: the initial parameters stay)."""
+  if not model_cfg.get("init_from"):
+    return None
+  loaded = vilt_hub.init_from(model_cfg.init_from, params, head=model_cfg.init_head)
+  if loaded.initialised:
+    logging.warning("%s: initialised %s (not in the checkpoint%s)", model_cfg.init_from,
+                    ", ".join(loaded.initialised), "" if model_cfg.init_head else ", or config.model.init_head=False")
+  return loaded.params
