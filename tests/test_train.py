@@ -89,13 +89,29 @@ def test_results_files_are_official_and_scored_like_the_device(tiny_data, tmp_pa
   assert metrics["mc_accuracy"] == pytest.approx(mc_official["overall"], abs=0.01)
 
 
-def test_each_log_step_records_its_throughput(tiny_lstm_run):
+def test_each_log_step_records_its_throughput_and_learning_rate(tiny_lstm_run):
   workdir = tiny_lstm_run[0]
   with open(os.path.join(workdir, "run.json")) as f:
     batch_size = json.load(f)["config"]["batch_size"]
   with open(os.path.join(workdir, "metrics.jsonl")) as f:
     logged = [r for r in map(json.loads, f) if "train/loss" in r]
   assert [r["step"] for r in logged] == [1, 2, 3, 4]
+  with open(os.path.join(workdir, "run.json")) as f:
+    optimizer = json.load(f)["config"]["optimizer"]
   for r in logged:
     assert r["train/steps_per_second"] > 0
     assert r["train/examples_per_second"] == pytest.approx(r["train/steps_per_second"] * batch_size)
+    # the rate of the step's update (the runlocal rows decay it per step, if at all)
+    lr = optimizer["learning_rate"] * optimizer["lr_decay_per_step"] ** (r["step"] - 1)
+    assert r["train/learning_rate"] == pytest.approx(lr, rel=1e-6)
+
+
+def test_the_learning_rate_schedules_by_hand():
+  from ml_collections import ConfigDict  # pylint: disable=g-import-not-at-top
+
+  from vqajax.core.experiment import learning_rate  # pylint: disable=g-import-not-at-top
+  adamw = learning_rate(ConfigDict({"name": "adamw", "learning_rate": 1e-4, "warmup": 0.1}), 100)
+  # ViLT's: linear warmup over 10 updates, then linear decay to 0 at update 100
+  assert [float(adamw(n)) for n in (0, 5, 10, 55, 100)] == pytest.approx([0, 5e-5, 1e-4, 5e-5, 0], rel=1e-6, abs=1e-12)
+  rmsprop = learning_rate(ConfigDict({"name": "rmsprop", "learning_rate": 3e-4, "lr_decay_per_step": 0.5}))
+  assert [float(rmsprop(n)) for n in (0, 1, 3)] == pytest.approx([3e-4, 1.5e-4, 3.75e-5])

@@ -26,17 +26,21 @@ class TrainState:
   rng: jax.Array
 
 
-def make_optimizer(cfg, num_train_steps: int = 0) -> optax.GradientTransformation:
-  """`config.optimizer`: rmsprop / adam with a per-step exponential decay; adamw (ViLT's)
-  with `weight_decay`, a linear warmup over the `warmup` share of `num_train_steps`, then a
-  linear decay to 0 at the last step."""
+def learning_rate(cfg, num_train_steps: int = 0) -> optax.Schedule:
+  """The learning rate of `config.optimizer` by update count: rmsprop / adam decay it
+  exponentially per step (`lr_decay_per_step`); adamw (ViLT's) warms it up linearly over the
+  `warmup` share of `num_train_steps`, then decays it linearly to 0 at the last step."""
   lr = cfg.learning_rate
   if cfg.name == "adamw":
     warmup = int(cfg.warmup * num_train_steps)
-    lr = optax.join_schedules([optax.linear_schedule(0.0, lr, max(warmup, 1)),
-                               optax.linear_schedule(lr, 0.0, max(num_train_steps - warmup, 1))], [warmup])
-  elif cfg.lr_decay_per_step < 1:
-    lr = optax.exponential_decay(lr, transition_steps=1, decay_rate=cfg.lr_decay_per_step)
+    return optax.join_schedules([optax.linear_schedule(0.0, lr, max(warmup, 1)),
+                                 optax.linear_schedule(lr, 0.0, max(num_train_steps - warmup, 1))], [warmup])
+  return optax.exponential_decay(lr, transition_steps=1, decay_rate=cfg.lr_decay_per_step)
+
+
+def make_optimizer(cfg, num_train_steps: int = 0) -> optax.GradientTransformation:
+  """`config.optimizer` with its `learning_rate` schedule; adamw with `weight_decay`."""
+  lr = learning_rate(cfg, num_train_steps)
   if cfg.name == "rmsprop":
     opt = optax.rmsprop(lr, decay=cfg.rmsprop_decay, eps=cfg.eps)
   elif cfg.name == "adam":

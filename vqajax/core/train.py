@@ -34,7 +34,7 @@ from vqajax.core import (
   writers,
 )
 from vqajax.core.errors import RunFailed
-from vqajax.core.experiment import Experiment, TrainState
+from vqajax.core.experiment import Experiment, TrainState, learning_rate
 from vqajax.core.task import Task
 
 
@@ -197,6 +197,7 @@ def _train(exp: Experiment, evaluators: list[evaluate.Evaluator], workdir: str) 
   arrays, store, keys = device_features.host_inputs(data, exp.features, "train", task.TRAIN_KEYS)
   batches = pipeline.numpy_batches(pipeline.train_dataset(arrays, store, config.batch_size, config.seed, start, keys,
                                                           lengths=task.LENGTHS))
+  schedule = learning_rate(config.optimizer, config.num_train_steps)
   best_metric, _ = evals.best(config, task)
   preemption, metrics, eval_metrics, progress = _Preemption(), [], {}, _Progress(start, final, config.batch_size)
   meta = lambda step: {"input_step": step, "seed": config.seed}
@@ -216,6 +217,7 @@ def _train(exp: Experiment, evaluators: list[evaluate.Evaluator], workdir: str) 
         _check_finite(metrics, step - len(metrics) + 1, ckpt.latest_step())
       if log:
         means = {f"train/{k}": float(np.mean([m[k] for m in metrics])) for k in metrics[0]}
+        means["train/learning_rate"] = float(schedule(step - 1))  # the last update's
         writer.write_scalars(step, {**means, **progress.log(step, means["train/loss"])})
         metrics = []
       if due:  # the final step (and evaluations with results "every") also write results files
