@@ -1,7 +1,11 @@
 """Official answer normalisation, checked against hand-worked expectations."""
 
+import random
+import string
+
 import pytest
 
+from tests import reference
 from vqajax.vqa.accuracy.kernel import round_official
 from vqajax.vqa.accuracy.normalize import CONTRACTIONS, clean, normalize, process_digit_article, process_punctuation
 
@@ -112,3 +116,17 @@ def test_contraction_table():
 )
 def test_round_official(x, expected):
   assert round_official(x) == expected
+
+
+def test_normalize_equals_the_independent_oracle_on_generated_answers():
+  """The oracle's processing is written from vqaEval.py apart from the library's (tests/reference.py)."""
+  rng = random.Random(0)
+  alphabet = string.ascii_letters + string.digits + " .,;:/[]\"{}()=+\\_->@`?!'\n\t" + "٣é’"
+  words = [*reference.CONTRACTIONS, *reference.MANUAL_MAP, *reference.ARTICLES, "2,000", "3.5", "a.b", "..."]
+  for i in range(20000):
+    if i % 2:
+      text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
+    else:
+      text = " ".join(rng.choice(words) + rng.choice(["", ".", ",", "!", " ,", "-"]) for _ in range(rng.randint(1, 6)))
+    assert normalize(clean(text)) == reference.normalize(reference.clean(text)), repr(text)
+  assert normalize("a." * 40) == reference.normalize("a." * 40)  # the 33rd period on stays
