@@ -115,3 +115,4 @@ def test_the_learning_rate_schedules_by_hand():
   assert [float(adamw(n)) for n in (0, 5, 10, 55, 100)] == pytest.approx([0, 5e-5, 1e-4, 5e-5, 0], rel=1e-6, abs=1e-12)
   rmsprop = learning_rate(ConfigDict({"name": "rmsprop", "learning_rate": 3e-4, "lr_decay_per_step": 0.5}))
   assert [float(rmsprop(n)) for n in (0, 1, 3)] == pytest.approx([3e-4, 1.5e-4, 3.75e-5])
+  assert learning_rate(ConfigDict({"name": "adam", "learning_rate": 1e-3, "lr_decay_per_step": 1.0})) == 1e-3

@@ -18,8 +18,9 @@ the checkpoint's metadata, before anything is read.
 
 Only the process that holds the workdir (training, eval) opens a `Checkpointer`, which
 removes temporary steps left by a kill. Readers (ask, submit, demo, export) go through
-`read_params`: it lists the complete steps, verifies one, restores its parameters alone (no
-optimizer state) as host arrays and changes nothing, so it is safe beside a running training.
+`read_params`: it lists the complete steps, verifies one (waiting for a manifest being
+written), restores its parameters alone (no optimizer state) as host arrays and changes
+nothing, so it is safe beside a running training.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from vqajax.core.official_files import load_json
 MANIFEST = "vqajax.sha256.json"  # {file: sha256} of a completed step, in its folder
 _READ_TRIES = 4  # a reader racing a training that deletes the step it chose tries the newest again ...
 _RETRY_SECONDS = 0.25  # ... after 0.25, 0.5, 0.75 s
+_MANIFEST_WAIT = 10.0  # seconds a reader waits for the manifest of a step orbax has just completed
 _ORBAX_SCHEMES = ("gs://", "s3://")
 
 
@@ -82,11 +84,16 @@ def write_manifest(step_dir: str) -> None:
                                                        for rel in _files(step_dir)})
 
 
-def verify(step_dir: str) -> None:
-  """DamagedCheckpointError unless every file `MANIFEST` lists is there with its sha256."""
+def verify(step_dir: str, wait: float = 0.0) -> None:
+  """DamagedCheckpointError unless every file `MANIFEST` lists is there with its sha256. A
+  reader beside a training `wait`s up to that many seconds for a manifest being written
+  (it follows orbax's rename of the step by the time its files take to hash)."""
   manifest = os.path.join(step_dir, MANIFEST)
-  if not fs.exists(manifest):
-    raise DamagedCheckpointError(f"{step_dir}: no {MANIFEST} (its saving did not complete)")
+  deadline = time.monotonic() + wait
+  while not fs.exists(manifest):
+    if time.monotonic() >= deadline or not fs.isdir(step_dir):
+      raise DamagedCheckpointError(f"{step_dir}: no {MANIFEST} (its saving did not complete)")
+    time.sleep(0.05)
   listed = load_json(manifest)
   for rel, digest in (listed.items() if isinstance(listed, dict) else [(MANIFEST, None)]):
     path = os.path.join(step_dir, rel)
@@ -237,10 +244,9 @@ class Checkpointer:
 
 def complete_steps(directory: str) -> list[int]:
   """The steps saved in `directory`, in order; a step still being written (orbax's temporary
-  folder, renamed when complete, then its manifest) is not one. Nothing is changed."""
+  folder, renamed when complete) is not one. Nothing is changed."""
   names = fs.listdir(directory) if fs.isdir(directory) else []
-  return sorted(int(n.rstrip("/")) for n in names
-                if re.fullmatch(r"\d+/?", n) and fs.exists(os.path.join(directory, n.rstrip("/"), MANIFEST)))
+  return sorted(int(n.rstrip("/")) for n in names if re.fullmatch(r"\d+/?", n))
 
 
 def step_metric(directory: str, step: int, name: str) -> float | None:
@@ -255,7 +261,7 @@ def step_metric(directory: str, step: int, name: str) -> float | None:
 
 def _read_params(directory: str, step: int) -> tuple[Any, dict]:
   path = os.path.join(orbax_path(directory), str(step))
-  verify(path)
+  verify(path, wait=_MANIFEST_WAIT)
   meta = load_json(os.path.join(path, "meta", "metadata"))
   checkpointer = ocp.PyTreeCheckpointer()
   tree = ocp.PyTreeCheckpointHandler().metadata(epath.Path(path) / "state").tree["params"]

@@ -26,16 +26,19 @@ class TrainState:
   rng: jax.Array
 
 
-def learning_rate(cfg, num_train_steps: int = 0) -> optax.Schedule:
-  """The learning rate of `config.optimizer` by update count: rmsprop / adam decay it
-  exponentially per step (`lr_decay_per_step`); adamw (ViLT's) warms it up linearly over the
-  `warmup` share of `num_train_steps`, then decays it linearly to 0 at the last step."""
+def learning_rate(cfg, num_train_steps: int = 0) -> float | optax.Schedule:
+  """The learning rate of `config.optimizer` (by update count where it changes): rmsprop / adam
+  decay it exponentially per step (`lr_decay_per_step` < 1); adamw (ViLT's) warms it up
+  linearly over the `warmup` share of `num_train_steps`, then decays it linearly to 0 at the
+  last step. A constant rate is a number (a schedule would add a counter to the optimizer state)."""
   lr = cfg.learning_rate
   if cfg.name == "adamw":
     warmup = int(cfg.warmup * num_train_steps)
     return optax.join_schedules([optax.linear_schedule(0.0, lr, max(warmup, 1)),
                                  optax.linear_schedule(lr, 0.0, max(num_train_steps - warmup, 1))], [warmup])
-  return optax.exponential_decay(lr, transition_steps=1, decay_rate=cfg.lr_decay_per_step)
+  if cfg.lr_decay_per_step < 1:
+    return optax.exponential_decay(lr, transition_steps=1, decay_rate=cfg.lr_decay_per_step)
+  return lr
 
 
 def make_optimizer(cfg, num_train_steps: int = 0) -> optax.GradientTransformation:

@@ -217,7 +217,7 @@ def _train(exp: Experiment, evaluators: list[evaluate.Evaluator], workdir: str) 
         _check_finite(metrics, step - len(metrics) + 1, ckpt.latest_step())
       if log:
         means = {f"train/{k}": float(np.mean([m[k] for m in metrics])) for k in metrics[0]}
-        means["train/learning_rate"] = float(schedule(step - 1))  # the last update's
+        means["train/learning_rate"] = float(schedule(step - 1) if callable(schedule) else schedule)  # the last update's
         writer.write_scalars(step, {**means, **progress.log(step, means["train/loss"])})
         metrics = []
       if due:  # the final step (and evaluations with results "every") also write results files
