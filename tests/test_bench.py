@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the benchmarks, each in a subprocess
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (the test extra)")
 

@@ -38,6 +38,7 @@ def _redraw_constants(net) -> None:
         value.copy_(float(layer_norm_scale) + 0.1 * torch.randn_like(value))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["vgg16", "vgg19"])
 def test_vgg_fc7_and_conv5_match_torchvision(name):
   torch.manual_seed(0)
@@ -56,6 +57,7 @@ def test_vgg_fc7_and_conv5_match_torchvision(name):
     assert np.abs(got - want).max() < 5e-6 and np.abs(want).max() > 0.05
 
 
+@pytest.mark.slow
 def test_vit_b16_cls_and_patches_match_torchvision():
   torch.manual_seed(0)
   net = torch_models.vit_b_16().eval()

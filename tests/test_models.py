@@ -56,6 +56,7 @@ def _plain_masked_lstm(x, lengths, w, b):
   return jnp.stack(outputs), c, h
 
 
+@pytest.mark.slow
 def test_lstm_backward_matches_autodiff_of_the_plain_recurrence():
   keys = jax.random.split(jax.random.key(0), 5)
   lengths = jnp.array([6, 5, 4, 2, 1, 0])  # sorted; chunks of 2 run 6, 4 and 1 steps; T = 7
@@ -77,6 +78,7 @@ def test_lstm_backward_matches_autodiff_of_the_plain_recurrence():
       np.testing.assert_allclose(a, b_, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_both_lstm_impls_encode_alike_with_the_same_gradients():
   tokens = np.array([[3, 4, 5, 0], [7, 0, 0, 0], [1, 2, 3, 4], [0, 0, 0, 0]])
   lengths = np.array([3, 1, 4, 0])  # unsorted, one empty
@@ -214,6 +216,7 @@ def test_mul_fusion_of_unequal_widths_is_a_clear_error():
     _param_shapes(vqa_models.build(cfg, _data()))
 
 
+@pytest.mark.slow
 def test_image_norm_makes_the_model_invariant_to_image_scale():
   cfg = ml_collections.ConfigDict(deeper_lstm_norm_i.get_config("runlocal").model.to_dict())
   model = vqa_models.build(cfg, _data())

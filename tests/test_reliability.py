@@ -29,6 +29,7 @@ def _damage(checkpoint_dir):
       handle.truncate(os.path.getsize(f) // 2)
 
 
+@pytest.mark.slow
 def test_damaged_newest_checkpoint_resumes_from_the_previous_one(tiny_data, tmp_path, caplog):
   config = _config(tiny_data, num_train_steps=20, log_every_steps=5, eval_every_steps=10)
   train.train_and_evaluate(cli.task_of(config), config, str(tmp_path / "full"))
@@ -79,6 +80,7 @@ def _flip_unnoticed_by_orbax(checkpoints, step, config):
   pytest.fail(f"no flip in {largest} that orbax restores silently")
 
 
+@pytest.mark.slow
 def test_flipped_bytes_in_the_newest_checkpoint_fail_its_checksum(tiny_data, tmp_path, caplog):
   config = _config(tiny_data, num_train_steps=20, log_every_steps=5, eval_every_steps=10)
   train.train_and_evaluate(cli.task_of(config), config, str(tmp_path / "full"))
@@ -114,6 +116,7 @@ def test_checksum_covers_the_meta_and_old_checkpoints_restore_unverified(tmp_pat
   ckpt.close()
 
 
+@pytest.mark.slow
 def test_no_restorable_checkpoint_is_a_clear_error_and_moves_nothing(tiny_data, tmp_path):
   run = str(tmp_path / "run")
   train.train_and_evaluate(cli.task_of(_config(tiny_data, num_train_steps=10, eval_every_steps=10)), _config(tiny_data, num_train_steps=10, eval_every_steps=10), run)
@@ -126,6 +129,7 @@ def test_no_restorable_checkpoint_is_a_clear_error_and_moves_nothing(tiny_data, 
   assert not os.path.exists(os.path.join(run, "checkpoints.unreadable"))
 
 
+@pytest.mark.slow
 def test_non_finite_loss_names_its_step_and_saves_nothing_after_it(tiny_data, tmp_path):
   run = str(tmp_path / "run")
   config = _config(tiny_data, num_train_steps=30, log_every_steps=10, eval_every_steps=10)
@@ -139,6 +143,7 @@ def test_non_finite_loss_names_its_step_and_saves_nothing_after_it(tiny_data, tm
   assert sorted(os.listdir(os.path.join(run, "checkpoints"))) == ["10", "20", "30"]
 
 
+@pytest.mark.slow
 def test_a_diverged_run_fails_with_its_own_status_and_message(tiny_data, tmp_path, capsys):
   config = _config(tiny_data, num_train_steps=10, log_every_steps=5, eval_every_steps=10,
                    **{"optimizer.learning_rate": float("inf")})
@@ -158,6 +163,7 @@ def test_a_bugs_missing_file_keeps_its_traceback():
     errors.exit_status("vqajax x", bug)
 
 
+@pytest.mark.slow
 def test_nan_features_are_one_clear_error(tiny_data, tmp_path):
   data = str(tmp_path / "data")
   shutil.copytree(tiny_data, data)
@@ -171,6 +177,7 @@ def test_nan_features_are_one_clear_error(tiny_data, tmp_path):
   assert str(error.value) == f"{store}: the features of image_id {bad_image} are not finite (NaN or inf)"
 
 
+@pytest.mark.slow
 def test_empty_very_long_and_non_ascii_questions_train_and_evaluate(tiny_data, tmp_path):
   data = str(tmp_path / "data")
   shutil.copytree(tiny_data, data)
