@@ -109,6 +109,7 @@ def test_outputs_never_go_into_a_run_or_a_bundle(tiny_lstm_run, tiny_data, tmp_p
     assert digests(workdir) == before
 
 
+@pytest.mark.slow
 def test_a_file_url_workdir_is_the_local_disk(tiny_data, tmp_path, capsys):
   workdir = tmp_path / "run"
   assert cli.main(["train", "--config=experiments/vqa/bow_q.py:runlocal", f"--workdir=file://{workdir}",
