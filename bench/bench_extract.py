@@ -1,14 +1,15 @@
-"""Feature extraction throughput: vqajax's VGG16 fc7 extractor vs torchvision's VGG16, in images/s.
+"""Feature extraction throughput: vqajax's VGG16 fc7 extractor vs torchvision's VGG16 in torch, in images/s.
 
-    pip install -e '.[test]'   # torch and torchvision
+    pip install -e '.[bench]'   # torch
     python bench/bench_extract.py [--batch 16] [--rounds 3] [--size 224] [--images 96] [--threads N]
 
-Both sides get the same random weights (torchvision's initialisation, copied with
-`features/weights.py`), the same input batch in their own layout (NHWC / NCHW) and the same
+The torch side is torchvision's VGG16 written in `torch.nn` (`torch_models.py`: torchvision's
+layers, names and initialisation, without torchvision). Both sides get the same random weights
+(copied with `features/weights.py`), the same input batch in their own layout (NHWC / NCHW) and the same
 `--threads` cores and threads (bench_train's pinning); their fc7 outputs are checked close.
 Each round times both forwards (`forward.Forward`, jitted over the local devices, vs
-torchvision under `inference_mode`) and an f32 2048^3 matmul for the peak; the figures are
-medians: images/s, vqajax vs torchvision (target >= 1.0x) and the useful FLOP/s (from the
+torch under `inference_mode`) and an f32 2048^3 matmul for the peak; the figures are
+medians: images/s, vqajax vs torch (target >= 1.0x) and the useful FLOP/s (from the
 layer sizes) as a share of the matmul peak (target >= 50%). Then the whole
 `extract.extract` on generated JPEG files (decode and preprocessing in threads, forward,
 store) in images/s, and its first progress line's ETA against the time the rest took
@@ -26,7 +27,7 @@ import time
 import jax
 import numpy as np
 import torch  # before anything imports TensorFlow (see bench_train)
-import torchvision
+import torch_models
 from absl import logging as absl_logging
 from bench_train import matmul_peak, pin_threads, timed
 from PIL import Image
@@ -47,7 +48,7 @@ def vgg_flops(stages, size: int, hidden: int = 4096) -> int:
 
 
 def torch_fc7(net):
-  """torchvision's VGG up to fc7 after its ReLU (classifier[:5]; dropout is off in eval)."""
+  """The VGG up to fc7 after its ReLU (classifier[:5]; dropout is off in eval)."""
   return torch.nn.Sequential(net.features, net.avgpool, torch.nn.Flatten(1), *net.classifier[:5]).eval()
 
 
@@ -96,7 +97,7 @@ def main():
   threads = pin_threads(args.threads)
 
   torch.manual_seed(0)
-  net = torchvision.models.vgg16(weights=None).eval()
+  net = torch_models.vgg16().eval()
   theirs = torch_fc7(net)
   model = models.MODELS["vgg16"](layer="fc7")
   params = weights.load_params({k: v.numpy() for k, v in net.state_dict().items()}, model, "vgg16")
@@ -112,16 +113,16 @@ def main():
   error = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-12))
   assert got.shape == want.shape and error < 1e-3, (got.shape, want.shape, error)
 
-  rates, peaks = {"vqajax": [], "torchvision": []}, []
+  rates, peaks = {"vqajax": [], "torch": []}, []
   for r in range(args.rounds):
     rates["vqajax"].append(ours.batch / timed(lambda: jax.block_until_ready(ours(nhwc))))
-    rates["torchvision"].append(ours.batch / timed(run_torch))
+    rates["torch"].append(ours.batch / timed(run_torch))
     peaks.append(matmul_peak())
-    print(f"round {r + 1}: vqajax {rates['vqajax'][-1]:.2f}, torchvision {rates['torchvision'][-1]:.2f} "
+    print(f"round {r + 1}: vqajax {rates['vqajax'][-1]:.2f}, torch {rates['torch'][-1]:.2f} "
           f"images/s; matmul peak {peaks[-1] / 1e9:.0f} GFLOP/s", flush=True)
   flops = vgg_flops(models.VGG16_STAGES, args.size)
   share = np.median(np.array(rates["vqajax"]) * flops / np.array(peaks))
-  ratio = np.median(np.array(rates["vqajax"]) / np.array(rates["torchvision"]))
+  ratio = np.median(np.array(rates["vqajax"]) / np.array(rates["torch"]))
   whole, predicted, took = end_to_end(model, params, args)
 
   print(f"\nthreads: {threads}")
@@ -131,7 +132,7 @@ def main():
   for name, values in rates.items():
     print(f"{name:12s} {np.median(values):8.2f} images/s (median, the model alone)")
   print(f"f32 matmul peak {np.median(peaks) / 1e9:6.0f} GFLOP/s")
-  print(f"vs torchvision          {ratio:5.2f}x (target >= 1.0x)")
+  print(f"vs torch                {ratio:5.2f}x (target >= 1.0x)")
   print(f"useful FLOP/s            {share:5.0%} of the f32 matmul peak (target >= 50%)")
   print(f"whole extractor        {whole:8.2f} images/s ({args.images} generated JPEGs: decode, preprocess, "
         f"forward, store)")

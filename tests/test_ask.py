@@ -121,6 +121,7 @@ def _read(path):
     return json.load(f)
 
 
+@pytest.mark.slow
 def test_real_photos_give_the_eval_path_answers(photo_run, tiny_data, tmp_path, capsys):
   results = os.path.join(photo_run["workdir"], "results", "step_2")
   open_ended = {r["question_id"]: r["answer"] for r in _read(glob.glob(f"{results}/v2_OpenEnded_*_results.json")[0])}
@@ -153,6 +154,7 @@ def test_real_photos_give_the_eval_path_answers(photo_run, tiny_data, tmp_path, 
   np.testing.assert_allclose([[p for _, p in a["answers"]] for a in by_id], probs, rtol=1e-3)
 
 
+@pytest.mark.slow
 def test_the_weights_must_be_the_recorded_ones(photo_run, tmp_path, capsys):
   record = _read(os.path.join(photo_run["workdir"], "run.json"))["extractor"]
   with np.load(photo_run["weights"]) as state:  # the tensors' digest, computed here
@@ -276,6 +278,7 @@ def test_bad_input_is_one_line(embedded_run, mask_run, tmp_path, capsys):
                   "a grounding_class run; expected a vqa or grounding_mask run")
 
 
+@pytest.mark.slow
 def test_a_non_image_file_is_one_line(photo_run, tmp_path, capsys):
   text = tmp_path / "notes_1.jpg"
   text.write_text("not an image")
@@ -319,6 +322,7 @@ def _upsampled(grid, height, width):
   return np.array([[grid[r, c] for c in cols] for r in rows])
 
 
+@pytest.mark.slow
 def test_groundings_of_a_mask_run(mask_run, tiny_therapy, tmp_path, capsys):
   grounder = Grounder.from_workdir(mask_run)
   key = grounder.image_ids[0]

@@ -171,6 +171,7 @@ def small_runs(tmp_path_factory):
                 for name in baselines.BASELINES}
 
 
+@pytest.mark.slow
 def test_paper_ordering_on_the_small_set(small_runs):
   data, runs = small_runs
   oe = {name: run["accuracy"]["overall"] for name, run in runs.items()}

@@ -93,6 +93,7 @@ def test_feature_stores_read_from_a_bucket_like_from_disk(ram, tmp_path, suffix)
     FeatureStore(f"{ram}/missing{suffix}")
 
 
+@pytest.mark.slow
 def test_a_whole_run_lives_in_a_bucket(tiny_data, ram, tmp_path, monkeypatch):
   """Data, features and workdir on ram://; checkpoints on a local disk: orbax writes arrays
   through tensorstore, which serves local folders, gs:// and s3://, not TensorFlow's ram://."""

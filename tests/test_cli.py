@@ -40,6 +40,7 @@ def _fails_cleanly(cmd, expected, workdir):
       os.path.join(workdir, "checkpoints"))
 
 
+@pytest.mark.slow
 def test_broken_json_is_one_error_line(data_copy, tmp_path):
   path = os.path.join(data_copy, "v2_mscoco_val2014_annotations.json")
   with open(path) as f:
@@ -50,6 +51,7 @@ def test_broken_json_is_one_error_line(data_copy, tmp_path):
                  "v2_mscoco_val2014_annotations.json: not valid JSON", tmp_path / "w")
 
 
+@pytest.mark.slow
 def test_a_bad_input_fails_before_tensorflow_is_imported(data_copy, tmp_path):
   """TensorFlow (seconds to import) comes with the first dataset: a broken file fails first."""
   path = os.path.join(data_copy, "v2_mscoco_train2014_annotations.json")
@@ -62,6 +64,7 @@ def test_a_bad_input_fails_before_tensorflow_is_imported(data_copy, tmp_path):
   assert done.stderr.strip().splitlines()[-1].startswith(f"vqajax train: error: {path}: not valid JSON")
 
 
+@pytest.mark.slow
 def test_missing_key_names_the_record(data_copy, tmp_path):
   path = os.path.join(data_copy, "v2_OpenEnded_mscoco_train2014_questions.json")
   with open(path) as f:
@@ -72,11 +75,13 @@ def test_missing_key_names_the_record(data_copy, tmp_path):
   _fails_cleanly(_train_cmd(data_copy, tmp_path / "w"), "questions[3] (question_id=", tmp_path / "w")
 
 
+@pytest.mark.slow
 def test_wrong_feature_dimension(data_copy, tmp_path):
   _fails_cleanly(_train_cmd(data_copy, tmp_path / "w", "--config.data.feature_shape=(2048,)"),
                  "expects (2048,)", tmp_path / "w")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag, expected", [
     ("--config.model.fusoin=concat", "the config has no field 'model.fusoin' (did you mean \"model.fusion\"?)"),
     ("--config.model.fusion=sum", "config.model.fusion: expected one of ('mul', 'concat'), got 'sum'"),
@@ -85,6 +90,7 @@ def test_config_mistakes_are_one_error_line(tiny_data, tmp_path, flag, expected)
   _fails_cleanly(_train_cmd(tiny_data, tmp_path / "w", flag), expected, tmp_path / "w")
 
 
+@pytest.mark.slow
 def test_unknown_image_id(data_copy, tmp_path):
   path = os.path.join(data_copy, "v2_OpenEnded_mscoco_val2014_questions.json")
   with open(path) as f:
@@ -134,6 +140,7 @@ def _start_and_wait_for_checkpoint(cmd, workdir):
   pytest.fail("no checkpoint appeared")
 
 
+@pytest.mark.slow
 def test_kill_9_then_rerun_resumes_from_the_last_checkpoint(tiny_data, tmp_path):
   workdir, cache = str(tmp_path / "w"), str(tmp_path / "xla")
   cmd = _train_cmd(tiny_data, workdir, f"--compilation_cache_dir={cache}", "--config.num_train_steps=3000",
@@ -150,6 +157,7 @@ def test_kill_9_then_rerun_resumes_from_the_last_checkpoint(tiny_data, tmp_path)
   assert str(saved + 10) in os.listdir(os.path.join(workdir, "checkpoints"))
 
 
+@pytest.mark.slow
 def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tiny_data, tmp_path):
   workdir = str(tmp_path / "w")
   cmd = _train_cmd(tiny_data, workdir, "--config.num_train_steps=100000", "--config.eval_every_steps=10")

@@ -355,6 +355,7 @@ def _pick(driver, key, label):
   option[0].click()
 
 
+@pytest.mark.slow
 def test_the_page_shows_a_store_picture_answers_it_and_says_which(page):
   from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
   browser, answerer = page["browser"], page["answerer"]
@@ -390,6 +391,7 @@ def test_the_page_shows_a_store_picture_answers_it_and_says_which(page):
   assert requested and all(u.startswith((page["url"], "data:", "blob:")) for u in requested), requested  # no CDN
 
 
+@pytest.mark.slow
 def test_an_upload_is_answered_and_its_masks_lie_over_it(page, tmp_path):
   from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
   browser, answerer, grounder = page["browser"], page["answerer"], page["grounder"]
@@ -420,6 +422,7 @@ def test_an_upload_is_answered_and_its_masks_lie_over_it(page, tmp_path):
   assert browser.save_screenshot(screenshot)
 
 
+@pytest.mark.slow
 def test_bad_uploads_are_messages_on_the_page_and_uploads_are_limited(page, tmp_path):
   import urllib.error  # pylint: disable=g-import-not-at-top
   import urllib.request  # pylint: disable=g-import-not-at-top

@@ -97,6 +97,7 @@ def test_one_device_steps_give_the_host_losses(tiny_data):
   assert losses[0] == losses[1]
 
 
+@pytest.mark.slow
 def test_eight_devices_train_and_evaluate_with_a_sharded_table_as_the_host_path(tiny_data, tmp_path):
   runs = {}
   for choice in ("false", "sharded"):

@@ -48,6 +48,7 @@ def _subset(tiny_data, out_dir, n=24):
   return paths, annotations["annotations"]
 
 
+@pytest.mark.slow
 def test_two_evaluations_train_write_both_and_the_best_follows_the_named_min_metric(tiny_data, tmp_path):
   (questions, annotations_path), annotations = _subset(tiny_data, str(tmp_path))
   evaluations = evals.default()

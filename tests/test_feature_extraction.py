@@ -82,6 +82,7 @@ def _assert_same_rows(path, reference):
     np.testing.assert_allclose(got[key], row, rtol=1e-3, atol=1e-3 * np.abs(row).max())
 
 
+@pytest.mark.slow
 def test_real_photos_in_every_mode_and_the_unreadable_ones(photos, tmp_path, caplog):
   model, params = _tiny()
   out = str(tmp_path / "fc7.h5")
@@ -197,6 +198,7 @@ extract.extract(images.list_images(sys.argv[1]), model, params, sys.argv[2], {se
 """
 
 
+@pytest.mark.slow
 def test_kill_9_loses_at_most_the_chunk_in_flight(photos, tmp_path):
   model, params = _tiny()
   out = str(tmp_path / "killed.h5")
@@ -320,6 +322,7 @@ def test_the_embedded_extractor_needs_no_weights_and_matches_the_embedded_store(
   assert not os.path.exists(tmp_path / "x.npy")
 
 
+@pytest.mark.slow
 def test_the_extracted_store_trains(tiny_data, tmp_path):
   config = image_only.get_config("runlocal")  # the image-only row: the features are all it sees
   config.data.dir = tiny_data

@@ -1,52 +1,103 @@
-"""The Flax feature extractors against torchvision with the same (random) weights, and the
-weights loader. Skipped without torch / torchvision (the `test` extra installs them)."""
+"""The Flax feature extractors against torchvision's architectures (plain torch.nn
+references with torchvision's names and initialisation, `bench/torch_models.py`) with the same
+random weights, torchvision's preprocessing against a PIL + numpy reference, and the weights
+loader. Skipped without torch (the `test` extra installs it)."""
 
-import importlib.util
-import json
 import os
-import subprocess
 import sys
 
 import jax
 import numpy as np
 import pytest
+from PIL import Image
 
-from vqajax.features import models, weights
+from vqajax.features import images, models, weights
 
-torch = pytest.importorskip("torch")  # torch itself imports fine beside TensorFlow, torchvision not
-if importlib.util.find_spec("torchvision") is None:
-  pytest.skip("torchvision is not installed", allow_module_level=True)
+torch = pytest.importorskip("torch")
+from bench import torch_models  # noqa: E402  (needs torch)
 
-
-@pytest.fixture(scope="module")
-def parity():
-  """tests/torchvision_parity.py's measurements, run in a subprocess (see its docstring)."""
-  script = os.path.join(os.path.dirname(__file__), "torchvision_parity.py")
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-  done = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True, check=False)
-  assert done.returncode == 0, done.stderr[-3000:]
-  return json.loads(done.stdout.strip().splitlines()[-1])
+SAMPLE_DATA = os.path.join(os.path.dirname(__import__("matplotlib").__file__), "mpl-data", "sample_data")
 
 
+def _flax(name: str, layer: str, net, nchw: np.ndarray) -> np.ndarray:
+  """`name`'s Flax extractor at `layer` with `net`'s weights, on `nchw` (as NHWC)."""
+  state = {key: tensor.numpy() for key, tensor in net.state_dict().items()}
+  model = models.MODELS[name](layer=layer)
+  params = weights.load_params(state, model, name)
+  return np.asarray(jax.jit(lambda p, x: model.apply({"params": p}, x))(params, nchw.transpose(0, 2, 3, 1)))
+
+
+def _redraw_constants(net) -> None:
+  """The parameters torchvision's initialisation leaves constant (biases 0, LayerNorm scales 1
+  and offsets 0, the class token 0) drawn at random around those values, so that a weight
+  dropped or swapped in the mapping changes the outputs."""
+  with torch.no_grad():
+    for key, value in net.state_dict().items():
+      layer_norm_scale = key.endswith(("ln.weight", "ln_1.weight", "ln_2.weight"))
+      if layer_norm_scale or key.endswith("bias") or key == "class_token":
+        value.copy_(float(layer_norm_scale) + 0.1 * torch.randn_like(value))
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["vgg16", "vgg19"])
-def test_vgg_fc7_and_conv5_match_torchvision(parity, name):
-  # Measured max abs differences: 4e-7 (fc7) and 2e-7 (conv5), for values up to ~0.2.
-  assert parity[name]["fc7"]["shape"] == [2, 4096] and parity[name]["conv5"]["shape"] == [2, 2, 2, 512]
-  for layer in ("fc7", "conv5"):
-    assert parity[name][layer]["max_abs_diff"] < 5e-6 and parity[name][layer]["max_abs"] > 0.05
+def test_vgg_fc7_and_conv5_match_torchvision(name):
+  torch.manual_seed(0)
+  net = getattr(torch_models, name)().eval()
+  _redraw_constants(net)
+  # 32x32: conv5 is 2x2 and the adaptive average pool spreads each cell over 7x7 cells.
+  x = np.random.default_rng(0).normal(size=(2, 3, 32, 32)).astype(np.float32)
+  with torch.no_grad():
+    conv5 = net.features[:-1](torch.from_numpy(x))  # before the last max-pool
+    fc7 = net.classifier[:5](torch.flatten(net.avgpool(net.features[-1](conv5)), 1)).numpy()  # after the 2nd ReLU
+  conv5 = conv5.numpy().transpose(0, 2, 3, 1)
+  # Measured max abs differences: 4e-7 (fc7) and 3e-7 (conv5), for values up to ~0.5.
+  for got, want, shape in ((_flax(name, "fc7", net, x), fc7, (2, 4096)),
+                           (_flax(name, "conv5", net, x), conv5, (2, 2, 2, 512))):
+    assert got.shape == want.shape == shape
+    assert np.abs(got - want).max() < 5e-6 and np.abs(want).max() > 0.05
 
 
-def test_vit_b16_cls_and_patches_match_torchvision(parity):
-  # Measured max abs differences: 5e-6 (cls and patches), for values up to ~4.5.
-  assert parity["vit_b16"]["cls"]["shape"] == [1, 768] and parity["vit_b16"]["patches"]["shape"] == [1, 14, 14, 768]
-  for layer in ("cls", "patches"):
-    assert parity["vit_b16"][layer]["max_abs_diff"] < 5e-5 and parity["vit_b16"][layer]["max_abs"] > 1
+@pytest.mark.slow
+def test_vit_b16_cls_and_patches_match_torchvision():
+  torch.manual_seed(0)
+  net = torch_models.vit_b_16().eval()
+  _redraw_constants(net)
+  x = np.random.default_rng(0).normal(size=(1, 3, 224, 224)).astype(np.float32)
+  with torch.no_grad():
+    tokens = net.tokens(torch.from_numpy(x)).numpy()
+  # Measured max abs differences: 3e-6 (cls) and 5e-6 (patches), for values up to ~4.6.
+  for layer, want, shape in (("cls", tokens[:, 0], (1, 768)), ("patches", tokens[:, 1:].reshape(1, 14, 14, 768),
+                                                              (1, 14, 14, 768))):
+    got = _flax("vit_b16", layer, net, x)
+    assert got.shape == want.shape == shape
+    assert np.abs(got - want).max() < 5e-5 and np.abs(want).max() > 1
 
 
-def test_torchvision_preprocessing_equals_torchvision_transforms(parity):
-  for diff in parity["torchvision_preprocessing"].values():
-    assert diff["shape"] == [224, 224, 3] and diff["max_abs_diff"] < 1e-5
+def _torchvision_reference(image: Image.Image, shift: int = 0) -> tuple[np.ndarray, tuple[int, int]]:
+  """torchvision's Resize(256), CenterCrop(224), ToTensor, Normalize on a PIL image, by hand
+  (HWC, and the crop's top / left): the shorter side to 256 and the longer to
+  int(256 * long / short) (PIL bilinear, as torchvision resizes PIL images), the crop at
+  int(round((side - 224) / 2)) (Python's round: half to even), /255, minus the ImageNet mean,
+  over its std. `shift` moves the crop that many pixels right and down."""
+  width, height = image.size
+  size = (256, int(256 * height / width)) if width <= height else (int(256 * width / height), 256)
+  pixels = np.asarray(image.resize(size, Image.Resampling.BILINEAR), np.float64) / 255.0
+  top, left = int(round((size[1] - 224) / 2.0)), int(round((size[0] - 224) / 2.0))
+  pixels = pixels[top + shift:top + shift + 224, left + shift:left + shift + 224]
+  return (pixels - np.array([0.485, 0.456, 0.406])) / np.array([0.229, 0.224, 0.225]), (top, left)
+
+
+@pytest.mark.parametrize("name, size, crop", [
+    ("grace_hopper.jpg", (512, 600), (38, 16)),  # -> 256 x 300: top (300 - 224) / 2
+    ("Minduka_Present_Blue_Pack.png", (128, 128), (16, 16)),  # -> 256 x 256
+    ("logo2.png", (542, 130), (16, 422))])  # -> 1067 x 256 (256 * 542 / 130 = 1067.4): left 421.5 -> 422
+def test_torchvision_preprocessing_equals_the_reference(name, size, crop):
+  image = images.decode(os.path.join(SAMPLE_DATA, name))
+  want, offsets = _torchvision_reference(image)
+  assert image.size == size and offsets == crop
+  got = images.torchvision(image, 224)
+  assert got.shape == want.shape == (224, 224, 3) and np.abs(got - want).max() < 1e-5  # measured 4e-7
+  assert np.abs(got - _torchvision_reference(image, shift=1)[0]).max() > 0.1  # the check sees a crop one pixel off
 
 
 def _zeros_like_layout(model) -> dict:

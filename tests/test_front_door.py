@@ -67,6 +67,7 @@ def test_bad_config_values_are_one_line_naming_the_field(tiny_data, tmp_path, ca
   assert not os.path.exists(tmp_path / "w")
 
 
+@pytest.mark.slow
 def test_eval_uses_the_runs_recorded_config(tiny_lstm_run, tiny_lstm_run_copy, tmp_path, capsys):
   trained = tiny_lstm_run[1]
   assert cli.main(["eval", f"--workdir={tiny_lstm_run_copy}"]) == 0  # no --config, no overrides
@@ -77,6 +78,7 @@ def test_eval_uses_the_runs_recorded_config(tiny_lstm_run, tiny_lstm_run_copy, t
   assert "no such run" in _error_line(capsys, "vqajax eval") and not os.path.exists(tmp_path / "none")
 
 
+@pytest.mark.slow
 def test_real_files_without_a_manifest_are_never_generated_over(tiny_data, tmp_path, capsys):
   """Issue 13.1: a data.dir of the user's files (no MANIFEST.json) with the default
   data.synthetic=True is refused, and every file is byte-identical afterwards."""
@@ -95,6 +97,7 @@ def test_real_files_without_a_manifest_are_never_generated_over(tiny_data, tmp_p
   assert digests(real) == before
 
 
+@pytest.mark.slow
 def test_a_store_written_in_the_current_folder_is_found(tiny_data, tmp_path, capsys, monkeypatch):
   """README's extraction (`--out features/...` in the current folder) then its training
   (`--config.data.features=features/...` beside `--config.data.dir=/data/VQA`) work as
@@ -117,6 +120,7 @@ def test_a_store_written_in_the_current_folder_is_found(tiny_data, tmp_path, cap
       f"({here}/features/gone.h5)")
 
 
+@pytest.mark.slow
 def test_the_embedded_dataset_goes_into_a_new_folder_only(tmp_path, capsys):
   fresh = str(tmp_path / "fresh")
   assert cli.main(["train", f"--config={CONFIG}", f"--workdir={tmp_path / 'w'}", f"--config.data.dir={fresh}",
@@ -222,6 +226,7 @@ def test_report_run_names_cannot_leave_the_output_folder(tmp_path, capsys):
   assert not os.path.exists(tmp_path / "out" / "x_fig9_correct_given_answer.png")
 
 
+@pytest.mark.slow
 def test_a_workdir_is_one_run(tiny_data, tmp_path, capsys):
   """Issue 13.5-7: another run's settings are refused with the fields that differ; a
   finished run says so; a second process on the workdir is refused; a stale lock (a dead
@@ -258,6 +263,7 @@ def test_a_workdir_is_one_run(tiny_data, tmp_path, capsys):
     assert json.load(f)["finished_step"] == 4  # a longer budget continues the same run
 
 
+@pytest.mark.slow
 def test_a_budget_in_epochs_becomes_steps(tiny_data, tmp_path, capsys):
   workdir = str(tmp_path / "w")
   assert cli.main(["train", f"--config={CONFIG}", f"--workdir={workdir}", f"--config.data.dir={tiny_data}",
@@ -269,6 +275,7 @@ def test_a_budget_in_epochs_becomes_steps(tiny_data, tmp_path, capsys):
   assert f"0.5 epochs of {train_questions} train examples" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_full_disk_while_saving_is_one_line_and_not_finished(tiny_data, tmp_path, capsys, monkeypatch):
   import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
 
@@ -296,6 +303,7 @@ def test_eval_without_checkpoints_is_one_line_and_creates_nothing(tiny_lstm_run,
   assert sorted(os.listdir(workdir)) == ["encoders.json", "run.json"]  # no checkpoints/ left by orbax
 
 
+@pytest.mark.slow
 def test_eval_all_skips_a_damaged_checkpoint_and_names_it(tiny_lstm_run_copy):
   """In a process of its own, as a user runs it: orbax's other failed reads of the damaged
   step (reported by asyncio when collected) and its storage threads finishing after the
@@ -322,6 +330,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tiny_data, tmp_path, capsys, monkeypatc
   assert capsys.readouterr().err.strip().splitlines()[-1] == "vqajax train: interrupted"
 
 
+@pytest.mark.slow
 def test_a_damaged_store_chunk_mid_run_is_one_line(tiny_data, tmp_path, capsys):
   import h5py  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
@@ -342,6 +351,7 @@ def test_a_damaged_store_chunk_mid_run_is_one_line(tiny_data, tmp_path, capsys):
   assert f"{store}: rows " in line and "cannot be read" in line
 
 
+@pytest.mark.slow
 def test_links_planted_in_a_workdir_never_reach_the_data(tiny_data, tmp_path, capsys):
   data = str(tmp_path / "d")
   shutil.copytree(tiny_data, data)
@@ -379,6 +389,7 @@ def test_names_and_files_of_the_user_are_checked(tiny_data, tmp_path, capsys):
   assert not os.path.exists(tmp_path / "w")
 
 
+@pytest.mark.slow
 def test_an_unreadable_lock_is_taken_over(tiny_data, tmp_path, capsys):
   workdir = tmp_path / "w"
   workdir.mkdir()

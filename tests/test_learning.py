@@ -19,6 +19,8 @@ import pytest
 from tests import devices
 from vqajax.synthetic.vqa import write as synthetic
 
+pytestmark = pytest.mark.slow  # the Table II sweep at 400 steps a row on the small set
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 400
 NEURAL = ("bow_q", "i", "bow_q_i", "lstm_q", "deeper_lstm_norm_i")

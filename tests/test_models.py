@@ -56,6 +56,7 @@ def _plain_masked_lstm(x, lengths, w, b):
   return jnp.stack(outputs), c, h
 
 
+@pytest.mark.slow
 def test_lstm_backward_matches_autodiff_of_the_plain_recurrence():
   keys = jax.random.split(jax.random.key(0), 5)
   lengths = jnp.array([6, 5, 4, 2, 1, 0])  # sorted; chunks of 2 run 6, 4 and 1 steps; T = 7
@@ -77,6 +78,7 @@ def test_lstm_backward_matches_autodiff_of_the_plain_recurrence():
       np.testing.assert_allclose(a, b_, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_both_lstm_impls_encode_alike_with_the_same_gradients():
   tokens = np.array([[3, 4, 5, 0], [7, 0, 0, 0], [1, 2, 3, 4], [0, 0, 0, 0]])
   lengths = np.array([3, 1, 4, 0])  # unsorted, one empty
@@ -158,6 +160,50 @@ def test_every_table2_row_has_the_papers_shapes(row):
     assert p["question"]["lstm_0"]["cell"]["ii"]["kernel"] == (300, 512) and "lstm_1" not in p["question"]
 
 
+def _initial_params(model):
+  batch = {"tokens": jnp.ones((2, 26), jnp.int32), "length": jnp.array([3, 26]), "image": jnp.ones((2, 4096))}
+  return model.init(jax.random.key(0), batch, train=False)["params"]
+
+
+@pytest.mark.parametrize("row", ["lstm_q", "lstm_q_i", "deeper_lstm_q", "deeper_lstm_norm_i"])
+def test_the_lstm_rows_start_as_the_papers_code_every_parameter_uniform_within_0_08(row):
+  # VQA_LSTM_CNN's train.lua: each network's getParameters():uniform(-0.08, 0.08).
+  config = importlib.import_module(f"experiments.vqa.{row}").get_config("runlocal")
+  assert config.model.init == "paper"
+  params = _initial_params(vqa_models.build(config.model, _data(vocab=50, answers=100)))
+  leaves = {jax.tree_util.keystr(path): np.asarray(w) for path, w in jax.tree_util.tree_leaves_with_path(params)}
+  assert any("embedding" in k for k in leaves) and any("bias" in k for k in leaves)
+  for key, w in leaves.items():
+    # >= 32 entries each: both signs unless a 2 * 0.5**32 chance
+    assert w.size >= 32 and np.abs(w).max() <= 0.08 and (w < 0).any() and (w > 0).any(), key
+  every = np.concatenate([w.ravel() for w in leaves.values()])
+  # U(-a, a): mean 0, standard deviation a / sqrt(3) = 0.0462 (tens of thousands of draws: within 0.001)
+  assert every.size > 20_000 and abs(every.mean()) < 0.001 and abs(every.std() - 0.08 / 3**0.5) < 0.001
+
+  # "default": flax's own rules, e.g. zero biases and an embedding of N(0, 1 / 32) beyond 0.08.
+  default = _initial_params(vqa_models.build(config_lib.override(config, {"model.init": "default"}).model,
+                                             _data(vocab=50, answers=100)))
+  assert not default["classifier"]["bias"].any() and not default["question"]["WordEmbedding_0"]["bias"].any()
+  assert np.abs(default["question"]["WordEmbedding_0"]["Embed_0"]["embedding"]).max() > 0.08
+
+
+def test_the_rows_beyond_the_paper_start_by_flaxs_defaults_and_refuse_the_papers_rule():
+  for row in ("attention", "transformer_q_norm_i"):
+    config = importlib.import_module(f"experiments.vqa.{row}").get_config("runlocal")
+    assert config.model.init == "default"
+    data = types.SimpleNamespace(**{**vars(_data()), "image_shape": (7, 7, 64)}) if row == "attention" else _data()
+    vqa_models.build(config.model, data)
+    with pytest.raises(InputError, match=r"config.model.init 'paper' is for the late-fusion rows with an LSTM or "
+                                         r"BoW question; the (attention model|transformer question encoder) takes"):
+      vqa_models.build(config_lib.override(config, {"model.init": "paper"}).model, data)
+
+
+def test_the_learning_rate_decay_is_the_papers_constant():
+  # train.lua's `decay_factor = 0.99997592083 -- 50000`: 0.3x every 50,000 iterations.
+  assert abs(vqa_configs.LR_DECAY_PER_STEP - 0.99997592083) < 1e-11
+  assert deeper_lstm_norm_i.get_config().optimizer.lr_decay_per_step == vqa_configs.LR_DECAY_PER_STEP
+
+
 def test_bag_of_words_counts_each_bin_and_ignores_padding():
   bags = vqa_models.bag_of_words(jnp.array([[2, 0, 2, -1], [-1, -1, -1, -1]]), 4)
   np.testing.assert_array_equal(bags, [[1, 0, 2, 0], [0, 0, 0, 0]])
@@ -170,6 +216,7 @@ def test_mul_fusion_of_unequal_widths_is_a_clear_error():
     _param_shapes(vqa_models.build(cfg, _data()))
 
 
+@pytest.mark.slow
 def test_image_norm_makes_the_model_invariant_to_image_scale():
   cfg = ml_collections.ConfigDict(deeper_lstm_norm_i.get_config("runlocal").model.to_dict())
   model = vqa_models.build(cfg, _data())

@@ -17,9 +17,12 @@ import time
 
 import jax
 import numpy as np
+import pytest
 
 from tests import devices
 from tests.test_train import _config, _losses, _params
+
+pytestmark = pytest.mark.slow  # two processes training through jax.distributed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 6

@@ -3,6 +3,7 @@ import sys
 
 import jax
 import numpy as np
+import pytest
 
 from tests import devices
 from vqajax.core import pipeline, sharding
@@ -108,6 +109,7 @@ for _ in range(n // 256):
 """
 
 
+@pytest.mark.slow
 def test_a_script_exits_with_its_batches_still_open(tmp_path):
   # Both kinds of batches left open at the end of a script (module globals): their tf.data
   # iterators, whose map calls Python, hung the exit when Python's teardown destroyed them
@@ -119,6 +121,7 @@ def test_a_script_exits_with_its_batches_still_open(tmp_path):
   assert "Exception ignored" not in done.stderr, done.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_a_script_exits_on_bad_features_it_does_not_catch(tmp_path):
   # The one-line error escapes the script with its traceback, which kept the batches'
   # iterator alive to Python's teardown: the exit hung (by hand, 3 times of 3).

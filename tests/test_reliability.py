@@ -30,6 +30,7 @@ def _damage(checkpoint_dir):
       handle.truncate(os.path.getsize(f) // 2)
 
 
+@pytest.mark.slow
 def test_damaged_newest_checkpoint_resumes_from_the_previous_one(tiny_data, tmp_path, caplog):
   config = _config(tiny_data, num_train_steps=20, log_every_steps=5, eval_every_steps=10)
   train.train_and_evaluate(cli.task_of(config), config, str(tmp_path / "full"))
@@ -80,6 +81,7 @@ def _flip_unnoticed_by_orbax(checkpoints, step, config):
   pytest.fail(f"no flip in {largest} that orbax restores silently")
 
 
+@pytest.mark.slow
 def test_flipped_bytes_in_the_newest_checkpoint_fail_its_checksum(tiny_data, tmp_path, caplog):
   config = _config(tiny_data, num_train_steps=20, log_every_steps=5, eval_every_steps=10)
   train.train_and_evaluate(cli.task_of(config), config, str(tmp_path / "full"))
@@ -127,6 +129,7 @@ def test_a_checkpoint_is_verified_and_shape_checked_before_orbax_reads_it(tmp_pa
   assert unraisable == []
 
 
+@pytest.mark.slow
 def test_no_restorable_checkpoint_is_a_clear_error_and_moves_nothing(tiny_data, tmp_path):
   run = str(tmp_path / "run")
   train.train_and_evaluate(cli.task_of(_config(tiny_data, num_train_steps=10, eval_every_steps=10)), _config(tiny_data, num_train_steps=10, eval_every_steps=10), run)
@@ -139,6 +142,7 @@ def test_no_restorable_checkpoint_is_a_clear_error_and_moves_nothing(tiny_data, 
   assert not os.path.exists(os.path.join(run, "checkpoints.unreadable"))
 
 
+@pytest.mark.slow
 def test_non_finite_loss_names_its_step_and_saves_nothing_after_it(tiny_data, tmp_path):
   run = str(tmp_path / "run")
   config = _config(tiny_data, num_train_steps=30, log_every_steps=10, eval_every_steps=10)
@@ -152,6 +156,7 @@ def test_non_finite_loss_names_its_step_and_saves_nothing_after_it(tiny_data, tm
   assert sorted(os.listdir(os.path.join(run, "checkpoints"))) == ["10", "20", "30"]
 
 
+@pytest.mark.slow
 def test_a_diverged_run_fails_with_its_own_status_and_message(tiny_data, tmp_path, capsys):
   config = _config(tiny_data, num_train_steps=10, log_every_steps=5, eval_every_steps=10,
                    **{"optimizer.learning_rate": float("inf")})
@@ -171,6 +176,7 @@ def test_a_bugs_missing_file_keeps_its_traceback():
     errors.exit_status("vqajax x", bug)
 
 
+@pytest.mark.slow
 def test_nan_features_are_one_clear_error(tiny_data, tmp_path):
   data = str(tmp_path / "data")
   shutil.copytree(tiny_data, data)
@@ -184,6 +190,7 @@ def test_nan_features_are_one_clear_error(tiny_data, tmp_path):
   assert str(error.value) == f"{store}: the features of image_id {bad_image} are not finite (NaN or inf)"
 
 
+@pytest.mark.slow
 def test_empty_very_long_and_non_ascii_questions_train_and_evaluate(tiny_data, tmp_path):
   data = str(tmp_path / "data")
   shutil.copytree(tiny_data, data)

@@ -57,6 +57,7 @@ def _submit(*args):
   return cli.main(["submit", *map(str, args)])
 
 
+@pytest.mark.slow
 def test_train_val_run_records_both_files_and_trains_on_both(run, tiny_data):
   record = _json(os.path.join(run, "run.json"))
   assert record["config"]["data"]["train_questions"] == f"{FILES['train'][0]},{FILES['val'][0]}"
@@ -93,6 +94,7 @@ def test_the_synthetic_test_splits_are_official_and_have_features(tiny_data):
     assert images <= ids and seen <= ids
 
 
+@pytest.mark.slow
 def test_test_dev_results_have_official_names_and_every_question_once(run, tiny_data, capsys):
   assert _submit(os.path.join(tiny_data, TEST_DEV), "--workdir", run) == 0
   name = f"v2_OpenEnded_mscoco_test-dev2015_{ALG}_results"
@@ -110,6 +112,7 @@ def test_test_dev_results_have_official_names_and_every_question_once(run, tiny_
       assert archive.read(f"{name}.json") == f.read()
 
 
+@pytest.mark.slow
 def test_submit_answers_are_the_eval_answers(run, tiny_data, capsys):
   """The val questions through `submit` at a step give that step's eval results (the same
   jitted path), and --best / --step pick the checkpoints eval names."""
@@ -128,6 +131,7 @@ def test_submit_answers_are_the_eval_answers(run, tiny_data, capsys):
   assert evals[best] == max(evals.values())
 
 
+@pytest.mark.slow
 def test_v1_multiple_choice_test_gives_both_tasks_zipped(run, tiny_data):
   path = os.path.join(tiny_data, "MultipleChoice_mscoco_test2015_questions.json")
   out = os.path.join(run, "v1")
@@ -145,6 +149,7 @@ def test_v1_multiple_choice_test_gives_both_tasks_zipped(run, tiny_data):
       assert archive.namelist() == [f"{n}.json"]
 
 
+@pytest.mark.slow
 def test_vizwiz_test_results_name_each_image(run, tiny_data, tiny_vizwiz):
   """A VizWiz test.json (questions only) gives VizWiz's list of {image, answer}."""
   out = os.path.join(run, "vizwiz")
@@ -156,6 +161,7 @@ def test_vizwiz_test_results_name_each_image(run, tiny_data, tiny_vizwiz):
   assert {r["answer"] for r in results} <= set(_answer_table(tiny_data))
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line_and_writes_nothing(run, tiny_data, tiny_therapy, tmp_path, capsys):
   before, run_before = digests(tiny_data), digests(run)
   test_dev = os.path.join(tiny_data, TEST_DEV)
@@ -193,6 +199,7 @@ def test_bad_input_is_one_line_and_writes_nothing(run, tiny_data, tiny_therapy, 
 THERAPY = f"{ROOT}/experiments/therapy"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["grounding_class", "grounding_mask"])
 def test_answer_therapy_test_files_in_the_released_format(tiny_therapy, tmp_path, task, capsys):
   workdir = str(tmp_path / task)

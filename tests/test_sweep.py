@@ -55,6 +55,7 @@ def table2_sweep(tiny_data, tmp_path_factory, one_device_env):
   return workdir, argv
 
 
+@pytest.mark.slow
 def test_table2_has_every_row_scored_officially(table2_sweep, tiny_data):
   workdir, _ = table2_sweep
   rows = _json(os.path.join(workdir, "table2.json"))
@@ -73,6 +74,7 @@ def test_table2_has_every_row_scored_officially(table2_sweep, tiny_data):
   assert open(os.path.join(workdir, "table2.md")).read().count("\n") == 2 + len(rows)
 
 
+@pytest.mark.slow
 def test_rerunning_a_sweep_skips_finished_points(table2_sweep, capsys):
   workdir, argv = table2_sweep
   before = os.path.getmtime(os.path.join(workdir, "bow_q", "run.json"))
@@ -94,6 +96,7 @@ def test_print_commands_lists_the_unfinished_points(tiny_data, tmp_path, capsys)
   assert not os.listdir(workdir)  # nothing ran
 
 
+@pytest.mark.slow
 def test_ablation_sweep_gives_table4_with_deltas_and_vocabulary_sizes(tiny_data, tmp_path, one_device_env):
   workdir = str(tmp_path)
   _sweep([f"{SWEEPS}/vqa_ablations.py:runlocal", "--workdir", workdir, *_sets(tiny_data, 4)], one_device_env)
@@ -118,6 +121,7 @@ def test_ablation_sweep_gives_table4_with_deltas_and_vocabulary_sizes(tiny_data,
   assert confident["val_questions"] == base["val_questions"]  # the test set is never filtered
 
 
+@pytest.mark.slow
 def test_report_table2_evaluates_a_run_without_results(table2_sweep, tmp_path):
   workdir, _ = table2_sweep
   run = str(tmp_path / "lstm_q")
@@ -131,6 +135,7 @@ def test_report_table2_evaluates_a_run_without_results(table2_sweep, tmp_path):
   assert rows["LSTM"]["OE All"] == next(r for r in expected if r["run"] == "lstm_q")["OE All"]
 
 
+@pytest.mark.slow
 def test_report_question_types_answers_and_humans(table2_sweep, tiny_data, tmp_path):
   workdir, _ = table2_sweep
   out = str(tmp_path)

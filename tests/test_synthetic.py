@@ -87,6 +87,7 @@ def test_question_type_examples():
   assert question_type("isthere a cat", types=("is", "is there", "none of the above")) == "none of the above"
 
 
+@pytest.mark.slow
 def test_same_seed_same_bytes_other_seed_differs(data):
   again = synthetic.generate(str(data["root"] / "b"), seed=0, scale="tiny")
   other = synthetic.generate(str(data["root"] / "c"), seed=1, scale="tiny")
@@ -117,6 +118,7 @@ def test_manifest_and_paths(data):
   assert synthetic.read_manifest(str(data["root"] / "nowhere")) is None
 
 
+@pytest.mark.slow
 def test_interrupted_run_leaves_no_manifest(tmp_path, monkeypatch):
   out = str(tmp_path / "d")
   synthetic.generate(out, seed=0, scale="tiny")
@@ -322,6 +324,7 @@ def _near(pixels, rgb, tolerance=24):
   return (np.abs(pixels.astype(int) - rgb) <= tolerance).all(-1)
 
 
+@pytest.mark.slow
 def test_pictures_show_the_world(data, world):
   """Each picture has its image's size and name; its scene and (unless covered) the main
   object's colour and marker show; the marker of a category it does not show is absent."""
@@ -422,6 +425,7 @@ def test_shares_types_and_vocabulary(data):
   assert kept11 < kept5 < 0.8 * len(words) and kept11 >= 20
 
 
+@pytest.mark.slow
 def test_cli_synth(tmp_path, capsys):
   out = str(tmp_path / "cli")
   assert front_door.main(["data", "synth", "--out", out, "--scale", "tiny", "--seed", "2"]) == 0

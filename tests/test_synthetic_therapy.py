@@ -48,6 +48,7 @@ def data(tmp_path_factory):
           "grounded": therapy.analyze(everything), "items": synthetic_therapy.sample(0, "tiny")}
 
 
+@pytest.mark.slow
 def test_same_seed_same_bytes_other_seed_differs(data):
   again = synthetic_therapy.generate(str(data["root"] / "b"), seed=0, scale="tiny")
   other = synthetic_therapy.generate(str(data["root"] / "c"), seed=1, scale="tiny")
@@ -241,6 +242,7 @@ def test_feature_key():
       feature_key(bad)
 
 
+@pytest.mark.slow
 def test_unknown_scale_and_interrupted_run(tmp_path, monkeypatch):
   with pytest.raises(ValueError, match="unknown synthetic therapy scale 'huge'"):
     synthetic_therapy.sample(0, "huge")
@@ -255,6 +257,7 @@ def test_unknown_scale_and_interrupted_run(tmp_path, monkeypatch):
   assert os.listdir(tmp_path) == ["d"]  # neither "e" nor its partial sibling is left
 
 
+@pytest.mark.slow
 def test_cli_therapy(tmp_path, capsys):
   out = str(tmp_path / "cli")
   assert cli.main(["therapy", "--out", out, "--scale", "tiny", "--seed", "2"]) == 0

@@ -54,6 +54,7 @@ def vqa_v2(tiny_data, tmp_path_factory):
   return tfds_cli.build("vqa/v2", tiny_data, str(tmp_path_factory.mktemp("tfds")))
 
 
+@pytest.mark.slow
 def test_vqa_v2_round_trips_the_official_files(tiny_data, vqa_v2):
   assert vqa_v2.endswith(os.path.join("vqa", "v2", "1.0.0"))
   builder = tfds.builder_from_directory(vqa_v2)
@@ -73,6 +74,7 @@ def test_vqa_v2_round_trips_the_official_files(tiny_data, vqa_v2):
   assert len(first["multiple_choices"]) == 18
 
 
+@pytest.mark.slow
 def test_v1_files_test_splits_and_multiple_choice(tiny_data, tmp_path, monkeypatch):
   scratch = tmp_path / "tmp"  # the temporary folder of the build: nothing is left in it
   scratch.mkdir()
@@ -106,6 +108,7 @@ def _config(data_dir, **data):
                           {f"data.{k}": v for k, v in dict(data, dir=data_dir).items()})
 
 
+@pytest.mark.slow
 def test_tfds_route_feeds_the_batches_and_losses_of_the_files(tiny_data, vqa_v2):
   raw = Experiment.build(cli.task_of(_config(tiny_data)), _config(tiny_data), devices=jax.devices()[:1])
   via_tfds = Experiment.build(cli.task_of(_config(tiny_data, source="tfds", tfds_dir=vqa_v2)), _config(tiny_data, source="tfds", tfds_dir=vqa_v2), devices=jax.devices()[:1])
@@ -143,6 +146,7 @@ def test_tfds_route_feeds_the_batches_and_losses_of_the_files(tiny_data, vqa_v2)
   assert first_loss(raw) == first_loss(via_tfds)
 
 
+@pytest.mark.slow
 def test_feature_join_holds_each_images_store_row(tiny_data, tmp_path):
   store_path = os.path.join(tiny_data, "features", "conv5_grid.npy")
   path = tfds_cli.build("vqa/v2", tiny_data, str(tmp_path), features=store_path)
@@ -170,6 +174,7 @@ def test_an_image_missing_from_the_store_is_one_error_and_writes_nothing(tiny_da
   assert not os.path.exists(tmp_path / "data")  # nothing prepared, no empty folder left
 
 
+@pytest.mark.slow
 def test_bad_files_give_the_readers_one_line_errors(tiny_data, tmp_path):
   manual = tmp_path / "manual"
   manual.mkdir()
@@ -195,6 +200,7 @@ def test_bad_files_give_the_readers_one_line_errors(tiny_data, tmp_path):
     vqa_dataset.load(_config(tiny_data, source="tfrecord").data)
 
 
+@pytest.mark.slow
 def test_even_splits_give_each_host_its_share_in_order(vqa_v2):
   every = [ex["question_id"] for ex in _examples(vqa_v2, "train")]
   shares = [[ex["question_id"] for ex in _examples(vqa_v2, part)] for part in tfds.even_splits("train", n=3)]
@@ -214,6 +220,7 @@ def test_tfds_never_looks_at_gcs(tiny_data, tmp_path, monkeypatch):
   assert tfds_records.vqa_objects(path, "val")[0]["questions"]
 
 
+@pytest.mark.slow
 def test_vizwiz_round_trips_and_feeds_the_arrays_of_the_files(tiny_data, tiny_vizwiz, tmp_path):
   manual = tiny_vizwiz
   store_path = os.path.join(tiny_data, "features", "fc7.h5")
@@ -254,6 +261,7 @@ def test_vizwiz_bad_records_name_file_and_record(tmp_path):
 THERAPY_DIR = therapy_configs.THERAPY_DIR  # the released train files
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists(os.path.join(THERAPY_DIR, "VizWiz_train.json")),
                     reason="the released AnswerTherapy train files are not there")
 def test_answer_therapy_round_trips_the_released_files(tmp_path):
@@ -275,6 +283,7 @@ def test_answer_therapy_round_trips_the_released_files(tmp_path):
   assert example["polygon_sizes"].tolist() == [len(p) for p in record["grounding_labels"]]
 
 
+@pytest.mark.slow
 def test_answer_therapy_synthetic_features_and_the_tfds_route(tiny_therapy, tmp_path):
   store_path = os.path.join(tiny_therapy, "features", "therapy_grid.npy")
   path = tfds_cli.build("answer_therapy", tiny_therapy, str(tmp_path), features=store_path)

@@ -269,6 +269,7 @@ def released():
   return {s: therapy.analyze(therapy_files.read_therapy(p)) for s, p in paths.items()}
 
 
+@pytest.mark.slow
 def test_released_files_reproduce_binary_label(released):
   counts = {s: (len(gs), sum(g.grounding == g.sample.label for g in gs), len([p for g in gs for p in g.problems]))
             for s, gs in released.items()}
@@ -283,6 +284,7 @@ def test_released_files_reproduce_binary_label(released):
                    "VizWiz": {"disjoint": 47, "equal": 48, "contained": 82, "intersected": 429}}
 
 
+@pytest.mark.slow
 def test_released_files_against_an_independent_rasteriser(released):
   """Exact edge crossings at pixel centres against pycocotools (vertices quantised to 1/5
   pixel, traced boundary): the masks differ at boundary pixels only (areas within 2 %

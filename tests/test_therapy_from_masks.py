@@ -161,6 +161,7 @@ def _rasterised(polygon, height, width):
   inside[np.ix_(rows, cols)] = (xs[:, None, :] < cols[None, :, None] + 0.5).sum(-1) % 2 == 1
   return inside
 
+@pytest.mark.slow
 def test_mask_run_scores_table4_from_its_masks_and_the_pixel_level(mask_run, tiny_therapy):
   from pycocotools import mask as coco_mask  # pylint: disable=g-import-not-at-top
   workdir, metrics = mask_run
@@ -210,6 +211,7 @@ def _classifier_run(path, mask_metrics, **metrics):
   return str(path)
 
 
+@pytest.mark.slow
 def test_table4_across_runs_evaluates_a_mask_run_without_results(mask_run, tmp_path, capsys):
   workdir, metrics = mask_run
   classifier = _classifier_run(tmp_path / "gc", metrics, **{"precision/single": 90.0, "recall/single": 80.0,
@@ -228,6 +230,7 @@ def test_table4_across_runs_evaluates_a_mask_run_without_results(mask_run, tmp_p
   assert [r["multiple recall"] for r in rows if r["source"] == "VizWiz" and r["method"] == "Q+A"] == [50.0]
 
 
+@pytest.mark.slow
 def test_table4_refuses_runs_on_other_questions_and_repeated_names(mask_run, tmp_path, capsys):
   workdir, metrics = mask_run
   other = _classifier_run(tmp_path / "other", {**metrics, "always_single/recall/single": 1.0})

@@ -18,6 +18,8 @@ from vqajax.answertherapy import files as therapy_files
 from vqajax.core import config as config_lib
 from vqajax.core import evaluate, train
 
+pytestmark = pytest.mark.slow  # every test trains
+
 STEPS = 2
 
 

@@ -32,6 +32,7 @@ def _params(workdir, config):
   return jax.device_get(state.params)
 
 
+@pytest.mark.slow
 def test_eight_devices_give_the_losses_of_one(tiny_data, tmp_path, monkeypatch):
   monkeypatch.chdir(tmp_path)  # relative workdirs work too
   config = _config(tiny_data, num_train_steps=6, log_every_steps=1, eval_every_steps=6)
@@ -50,6 +51,7 @@ def test_the_sharded_step_never_gathers_the_batch(tiny_data):
   assert "all-reduce" in hlo and "all-gather" not in hlo and "all-to-all" not in hlo
 
 
+@pytest.mark.slow
 def test_resume_continues_from_the_last_checkpoint_exactly(tiny_data, tmp_path):
   full = _config(tiny_data, num_train_steps=20, log_every_steps=5, eval_every_steps=10)
   train.train_and_evaluate(cli.task_of(full), full, str(tmp_path / "full"))
@@ -61,6 +63,7 @@ def test_resume_continues_from_the_last_checkpoint_exactly(tiny_data, tmp_path):
   jax.tree.map(np.testing.assert_array_equal, a, b)
 
 
+@pytest.mark.slow
 def test_results_files_are_official_and_scored_like_the_device(tiny_data, tmp_path):
   config = _config(tiny_data, num_train_steps=10, eval_every_steps=10, log_every_steps=5)
   workdir = str(tmp_path / "run")

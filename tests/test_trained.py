@@ -26,6 +26,8 @@ from vqajax.core import config as config_lib
 from vqajax.core import train
 from vqajax.core.errors import InputError
 
+pytestmark = pytest.mark.slow  # every test reads or makes a trained run
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = {k: 2 for k in ("num_train_steps", "eval_every_steps", "log_every_steps")}
 TRAINING_FILES = ("v2_OpenEnded_mscoco_train2014_questions.json", "v2_mscoco_train2014_annotations.json",

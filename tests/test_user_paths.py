@@ -33,6 +33,7 @@ def _image_id(workdir):
     return json.load(f)["questions"][0]["image_id"]
 
 
+@pytest.mark.slow
 def test_a_relative_workdir_serves_every_reader(tiny_lstm_run, tiny_data, tmp_path, monkeypatch, capsys):
   monkeypatch.chdir(tmp_path)
   shutil.copytree(tiny_lstm_run[0], "workdirs/run")
@@ -84,6 +85,7 @@ def test_an_empty_path_is_refused_not_taken_as_the_current_folder(argv, tmp_path
   assert digests(str(tmp_path)) == before
 
 
+@pytest.mark.slow
 def test_train_never_writes_into_a_folder_that_is_not_a_run(tiny_lstm_run, tiny_data, tmp_path, capsys):
   bundle = str(tmp_path / "bundle")
   assert cli.main(["export", f"--workdir={tiny_lstm_run[0]}", f"--out={bundle}"]) == 0
@@ -99,6 +101,7 @@ def test_train_never_writes_into_a_folder_that_is_not_a_run(tiny_lstm_run, tiny_
     assert digests(folder) == before
 
 
+@pytest.mark.slow
 def test_outputs_never_go_into_a_run_or_a_bundle(tiny_lstm_run, tiny_data, tmp_path, capsys):
   run, bundle = tiny_lstm_run[0], str(tmp_path / "bundle")
   assert cli.main(["export", f"--workdir={run}", f"--out={bundle}"]) == 0
@@ -110,6 +113,7 @@ def test_outputs_never_go_into_a_run_or_a_bundle(tiny_lstm_run, tiny_data, tmp_p
     assert digests(workdir) == before
 
 
+@pytest.mark.slow
 def test_a_file_url_workdir_is_the_local_disk(tiny_data, tmp_path, capsys):
   workdir = tmp_path / "run"
   assert cli.main(["train", "--config=experiments/vqa/bow_q.py:runlocal", f"--workdir=file://{workdir}",

@@ -8,6 +8,7 @@ import os
 import shutil
 
 import numpy as np
+import pytest
 
 from tests.reference import reference_accuracy
 from vqajax import cli
@@ -27,6 +28,7 @@ def _train(data_dir, workdir, *flags):
   return ["train", f"--config={CONFIG}", f"--workdir={workdir}", f"--config.data.dir={data_dir}", *flags]
 
 
+@pytest.mark.slow
 def test_best_checkpoint_eval_step_all_and_eval_qa(tiny_data, tmp_path, capsys):
   workdir = str(tmp_path / "w")
   assert cli.main(_train(tiny_data, workdir, "--config.num_train_steps=8", "--config.eval_every_steps=2",
@@ -82,6 +84,7 @@ def test_baselines_verb_writes_official_results(tiny_data, tmp_path, capsys):
   assert "--baselines 'oracle': expected some of" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_bfloat16_trains(tiny_data, tmp_path, capsys):
   workdir = str(tmp_path / "bf16")
   assert cli.main(_train(tiny_data, workdir, "--config.num_train_steps=4", "--config.eval_every_steps=4",
@@ -92,6 +95,7 @@ def test_bfloat16_trains(tiny_data, tmp_path, capsys):
   assert "| open-ended |" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_vizwiz_trains_end_to_end(tiny_data, tiny_vizwiz, tmp_path, capsys):
   workdir = str(tmp_path / "vizwiz")
   assert cli.main(_train(tiny_data, workdir, "--config.num_train_steps=4", "--config.eval_every_steps=4",
@@ -104,6 +108,7 @@ def test_vizwiz_trains_end_to_end(tiny_data, tiny_vizwiz, tmp_path, capsys):
   assert not glob.glob(os.path.join(workdir, "results", "step_4", "MultipleChoice*"))
 
 
+@pytest.mark.slow
 def test_a_single_training_question_trains(tiny_data, tmp_path, capsys):
   data = tmp_path / "one"
   shutil.copytree(tiny_data, data)

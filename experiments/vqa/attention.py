@@ -23,7 +23,7 @@ from vqajax.vqa import configs
 
 
 def get_config(arg: str = ""):
-  config = configs.vqa_config(arg, "attention", glimpses=2, lstm_layers=1)
+  config = configs.vqa_config(arg, "attention", glimpses=2, lstm_layers=1, init="default")  # not a paper row
   config.model.name = "attention"
   config.data.features = "features/conv5_grid.npy"
   m, opt = config.model, config.optimizer

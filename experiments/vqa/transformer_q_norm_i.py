@@ -19,7 +19,7 @@ from vqajax.vqa import configs
 
 
 def get_config(arg: str = ""):
-  config = configs.vqa_config(arg, "transformer_q_norm_i", question="transformer")
+  config = configs.vqa_config(arg, "transformer_q_norm_i", question="transformer", init="default")  # not a paper row
   width, layers, heads = {"": (512, 2, 8), "cpu": (128, 2, 4), "runlocal": (32, 1, 2)}[arg]
   with config.model.unlocked():
     config.model.transformer = ml_collections.ConfigDict(

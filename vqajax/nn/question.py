@@ -8,6 +8,7 @@ from `build(config.model, vocab_size)`, so a new encoder is one class and one en
 from __future__ import annotations
 
 import functools
+from typing import Callable
 
 import flax.linen as nn
 import jax
@@ -15,41 +16,46 @@ import jax.numpy as jnp
 from flax.linen.recurrent import DenseParams
 from jax.sharding import PartitionSpec as P
 
-from vqajax.nn import lstm
+from vqajax.nn import initializers, lstm
 
 
 class WordEmbedding(nn.Module):
   """The paper's word embedding: a fully-connected layer on one-hot words, then tanh."""
   vocab_size: int
   dim: int = 300
+  param_init: Callable | None = None  # every parameter's initialiser (`initializers.RULES`); None: flax's defaults
 
   @nn.compact
   def __call__(self, tokens):
-    x = nn.Embed(self.vocab_size, self.dim, embedding_init=nn.initializers.uniform(0.16))(tokens)
-    return jnp.tanh(x + self.param("bias", nn.initializers.zeros, (self.dim,)))
+    rule = {} if self.param_init is None else {"embedding_init": self.param_init}
+    x = nn.Embed(self.vocab_size, self.dim, **rule)(tokens)
+    return jnp.tanh(x + self.param("bias", self.param_init or nn.initializers.zeros, (self.dim,)))
 
 
 class _LSTMWeights(nn.Module):
   """Flax's LSTM-cell parameters ({ii,if,ig,io}/kernel, {hi,hf,hg,ho}/{kernel,bias}) as one
   [E + H, 4H] kernel (input rows, then hidden rows; gates i, f, g, o) and a [4H] bias."""
   hidden: int
+  param_init: Callable | None = None  # as WordEmbedding's; None: flax's LSTM cell's defaults
 
   @nn.compact
   def __call__(self, inputs: int):
     x, h = jnp.zeros((inputs,)), jnp.zeros((self.hidden,))  # only their widths are read
-    w_i = [DenseParams(self.hidden, use_bias=False, name=f"i{gate}")(x)[0] for gate in "ifgo"]
-    w_h, b = zip(*(DenseParams(self.hidden, kernel_init=nn.initializers.orthogonal(), name=f"h{gate}")(h)
-                   for gate in "ifgo"))
+    rule = initializers.kernel_and_bias(self.param_init)
+    w_i = [DenseParams(self.hidden, use_bias=False, name=f"i{gate}", **rule)(x)[0] for gate in "ifgo"]
+    recurrent = rule or {"kernel_init": nn.initializers.orthogonal()}  # flax's LSTM cell's default
+    w_h, b = zip(*(DenseParams(self.hidden, name=f"h{gate}", **recurrent)(h) for gate in "ifgo"))
     w = jnp.concatenate([jnp.concatenate(w_i, axis=-1), jnp.concatenate(w_h, axis=-1)])
     return w, jnp.concatenate(b)
 
 
 class _LSTMLayer(nn.Module):
   hidden: int
+  param_init: Callable | None = None
 
   @nn.compact
   def __call__(self, inputs: int):
-    return _LSTMWeights(self.hidden, name="cell")(inputs)
+    return _LSTMWeights(self.hidden, self.param_init, name="cell")(inputs)
 
 
 class LSTMEncoder(nn.Module):
@@ -60,7 +66,8 @@ class LSTMEncoder(nn.Module):
   words (`lstm.encode`). Traced under a mesh with a 'data' axis (`sharding.in_mesh`),
   each device encodes its own rows (`shard_map`), so the batch stays sharded. `dtype`
   is the matmul input type of the recurrence (parameters stay float32); `impl` the
-  recurrence's shape (`lstm.IMPLS`: "chunked" for CPUs, "scan" for accelerators).
+  recurrence's shape (`lstm.IMPLS`: "chunked" for CPUs, "scan" for accelerators);
+  `param_init` every parameter's initialiser (`initializers.RULES`; None: flax's defaults).
   """
   vocab_size: int
   embed_dim: int = 300
@@ -68,13 +75,14 @@ class LSTMEncoder(nn.Module):
   layers: int = 2
   dtype: jnp.dtype = jnp.float32
   impl: str = "chunked"
+  param_init: Callable | None = None
 
   @nn.compact
   def __call__(self, tokens, lengths, *, train: bool = False):
     del train  # no dropout inside the recurrence
-    x = WordEmbedding(self.vocab_size, self.embed_dim)(tokens.T)  # time-major [T, B, E]
-    weights = [_LSTMLayer(self.hidden, name=f"lstm_{layer}")(self.embed_dim if layer == 0 else self.hidden)
-               for layer in range(self.layers)]
+    x = WordEmbedding(self.vocab_size, self.embed_dim, self.param_init)(tokens.T)  # time-major [T, B, E]
+    weights = [_LSTMLayer(self.hidden, self.param_init, name=f"lstm_{layer}")(
+        self.embed_dim if layer == 0 else self.hidden) for layer in range(self.layers)]
     encode = functools.partial(lstm.encode, dtype=self.dtype, impl=self.impl)
     mesh = jax.sharding.get_abstract_mesh()
     if mesh.shape.get("data", 1) > 1:
@@ -122,7 +130,7 @@ class TransformerEncoder(nn.Module):
 def _lstm(cfg, vocab_size: int) -> LSTMEncoder:
   impl = cfg.get("lstm_impl", "chunked")  # runs recorded before the switch: chunked
   return LSTMEncoder(vocab_size, cfg.embed_dim, cfg.lstm_dim, cfg.lstm_layers, jnp.dtype(cfg.get("dtype", "float32")),
-                     impl)
+                     impl, initializers.RULES[cfg.get("init", "default")])
 
 
 def _transformer(cfg, vocab_size: int) -> TransformerEncoder:

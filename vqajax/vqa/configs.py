@@ -13,10 +13,13 @@ from vqajax.core import config as config_lib
 from vqajax.core import evals
 from vqajax.core.config import FILE_LIST, FLAG, TEXT, dims, integer, names, number, one_of, path
 from vqajax.core.official_files import DATA_SOURCES
-from vqajax.nn import lstm, vilt_run
+from vqajax.nn import initializers, lstm, vilt_run
 from vqajax.vqa import models as vqa_models
 
 ARGS = ("", "cpu", "runlocal")
+# The paper's code (VQA_LSTM_CNN's train.lua) multiplies the learning rate by 0.99997592083 after
+# every iteration ("-- 50000"): 0.3 ** (1 / 50000), the rate falling to 0.3x every 50,000 iterations.
+LR_DECAY_PER_STEP = 0.3 ** (1 / 50000)
 _FILES = ("train_questions", "train_annotations", "val_questions", "val_annotations", "train_captions", "val_captions")
 # "auto" (VQA v1's multiple-choice file where it is), "" (none), or files as FILE_LIST
 _MC_FILES = config_lib.Rule("'auto', '' or " + FILE_LIST.expected, FILE_LIST.ok)
@@ -39,8 +42,8 @@ FIELDS = {
     "model.fusion": one_of(*vqa_models.FUSIONS), "model.fused_dim": integer(), "model.mlp_dims": dims(),
     "model.dropout": number(0, 1, hi_open=True), "model.glimpses": integer(0), "model.attention_dim": integer(),
     "model.attention_dropout": number(0, 1, hi_open=True), "model.dtype": one_of("float32", "bfloat16", "float16"),
-    "model.lstm_impl": one_of(*lstm.IMPLS), "model.targets": one_of("answer", "soft", "bce"),
-    **config_lib.TRANSFORMER, **config_lib.VILT,
+    "model.lstm_impl": one_of(*lstm.IMPLS), "model.init": one_of(*initializers.RULES),
+    "model.targets": one_of("answer", "soft", "bce"), **config_lib.TRANSFORMER, **config_lib.VILT,
 }
 
 
@@ -106,6 +109,8 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   m.lstm_impl = "chunked"               # the recurrence: "chunked" (CPU) | "scan" (TPU / GPU; nn/lstm.py)
   m.targets = "answer"                  # the loss: "answer" (the paper's: the most common
                                         # answer) or "soft" (the annotators' answers' distribution)
+  m.init = "paper"                      # every parameter U(-0.08, 0.08) as the paper's code, or
+                                        # "default": flax's per layer (vqajax/nn/initializers.py)
   unknown = set(model) - set(m.keys())
   if unknown:
     raise ValueError(f"row '{name}': unknown config.model fields {sorted(unknown)}")
@@ -116,7 +121,7 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   config.optimizer = opt = ml_collections.ConfigDict()
   opt.name = "rmsprop"                  # as the paper's released code; or "adam"
   opt.learning_rate = 3e-4
-  opt.lr_decay_per_step = 0.99997592083
+  opt.lr_decay_per_step = LR_DECAY_PER_STEP
   opt.rmsprop_decay = 0.8
   opt.eps = 1e-8
   opt.grad_clip = 0.1                   # element-wise; 0 disables

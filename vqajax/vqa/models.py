@@ -42,13 +42,14 @@ question-guided glimpses over the locations (`nn/attention.py`), [glimpses ; que
 from __future__ import annotations
 
 import functools
+from typing import Callable
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from vqajax.core.errors import InputError
-from vqajax.nn import question, vilt_run
+from vqajax.nn import initializers, question, vilt_run
 from vqajax.nn.attention import GlimpseAttention
 from vqajax.nn.vilt import ViltClassifier
 
@@ -79,6 +80,7 @@ class LateFusionVQA(nn.Module):
   mlp_dims: tuple[int, ...] = (1000, 1000)
   dropout: float = 0.5
   dtype: str = "float32"                # matmul inputs (bfloat16: parameters stay float32)
+  param_init: Callable | None = None          # every Dense's kernel and bias (`initializers.RULES`); None: flax's
 
   def _inputs(self, batch, train: bool) -> dict:
     inputs = {}
@@ -100,7 +102,7 @@ class LateFusionVQA(nn.Module):
   @nn.compact
   def __call__(self, batch, *, train: bool):
     inputs = self._inputs(batch, train)
-    dense = functools.partial(nn.Dense, dtype=jnp.dtype(self.dtype))
+    dense = functools.partial(nn.Dense, dtype=jnp.dtype(self.dtype), **initializers.kernel_and_bias(self.param_init))
     parts = [jnp.tanh(dense(self.fused_dim, name=f"{name}_proj")(x)) if name in self.project else x
              for name, x in inputs.items()]
     if len(parts) > 1 and self.fusion == "mul":
@@ -149,7 +151,17 @@ class AttentionVQA(nn.Module):
     return nn.Dense(self.num_answers, dtype=dtype, name="classifier")(x).astype(jnp.float32)
 
 
+def _init_rule(cfg, supported: bool, model: str):
+  """`config.model.init`'s initialiser; "paper" only where every layer takes it (`supported`)."""
+  rule = cfg.get("init", "default")  # runs recorded before the field: their checkpoints hold the parameters
+  if rule != "default" and not supported:
+    raise InputError(f"config.model.init '{rule}' is for the late-fusion rows with an LSTM or BoW question; "
+                     f"{model} takes 'default'")
+  return initializers.RULES[rule]
+
+
 def _attention(cfg, enc) -> AttentionVQA:
+  _init_rule(cfg, False, "the attention model")
   if cfg.question not in question.ENCODERS or cfg.glimpses < 1 or not cfg.use_image or cfg.caption:
     raise InputError(f"config.model.name 'attention' (over the image grid) needs a question encoder of "
                      f"{tuple(question.ENCODERS)}, glimpses >= 1, use_image=True and caption=False")
@@ -170,13 +182,15 @@ def _late_fusion(cfg, enc) -> LateFusionVQA:
     raise InputError("config.model.caption needs captions: set config.data.train_captions and val_captions")
   if cfg.question == "none" and not cfg.use_image and not cfg.caption:
     raise InputError("a VQA model needs a question encoder, the image, the captions, or several")
+  init = _init_rule(cfg, cfg.question != "transformer", f"the {cfg.question} question encoder")
   encoder = question.build(cfg.question, cfg, len(enc.vocab)) if cfg.question in question.ENCODERS else None
   return LateFusionVQA(
       num_answers=len(enc.answers), question=encoder,
       question_bow_size=enc.bag_sizes["question_bow"] if cfg.question == "bow" else 0, use_image=cfg.use_image,
       image_norm=cfg.image_norm, image_scale=cfg.image_scale,
       caption_bow_size=enc.bag_sizes["caption_bow"] if cfg.caption else 0, project=tuple(cfg.project),
-      fusion=cfg.fusion, fused_dim=cfg.fused_dim, mlp_dims=tuple(cfg.mlp_dims), dropout=cfg.dropout, dtype=cfg.dtype)
+      fusion=cfg.fusion, fused_dim=cfg.fused_dim, mlp_dims=tuple(cfg.mlp_dims), dropout=cfg.dropout, dtype=cfg.dtype,
+      param_init=init)
 
 
 def _vilt(cfg, enc) -> vilt_run.ViltOnBatch:
