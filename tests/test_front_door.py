@@ -293,6 +293,7 @@ def test_a_full_disk_while_saving_is_one_line_and_not_finished(tiny_data, tmp_pa
   assert not os.path.exists(os.path.join(workdir, "lock"))
 
 
+@pytest.mark.slow
 def test_eval_without_checkpoints_is_one_line_and_creates_nothing(tiny_lstm_run, tmp_path, capsys):
   workdir = tmp_path / "run"
   workdir.mkdir()

@@ -92,6 +92,7 @@ def test_results_files_are_official_and_scored_like_the_device(tiny_data, tmp_pa
   assert metrics["mc_accuracy"] == pytest.approx(mc_official["overall"], abs=0.01)
 
 
+@pytest.mark.slow
 def test_each_log_step_records_its_throughput_and_learning_rate(tiny_lstm_run):
   workdir = tiny_lstm_run[0]
   with open(os.path.join(workdir, "run.json")) as f:

@@ -176,6 +176,7 @@ def bundle(tiny_lstm_run, tmp_path_factory):
   return out, _image_id(tiny_lstm_run[0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(EDITS))
 def test_a_bundle_edited_with_matching_checksums_is_one_line(case, bundle, tmp_path, capsys):
   name, edit, expected = EDITS[case]
@@ -185,6 +186,7 @@ def test_a_bundle_edited_with_matching_checksums_is_one_line(case, bundle, tmp_p
   assert expected in _last_error(capsys, "vqajax ask")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
 def test_a_bundle_file_that_is_no_regular_file_is_refused_unread(special, bundle, tmp_path, capsys):
   edited = str(tmp_path / "edited")
