@@ -12,7 +12,8 @@ A job runs this process' Python (`sys.executable`) in this folder, with this env
 submitted it. Its output goes to `RUN/launch/slurm-KEY.log` (appended when Slurm requeues
 it: a requeued training resumes from its checkpoints), its exit status to
 `RUN/launch/slurm-KEY.exit`; KEY is the job id (`ARRAY_INDEX` in an array), so a state is
-known after the controller forgot the job, on a cluster without accounting too. A request
+known after the controller forgot the job, on a cluster without accounting too (one that
+left no exit record was cancelled or killed). A request
 is checked by `sbatch --test-only` before anything is submitted.
 """
 
@@ -244,7 +245,9 @@ class Slurm:
 
   def states(self, jobs: dict[str, str]) -> dict[str, str]:
     """{key: Slurm state} of `jobs` ({key: run folder}): the controller's, else accounting's,
-    else the job's exit record (COMPLETED / FAILED), else UNKNOWN."""
+    else the job's exit record (COMPLETED / FAILED), else CANCELLED: a job that left the
+    queue without recording its exit was cancelled or killed (a cancelled pending array
+    task leaves no trace in the controller)."""
     found = {}
     done = _run(["squeue", "--me", "--states=all", "--array", "--noheader", "--format=%i|%T"])
     for line in done.stdout.splitlines() if done.returncode == 0 else []:
@@ -262,7 +265,7 @@ class Slurm:
     for key in jobs:
       if key not in found:
         code = exit_code(jobs[key], key)
-        found[key] = "UNKNOWN" if code is None else "COMPLETED" if code == 0 else "FAILED"
+        found[key] = "CANCELLED" if code is None else "COMPLETED" if code == 0 else "FAILED"
     return found
 
   def wait(self, jobs: dict[str, str], changed: Callable[[str, str], None]) -> dict[str, str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import json
 import os
 import shlex
 from typing import Any, Sequence
@@ -114,14 +115,39 @@ def is_finished(point: Point, config, workdir: str) -> bool:
   return all(fs.exists(os.path.join(results, d, "metrics.json")) for d in point.baselines)
 
 
-def command_line(point: Point, workdir: str, sets: dict[str, Any]) -> str:
+def progress(point: Point, workdir: str, metric: str, mode: str) -> tuple[int | None, float | None]:
+  """A training point's last logged step and its best `metric` so far ("max" | "min" `mode`),
+  from its metrics.jsonl (None, None before it logs; a line being written is skipped)."""
+  path = os.path.join(point_dir(workdir, point), "metrics.jsonl")
+  if point.command != "train" or not fs.exists(path):
+    return None, None
+  step, values = None, []
+  with fs.open_file(path, "rb") as f:
+    for line in f:
+      try:
+        row = json.loads(line)
+      except ValueError:
+        continue
+      if isinstance(row, dict) and isinstance(row.get("step"), int):
+        step = max(step or 0, row["step"])
+        if isinstance(row.get(metric), (int, float)):
+          values.append(row[metric])
+  return step, ((max if mode == "max" else min)(values) if values else None)
+
+
+def command_argv(point: Point, workdir: str, sets: dict[str, Any]) -> list[str]:
+  """The point's `vqajax` arguments (after the program): what runs it anywhere."""
   path, _, arg = point.config.partition(":")
-  argv = ["vqajax", point.command, f"--config={path}" + (f":{arg}" if arg else ""),
+  argv = [point.command, f"--config={path}" + (f":{arg}" if arg else ""),
           f"--workdir={point_dir(workdir, point)}", f"--config.name={point.name}"]
   argv += [f"--config.{k}={v}" for k, v in {**point.overrides, **sets}.items()]
   if point.command == "baselines":
     argv.append(f"--baselines={','.join(point.baselines)}")
-  return shlex.join(argv)
+  return argv
+
+
+def command_line(point: Point, workdir: str, sets: dict[str, Any]) -> str:
+  return shlex.join(["vqajax", *command_argv(point, workdir, sets)])
 
 
 def collect(points: Sequence[Point], base: str | None, workdir: str, finished: set[str]) -> str:
