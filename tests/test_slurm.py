@@ -24,7 +24,7 @@ import pytest
 from experiments.sweeps import vqa_ablations
 from tests import devices, slurm_cluster
 from tests.test_train import _losses
-from vqajax import cli
+from vqajax import cli, launch
 from vqajax.core import tables
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -107,6 +107,14 @@ def test_sweep_on_slurm_reports_failures_retries_and_gives_the_local_table(on_cl
     assert time.monotonic() < deadline, status
     time.sleep(0.2)
   assert status["base"][:2] in (["pending", jobs["base"]], ["running", jobs["base"]])
+  assert cli.main([*argv, "--slurm.detach"]) == 3  # a second submitter: the cancelled point failed
+  out = capsys.readouterr().out
+  for name in ("base", "no_image_norm"):  # waited for (or done by now), not submitted again
+    assert f"{name}: finished, skipped" in out or any(
+        f"{name}: {state} as job {jobs[name]}, not submitted again" in out for state in launch.ACTIVE)
+  assert "submitted as job" not in out and f"k500: failed: job {jobs['k500']} CANCELLED" in out
+  with open(jobs_file) as f:
+    assert {name: keys[-1] for name, keys in json.load(f)["points"].items()} == jobs
   out, err = submitter.communicate(timeout=300)
   assert submitter.returncode == 3, out + err
   assert f"k500: failed: job {jobs['k500']} CANCELLED" in out

@@ -282,7 +282,8 @@ def _launch(verb: str, args, argv: Sequence[str]) -> int:
   slurm.check()
   _check_workdir(args.workdir)
   workdir = os.path.abspath(args.workdir)
-  key, = slurm.submit([launch.Step(workdir, (verb, *launch.without_flags(argv)))], f"vqajax-{verb}")
+  job_argv = (verb, *launch.without_flags(argv), "--launcher=local")  # also past an abbreviated flag
+  key, = slurm.submit([launch.Step(workdir, job_argv)], f"vqajax-{verb}")
   log = launch.log_path(workdir, key)
   print(f"job {key}: vqajax {verb} on {slurm.request.tasks} task(s); log: {log}", flush=True)
   if args.detach:

@@ -155,10 +155,9 @@ def _on_slurm(args, points, base, sets, configs, failed) -> int:
       print(f"{point.name}: submitted as job {key}; log: {launch.log_path(sweep.point_dir(workdir, point), key)}")
     files.write_json_atomic(os.path.join(workdir, JOBS_FILE), {"points": record}, make_dirs=True)
     waiting += todo
-  if args.detach:
-    print(f"{len(waiting)} points queued or running; `--status` shows them, a re-run collects the finished ones")
-    return 0
-  names = {jobs[p.name]: p for p in waiting}
+  names = {} if args.detach else {jobs[p.name]: p for p in waiting}
+  if args.detach and waiting:
+    print(f"{len(waiting)} points queued or running: `--status` shows them, a re-run waits for them and collects")
   done = []
 
   def changed(key: str, state: str) -> None:
