@@ -166,7 +166,7 @@ def test_two_tasks_through_srun_train_like_one_process(on_cluster, tiny_lstm_run
     (["--slurm.time", "forever"], "the cluster can never run this request (--nodes=1 --ntasks-per-node=1 "
                                   "--time=forever): Invalid --time specification"),
     (["--slurm.gpus_per_node", "1"], "Invalid generic resource (gres) specification"),
-])
+], ids=["partition", "nodes", "time", "gpus"])
 @pytest.mark.parametrize("verb", ["sweep", "train"])
 def test_bad_requests_are_one_line_and_submit_nothing(on_cluster, tiny_data, tmp_path, capsys, flags, message, verb):
   workdir = str(tmp_path / "w")
@@ -175,6 +175,25 @@ def test_bad_requests_are_one_line_and_submit_nothing(on_cluster, tiny_data, tmp
   assert cli.main([*argv, "--launcher", "slurm", *flags]) == 2
   err = capsys.readouterr().err
   assert err.startswith(f"vqajax {verb}: error: ") and message in err and err.count("\n") == 1, err
+  assert not os.path.exists(workdir) and on_cluster.jobs() == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point_request, message", [
+    ({"nodes": 5}, "Requested node configuration is not available"),
+    ({"nodez": 2}, "point k500: slurm request 'nodez': expected one of"),
+    ({"nodes": "2"}, "point k500: slurm request nodes='2': expected a positive int"),
+], ids=["impossible", "unknown", "not_an_int"])
+def test_a_point_s_own_point_requestis_checked_before_anything_is_submitted(on_cluster, tiny_data, tmp_path, capsys,
+                                                                        point_request, message):
+  sweep_file = tmp_path / "sweep.py"
+  points = [{"name": name, "config": f"{CONFIG}:runlocal"} for name in POINTS]
+  points[2]["slurm"] = point_request
+  sweep_file.write_text(f"def get_sweep(arg=''):\n  return {{'base': 'base', 'points': {points!r}}}\n")
+  workdir = str(tmp_path / "w")
+  assert cli.main(["sweep", str(sweep_file), "--workdir", workdir, *_sets(tiny_data), "--launcher", "slurm"]) == 2
+  err = capsys.readouterr().err
+  assert err.startswith("vqajax sweep: error: ") and message in err and err.count("\n") == 1, err
   assert not os.path.exists(workdir) and on_cluster.jobs() == []
 
 

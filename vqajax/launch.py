@@ -121,8 +121,16 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
                      help="submit and return without waiting (a sweep: re-run it to collect)")
 
 
-def resources(args) -> Resources:
-  return Resources(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Resources)})
+def resources(args, **changes) -> Resources:
+  """The `--slurm.*` request of `args`, with `changes` (a sweep point's own: checked here)."""
+  fields = {f.name: f for f in dataclasses.fields(Resources)}
+  for name, value in changes.items():
+    if name not in fields:
+      raise InputError(f"slurm request {name!r}: expected one of {sorted(fields)}")
+    whole = name in ("nodes", "tasks_per_node", "gpus_per_node", "cpus_per_task")
+    if not (isinstance(value, int) and not isinstance(value, bool) and value > 0 if whole else isinstance(value, str)):
+      raise InputError(f"slurm request {name}={value!r}: expected " + ("a positive int" if whole else "a str"))
+  return Resources(**{**{name: getattr(args, name) for name in fields}, **changes})
 
 
 def without_flags(argv: Sequence[str]) -> list[str]:
@@ -228,13 +236,17 @@ class Slurm:
       argv.append("--distributed")
     return shlex.join(srun + argv)
 
-  def submit(self, steps: Sequence[Step], name: str, array: bool = False) -> list[str]:
-    """Submits `steps` (their folders get `launch/`); their job keys, in order."""
-    script = self.script(steps, name, array)
+  def test(self, script: str) -> None:
+    """InputError unless the cluster could run `script` (`sbatch --test-only`: nothing is submitted)."""
     tested = _run(["sbatch", "--test-only"], script)
     if tested.returncode:
       raise InputError(f"--slurm.*: the cluster can never run this request ({' '.join(self.request.sbatch_options())}):"
                        f" {_last_line(tested.stderr)}")
+
+  def submit(self, steps: Sequence[Step], name: str, array: bool = False) -> list[str]:
+    """Submits `steps` (their folders get `launch/`) once tested; their job keys, in order."""
+    script = self.script(steps, name, array)
+    self.test(script)
     for step in steps:
       os.makedirs(os.path.join(step.folder, LAUNCH_DIR), exist_ok=True)
     done = _run(["sbatch", "--parsable"], script)

@@ -7,8 +7,9 @@ The sweep file's points (`vqa/sweep.py`) run in DIR/<name>, as `vqajax train` / 
 baselines` run them; a point whose final results exist is skipped, so re-running resumes
 the sweep. With the local launcher (the default) they run one after another in this
 process (the front door's `train_config` / `baselines_config`). With `--launcher slurm`
-the unfinished points are submitted as one job array (`launch.py`: each point one array
-task, on `--slurm.nodes` x `--slurm.tasks_per_node` tasks), their job ids recorded in
+the unfinished points are submitted as a job array (`launch.py`: each point one array
+task, on `--slurm.nodes` x `--slurm.tasks_per_node` tasks; a point whose sweep entry has
+its own "slurm" requests goes into an array of its own), their job ids recorded in
 DIR/jobs.json; a re-run submits none twice: it waits for the points still queued or
 running, reports those whose job ended unfinished (failed, cancelled, timed out) with
 their log's last lines, and resubmits them with `--retry-failed` (a training resumes from
@@ -119,12 +120,19 @@ def _job_states(workdir: str, points: Sequence[sweep.Point]) -> dict[str, tuple[
 
 def _on_slurm(args, points, base, sets, configs, failed) -> int:
   """Submits the unfinished points not queued (and, with --retry-failed, those whose job
-  ended unfinished) as one job array, waits for every queued point, then collects."""
+  ended unfinished) as job arrays (one per request: a point may carry its own), waits for
+  every queued point, then collects."""
   if fs.is_url(args.workdir):
     raise InputError(f"--workdir {args.workdir}: --launcher slurm needs a folder the nodes share (the jobs' logs "
                      "go there), not a URL")
-  slurm = launch.Slurm(launch.resources(args), args.poll)
-  slurm.check()
+  requests = {}
+  for point in points:
+    try:
+      requests[point.name] = launch.resources(args, **point.slurm)
+    except InputError as e:
+      raise InputError(f"{args.sweep}: point {point.name}: {e}") from None
+  for request in dict.fromkeys(requests.values()):
+    launch.Slurm(request).check()
   workdir = os.path.abspath(args.workdir)
   states = _job_states(workdir, points)
   jobs = {name: state[0] for name, state in states.items()}
@@ -143,18 +151,23 @@ def _on_slurm(args, points, base, sets, configs, failed) -> int:
       failed[point.name] = _job_failed(point, key, state, workdir)
     else:
       todo.append(point)
-  if todo:
-    steps = [launch.Step(sweep.point_dir(workdir, p), tuple(sweep.command_argv(p, args.workdir, sets)),
-                         parallel=p.command == "train") for p in todo]
-    name = f"vqajax-sweep-{os.path.basename(workdir.rstrip('/'))}"
+  groups = {}  # one job array per request
+  for point in todo:
+    groups.setdefault(requests[point.name], []).append(point)
+  name = f"vqajax-sweep-{os.path.basename(workdir.rstrip('/'))}"
+  planned = [(launch.Slurm(request), group, _steps(group, workdir, args.workdir, sets))
+             for request, group in groups.items()]
+  for slurm, _, steps in planned:  # every request tested before any is submitted
+    slurm.test(slurm.script(steps, name, array=True))
+  for slurm, group, steps in planned:
     keys = slurm.submit(steps, name, array=True)
     record = _jobs(workdir)
-    for point, key in zip(todo, keys):
+    for point, key in zip(group, keys):
       record.setdefault(point.name, []).append(key)
       jobs[point.name] = key
       print(f"{point.name}: submitted as job {key}; log: {launch.log_path(sweep.point_dir(workdir, point), key)}")
     files.write_json_atomic(os.path.join(workdir, JOBS_FILE), {"points": record}, make_dirs=True)
-    waiting += todo
+  waiting += todo
   names = {} if args.detach else {jobs[p.name]: p for p in waiting}
   if args.detach and waiting:
     print(f"{len(waiting)} points queued or running: `--status` shows them, a re-run waits for them and collects")
@@ -173,7 +186,8 @@ def _on_slurm(args, points, base, sets, configs, failed) -> int:
 
   if names:
     try:
-      slurm.wait({key: sweep.point_dir(workdir, p) for key, p in names.items()}, changed)
+      folders = {key: sweep.point_dir(workdir, p) for key, p in names.items()}
+      launch.Slurm(launch.Resources(), args.poll).wait(folders, changed)
     except KeyboardInterrupt:
       print("the jobs go on running; re-run this command to wait for them and collect", flush=True)
       raise
@@ -185,6 +199,12 @@ def _on_slurm(args, points, base, sets, configs, failed) -> int:
       raise InputError(message)
     raise RunFailed(message + " (`--retry-failed` resubmits them)")
   return 0
+
+
+def _steps(points: Sequence[sweep.Point], workdir: str, given: str, sets: dict) -> list[launch.Step]:
+  """The points' jobs: their folders in `workdir`, their commands with the workdir as `given`."""
+  return [launch.Step(sweep.point_dir(workdir, p), tuple(sweep.command_argv(p, given, sets)),
+                      parallel=p.command == "train") for p in points]
 
 
 def _job_failed(point: sweep.Point, key: str, state: str, workdir: str) -> str:

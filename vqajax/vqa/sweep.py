@@ -4,7 +4,9 @@ of the finished points.
 
 A sweep file defines `get_sweep(arg) -> {"points": [...], "base": NAME or None}`; each
 point is {"name", "config": "file.py[:arg]" (relative to the sweep file), "overrides":
-{"a.b": value}, "command": "train" (default) or "baselines" (with "baselines": [...])}.
+{"a.b": value}, "command": "train" (default) or "baselines" (with "baselines": [...]),
+"slurm": {"nodes": 4, ...} (optional: this point's `--slurm.*` requests, e.g. a point that
+needs several nodes)}.
 A point runs in DIR/<name>; finished points go into DIR/table2.* (the paper's Table II
 shape) and, with a base point, DIR/table4.* (differences to the base).
 """
@@ -31,6 +33,7 @@ class Point:
   overrides: dict[str, Any]
   command: str = "train"
   baselines: tuple[str, ...] = ()
+  slurm: dict[str, Any] = dataclasses.field(default_factory=dict)  # its own `--slurm.*` requests
 
 
 def load_sweep(spec: str) -> tuple[list[Point], str | None]:
@@ -50,9 +53,11 @@ def load_sweep(spec: str) -> tuple[list[Point], str | None]:
     config_path, _, config_arg = p["config"].partition(":")
     if p.get("command", "train") not in ("train", "baselines"):
       raise InputError(f"{path}: point {p['name']}: command must be 'train' or 'baselines'")
+    if not isinstance(p.get("slurm", {}), dict):
+      raise InputError(f"{path}: point {p['name']}: slurm must be a dict of --slurm.* requests, e.g. {{'nodes': 2}}")
     points.append(Point(p["name"], f"{os.path.normpath(os.path.join(here, config_path))}:{config_arg}",
                         dict(p.get("overrides", {})), p.get("command", "train"),
-                        tuple(p.get("baselines", ()))))
+                        tuple(p.get("baselines", ())), dict(p.get("slurm", {}))))
   names = [files.check_name(p.name, f"{path}: point name") for p in points]
   if len(set(names)) != len(names):
     raise InputError(f"{path}: point names repeat: {names}")
