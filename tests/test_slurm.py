@@ -184,7 +184,7 @@ def test_bad_requests_are_one_line_and_submit_nothing(on_cluster, tiny_data, tmp
     ({"nodez": 2}, "point k500: slurm request 'nodez': expected one of"),
     ({"nodes": "2"}, "point k500: slurm request nodes='2': expected a positive int"),
 ], ids=["impossible", "unknown", "not_an_int"])
-def test_a_point_s_own_point_requestis_checked_before_anything_is_submitted(on_cluster, tiny_data, tmp_path, capsys,
+def test_a_point_s_own_request_is_checked_before_anything_is_submitted(on_cluster, tiny_data, tmp_path, capsys,
                                                                         point_request, message):
   sweep_file = tmp_path / "sweep.py"
   points = [{"name": name, "config": f"{CONFIG}:runlocal"} for name in POINTS]
