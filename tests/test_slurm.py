@@ -206,6 +206,16 @@ def test_no_slurm_here_is_one_line(tiny_data, tmp_path, capsys, monkeypatch):
   assert not os.path.exists(workdir)
 
 
+@pytest.mark.parametrize("verb", ["sweep", "train"])
+def test_slurm_requests_without_the_slurm_launcher_are_refused(verb, tiny_data, tmp_path, capsys):
+  workdir = str(tmp_path / "w")
+  argv = (["sweep", f"{ABLATIONS}:runlocal", "--workdir", workdir, *_sets(tiny_data)] if verb == "sweep" else
+          ["train", f"--config={CONFIG}:runlocal", f"--workdir={workdir}", f"--config.data.dir={tiny_data}"])
+  assert cli.main([*argv, "--slurm.nodes=2", "--slurm.detach"]) == 2
+  assert capsys.readouterr().err == f"vqajax {verb}: error: --slurm.nodes, --slurm.detach: given without --launcher slurm\n"
+  assert not os.path.exists(workdir)
+
+
 def test_status_of_a_sweep_never_run(tiny_data, tmp_path, capsys):
   assert cli.main(["sweep", f"{ABLATIONS}:runlocal", "--workdir", str(tmp_path), "--status", *_sets(tiny_data)]) == 0
   out = capsys.readouterr().out

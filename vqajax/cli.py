@@ -240,8 +240,11 @@ def _run_verb(verb: str, argv: Sequence[str]) -> int:
     if args.print_config:
       _print_config(config)
       return
-    if getattr(args, "launcher", "local") != "local":
-      return _launch(verb, args, argv)
+    if verb != "baselines":
+      from vqajax import launch
+      launch.check_chosen(args)
+      if args.launcher != "local":
+        return _launch(verb, args, argv)
     if verb == "baselines":
       from vqajax.vqa import reports  # pylint: disable=g-import-not-at-top
       names = [n for n in args.baselines.split(",") if n]

@@ -121,6 +121,16 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
                      help="submit and return without waiting (a sweep: re-run it to collect)")
 
 
+def check_chosen(args) -> None:
+  """InputError for `--slurm.*` requests given without `--launcher slurm` (they would do nothing)."""
+  if args.launcher == "slurm":
+    return
+  defaults = {**dataclasses.asdict(Resources()), "poll": 10.0, "detach": False}
+  given = [f"--slurm.{name}" for name, value in defaults.items() if getattr(args, name) != value]
+  if given:
+    raise InputError(f"{', '.join(given)}: given without --launcher slurm")
+
+
 def resources(args, **changes) -> Resources:
   """The `--slurm.*` request of `args`, with `changes` (a sweep point's own: checked here)."""
   fields = {f.name: f for f in dataclasses.fields(Resources)}

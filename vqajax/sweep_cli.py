@@ -48,6 +48,7 @@ def _run_point(point: sweep.Point, config, workdir: str) -> None:
 
 def run(args) -> int:
   """Runs (or prints) the unfinished points, then collects the tables."""
+  launch.check_chosen(args)
   points, base = sweep.load_sweep(args.sweep)
   points = sweep.keep(points, args.points)
   sets = sweep.parse_sets(args.set)
