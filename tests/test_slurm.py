@@ -6,7 +6,8 @@ does not exist: the job fails) and a point cancelled with `scancel`; `--status` 
 the run, the failures reported, `--retry-failed`, and the table equal, byte for byte, to
 the local launcher's for the same points. A 2-task training through `srun` (each task
 calls `jax.distributed.initialize()`) equals a 1-process run with all the devices. Bad
-requests are one line, exit 2, and submit nothing. Skipped only where the cluster's
+requests are one line, exit 2, and submit nothing. A training requeued by `scontrol
+requeue` (as a preemption does) saves on SIGTERM and resumes from that step. Skipped only where the cluster's
 programs are missing (`.ci/run` installs them; in CI a missing one fails).
 """
 
@@ -156,6 +157,42 @@ def test_two_tasks_through_srun_train_like_one_process(on_cluster, tiny_lstm_run
   assert [r["step"] for r in two_val] == [r["step"] for r in one_val] == [2, 4]
   for a, b in zip(two_val, one_val):
     np.testing.assert_allclose([a[k] for k in sorted(b)], [b[k] for k in sorted(b)], rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_requeued_training_resumes_from_its_checkpoint(on_cluster, tiny_data, tmp_path, one_device_env):
+  env = {**one_device_env, "SLURM_CONF": on_cluster.conf}
+  workdir = str(tmp_path / "run")
+  done = _vqajax(["train", f"--config={CONFIG}:runlocal", f"--workdir={workdir}", f"--config.data.dir={tiny_data}",
+                  "--config.num_train_steps=1000000", "--config.eval_every_steps=1000000",
+                  "--config.log_every_steps=20", "--config.data.max_question_len=8", "--launcher=slurm",
+                  "--slurm.detach"], env)
+  key = done.stdout.split()[1].rstrip(":")
+  log = os.path.join(workdir, "launch", f"slurm-{key}.log")
+
+  def read():
+    if not os.path.exists(log):
+      return ""
+    with open(log) as f:
+      return f.read()
+
+  deadline = time.monotonic() + 240
+  while read().count("step ") < 3:  # a few steps trained
+    assert time.monotonic() < deadline, read()[-3000:]
+    time.sleep(0.2)
+  subprocess.run(["scontrol", "requeue", key], env=env, check=True)  # what a preemption with requeue does
+  while "(restart 1)" not in read():
+    subprocess.run(["scontrol", "update", f"JobId={key}", "StartTime=now"], env=env, capture_output=True)  # no delay
+    assert time.monotonic() < deadline, read()[-3000:]
+    time.sleep(0.5)
+  while "resumed from checkpoint" not in read():
+    assert time.monotonic() < deadline, read()[-3000:]
+    time.sleep(0.2)
+  subprocess.run(["scancel", key], env=env, check=True)
+  text = read()
+  saved = int(text.split("SIGTERM: saved checkpoint at step ")[1].split(";")[0])
+  assert f"resumed from checkpoint at step {saved} (input position {saved})" in text and saved > 0
+  assert text.index("(restart 0)") < text.index("SIGTERM: saved") < text.index("(restart 1)")
 
 
 @pytest.mark.slow
