@@ -80,6 +80,8 @@ def _run_parser(verb: str) -> argparse.ArgumentParser:
     parser.add_argument("--num_processes", type=int, help="processes in a multi-host run")
     parser.add_argument("--process_id", type=int, help="this process' index in a multi-host run")
     runtime.add_compilation_cache_flag(parser)
+    from vqajax import launch
+    launch.add_flags(parser)
   return parser
 
 
@@ -105,9 +107,10 @@ def _initialise(args) -> None:
   import jax  # pylint: disable=g-import-not-at-top
   from absl import logging  # pylint: disable=g-import-not-at-top
   runtime.use_compilation_cache(getattr(args, "compilation_cache_dir", ""))
-  if getattr(args, "coordinator_address", None):
+  if getattr(args, "coordinator_address", None) or getattr(args, "distributed", False):
     # CPU processes (tests, CPU clusters) exchange collectives over gloo; no effect elsewhere.
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
+  if getattr(args, "coordinator_address", None):
     jax.distributed.initialize(args.coordinator_address, args.num_processes, args.process_id)
   elif getattr(args, "distributed", False):
     jax.distributed.initialize()
@@ -231,12 +234,17 @@ def _run_verb(verb: str, argv: Sequence[str]) -> int:
   args, overrides = _split_overrides(parser, argv)
   _setup_logging(args.verbosity)
 
-  def run() -> None:
+  def run() -> int | None:
     import jax  # pylint: disable=g-import-not-at-top
     config = _resolved_config(verb, args, overrides)
     if args.print_config:
       _print_config(config)
       return
+    if verb != "baselines":
+      from vqajax import launch
+      launch.check_chosen(args)
+      if args.launcher != "local":
+        return _launch(verb, args, argv)
     if verb == "baselines":
       from vqajax.vqa import reports  # pylint: disable=g-import-not-at-top
       names = [n for n in args.baselines.split(",") if n]
@@ -262,6 +270,39 @@ def _run_verb(verb: str, argv: Sequence[str]) -> int:
           print(task.table(f"{config.name} @ {step}" + (f" {name}" if len(by_eval) > 1 else ""), metrics))
 
   return exit_status(f"vqajax {verb}", run)
+
+
+def _launch(verb: str, args, argv: Sequence[str]) -> int:
+  """`vqajax VERB ARGV` (its config checked here) as one job of `--launcher`; waits for it
+  unless `--slurm.detach`, then prints its log's last lines; the job's exit status."""
+  from vqajax import launch
+  from vqajax.core import fs
+  from vqajax.core.errors import InputError, RunFailed
+  if fs.is_url(args.workdir):
+    raise InputError(f"--workdir {args.workdir}: --launcher slurm needs a folder the nodes share (its logs go "
+                     "there), not a URL")
+  slurm = launch.Slurm(launch.resources(args), args.poll)
+  slurm.check()
+  _check_workdir(args.workdir)
+  workdir = os.path.abspath(args.workdir)
+  job_argv = (verb, *launch.without_flags(argv), "--launcher=local")  # also past an abbreviated flag
+  key, = slurm.submit([launch.Step(workdir, job_argv)], f"vqajax-{verb}")
+  log = launch.log_path(workdir, key)
+  print(f"job {key}: vqajax {verb} on {slurm.request.tasks} task(s); log: {log}", flush=True)
+  if args.detach:
+    return 0
+  try:
+    state = slurm.wait({key: workdir}, lambda k, s: print(f"job {k}: {s}", flush=True))[key]
+  except KeyboardInterrupt:
+    print(f"job {key} goes on running (scancel {key} stops it)", file=sys.stderr)
+    raise
+  print(launch.tail(log, 40), flush=True)
+  code = launch.exit_code(workdir, key)
+  if code is None:
+    raise RunFailed(f"job {key}: {state}; its log: {log}")
+  if code:
+    print(f"vqajax {verb}: job {key}: {state} with exit status {code}; its log: {log}", file=sys.stderr)
+  return code
 
 
 def add_checkpoint_flags(parser: argparse.ArgumentParser) -> None:

@@ -36,6 +36,7 @@ from vqajax.core.official_files import load_json
 
 RUN_FILE = "run.json"
 LOCK_FILE = "lock"
+LAUNCH_DIR = "launch"  # a launcher's logs of the run's jobs (`vqajax/launch.py`), made before run.json
 # Fields a rerun may change: how long it trains, how often it logs / evaluates / keeps, which
 # evaluations it makes (`evals.*`) and where its features live (the same values either way).
 BUDGET_FIELDS = ("num_train_steps", "num_epochs", "log_every_steps", "eval_every_steps", "keep_checkpoints",
@@ -61,7 +62,7 @@ def check_workdir(workdir: str) -> None:
   anything else): a folder of other files (a user's, an export bundle) is never written into."""
   if not fs.isdir(workdir) or fs.exists(os.path.join(workdir, RUN_FILE)):
     return
-  if any(name != LOCK_FILE and not files.is_temp_name(name) for name in fs.listdir(workdir)):
+  if any(name not in (LOCK_FILE, LAUNCH_DIR) and not files.is_temp_name(name) for name in fs.listdir(workdir)):
     raise InputError(f"{workdir}: holds files but no {RUN_FILE}, so it is not a vqajax run: name a new or empty "
                      "folder as the workdir")
 

@@ -4,7 +4,9 @@ of the finished points.
 
 A sweep file defines `get_sweep(arg) -> {"points": [...], "base": NAME or None}`; each
 point is {"name", "config": "file.py[:arg]" (relative to the sweep file), "overrides":
-{"a.b": value}, "command": "train" (default) or "baselines" (with "baselines": [...])}.
+{"a.b": value}, "command": "train" (default) or "baselines" (with "baselines": [...]),
+"slurm": {"nodes": 4, ...} (optional: this point's `--slurm.*` requests, e.g. a point that
+needs several nodes)}.
 A point runs in DIR/<name>; finished points go into DIR/table2.* (the paper's Table II
 shape) and, with a base point, DIR/table4.* (differences to the base).
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import json
 import os
 import shlex
 from typing import Any, Sequence
@@ -30,6 +33,7 @@ class Point:
   overrides: dict[str, Any]
   command: str = "train"
   baselines: tuple[str, ...] = ()
+  slurm: dict[str, Any] = dataclasses.field(default_factory=dict)  # its own `--slurm.*` requests
 
 
 def load_sweep(spec: str) -> tuple[list[Point], str | None]:
@@ -49,9 +53,11 @@ def load_sweep(spec: str) -> tuple[list[Point], str | None]:
     config_path, _, config_arg = p["config"].partition(":")
     if p.get("command", "train") not in ("train", "baselines"):
       raise InputError(f"{path}: point {p['name']}: command must be 'train' or 'baselines'")
+    if not isinstance(p.get("slurm", {}), dict):
+      raise InputError(f"{path}: point {p['name']}: slurm must be a dict of --slurm.* requests, e.g. {{'nodes': 2}}")
     points.append(Point(p["name"], f"{os.path.normpath(os.path.join(here, config_path))}:{config_arg}",
                         dict(p.get("overrides", {})), p.get("command", "train"),
-                        tuple(p.get("baselines", ()))))
+                        tuple(p.get("baselines", ())), dict(p.get("slurm", {}))))
   names = [files.check_name(p.name, f"{path}: point name") for p in points]
   if len(set(names)) != len(names):
     raise InputError(f"{path}: point names repeat: {names}")
@@ -114,14 +120,39 @@ def is_finished(point: Point, config, workdir: str) -> bool:
   return all(fs.exists(os.path.join(results, d, "metrics.json")) for d in point.baselines)
 
 
-def command_line(point: Point, workdir: str, sets: dict[str, Any]) -> str:
+def progress(point: Point, workdir: str, metric: str, mode: str) -> tuple[int | None, float | None]:
+  """A training point's last logged step and its best `metric` so far ("max" | "min" `mode`),
+  from its metrics.jsonl (None, None before it logs; a line being written is skipped)."""
+  path = os.path.join(point_dir(workdir, point), "metrics.jsonl")
+  if point.command != "train" or not fs.exists(path):
+    return None, None
+  step, values = None, []
+  with fs.open_file(path, "rb") as f:
+    for line in f:
+      try:
+        row = json.loads(line)
+      except ValueError:
+        continue
+      if isinstance(row, dict) and isinstance(row.get("step"), int):
+        step = max(step or 0, row["step"])
+        if isinstance(row.get(metric), (int, float)):
+          values.append(row[metric])
+  return step, ((max if mode == "max" else min)(values) if values else None)
+
+
+def command_argv(point: Point, workdir: str, sets: dict[str, Any]) -> list[str]:
+  """The point's `vqajax` arguments (after the program): what runs it anywhere."""
   path, _, arg = point.config.partition(":")
-  argv = ["vqajax", point.command, f"--config={path}" + (f":{arg}" if arg else ""),
+  argv = [point.command, f"--config={path}" + (f":{arg}" if arg else ""),
           f"--workdir={point_dir(workdir, point)}", f"--config.name={point.name}"]
   argv += [f"--config.{k}={v}" for k, v in {**point.overrides, **sets}.items()]
   if point.command == "baselines":
     argv.append(f"--baselines={','.join(point.baselines)}")
-  return shlex.join(argv)
+  return argv
+
+
+def command_line(point: Point, workdir: str, sets: dict[str, Any]) -> str:
+  return shlex.join(["vqajax", *command_argv(point, workdir, sets)])
 
 
 def collect(points: Sequence[Point], base: str | None, workdir: str, finished: set[str]) -> str:

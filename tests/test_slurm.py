@@ -1,0 +1,267 @@
+"""`--launcher slurm` against a real one-node Slurm cluster (tests/slurm_cluster.py), started
+once for this module (pytest-xdist keeps a module on one worker) and stopped at its end.
+
+A 3-point ablation sweep runs on the cluster beside a broken point (a feature store that
+does not exist: the job fails) and a point cancelled with `scancel`; `--status` during
+the run, the failures reported, `--retry-failed`, and the table equal, byte for byte, to
+the local launcher's for the same points. A 2-task training through `srun` (each task
+calls `jax.distributed.initialize()`) equals a 1-process run with all the devices. Bad
+requests are one line, exit 2, and submit nothing. A training requeued by `scontrol
+requeue` (as a preemption does) saves on SIGTERM and resumes from that step. Skipped only where the cluster's
+programs are missing (`.ci/run` installs them; in CI a missing one fails).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pytest
+
+from experiments.sweeps import vqa_ablations
+from tests import devices, slurm_cluster
+from tests.test_train import _losses
+from vqajax import cli, launch
+from vqajax.core import tables
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ABLATIONS = os.path.join(ROOT, "experiments", "sweeps", "vqa_ablations.py")
+CONFIG = os.path.join(ROOT, "experiments", "vqa", "deeper_lstm_norm_i.py")
+POINTS = ("base", "no_image_norm", "k500")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+  missing = slurm_cluster.missing()
+  if missing or os.geteuid() != 0:
+    why = f"no {', '.join(missing)}" if missing else "not root"
+    if os.environ.get("CI") == "true":
+      pytest.fail(f"a Slurm cluster cannot start here ({why}): .ci/run installs {slurm_cluster.PACKAGES}")
+    pytest.skip(f"a Slurm cluster cannot start here ({why}; apt-get install {slurm_cluster.PACKAGES})")
+  folder = tempfile.mkdtemp(prefix="vqajax-slurm-")
+  running = slurm_cluster.Cluster(folder).start()
+  yield running
+  running.stop()
+  shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def on_cluster(cluster, monkeypatch):
+  """This process' Slurm clients (in-process commands) find the cluster."""
+  monkeypatch.setenv("SLURM_CONF", cluster.conf)
+  return cluster
+
+
+def _sets(data_dir):
+  return ["--set", f"data.dir={data_dir}", "--set", "num_train_steps=4", "--set", "eval_every_steps=4",
+          "--set", "log_every_steps=2", "--set", "data.max_question_len=8"]
+
+
+def _vqajax(argv, env, check=True):
+  done = subprocess.run([sys.executable, "-m", "vqajax", *argv], env=env, capture_output=True, text=True, cwd=ROOT)
+  assert not check or done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+  return done
+
+
+def _sweep_file(folder):
+  """The ablations' POINTS and a broken one (its feature store does not exist)."""
+  points = [{"name": name, "config": f"{CONFIG}:runlocal", "overrides": vqa_ablations.ABLATIONS[name]}
+            for name in POINTS]
+  points.append({"name": "broken", "config": f"{CONFIG}:runlocal", "overrides": {"data.features": "missing.h5"}})
+  path = os.path.join(folder, "sweep.py")
+  with open(path, "w") as f:
+    f.write(f"def get_sweep(arg=''):\n  return {{'base': 'base', 'points': {points!r}}}\n")
+  return path
+
+
+def _status(sweep_file, workdir, data_dir, capsys):
+  assert cli.main(["sweep", sweep_file, "--workdir", workdir, "--status", *_sets(data_dir)]) == 0
+  lines = capsys.readouterr().out.strip().splitlines()[2:]
+  return {cells[0]: cells[1:] for cells in ([c.strip() for c in line.strip("|").split("|")] for line in lines)}
+
+
+@pytest.mark.slow
+def test_sweep_on_slurm_reports_failures_retries_and_gives_the_local_table(on_cluster, tiny_data, tmp_path,
+                                                                           one_device_env, capsys):
+  env = {**one_device_env, "SLURM_CONF": on_cluster.conf}
+  local, remote = str(tmp_path / "local"), str(tmp_path / "slurm")
+  _vqajax(["sweep", ABLATIONS + ":runlocal", "--points", ",".join(POINTS), "--workdir", local, *_sets(tiny_data)],
+          one_device_env)
+  sweep_file = _sweep_file(str(tmp_path))
+  argv = ["sweep", sweep_file, "--workdir", remote, *_sets(tiny_data), "--launcher", "slurm", "--slurm.poll", "0.3"]
+  submitter = subprocess.Popen([sys.executable, "-m", "vqajax", *argv], env=env, cwd=ROOT, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+  jobs_file = os.path.join(remote, "jobs.json")
+  deadline = time.monotonic() + 120
+  while not os.path.exists(jobs_file):
+    assert time.monotonic() < deadline and submitter.poll() is None, submitter.communicate()
+    time.sleep(0.1)
+  with open(jobs_file) as f:
+    jobs = {name: keys[-1] for name, keys in json.load(f)["points"].items()}
+  assert list(jobs) == [*POINTS, "broken"] and len({key.split("_")[0] for key in jobs.values()}) == 1  # one array
+  subprocess.run(["scancel", jobs["k500"]], env=env, check=True)  # queued behind the two the CPUs run
+  while (status := _status(sweep_file, remote, tiny_data, capsys))["k500"][0] != "failed (cancelled)":
+    assert time.monotonic() < deadline, status
+    time.sleep(0.2)
+  assert status["base"][:2] in (["pending", jobs["base"]], ["running", jobs["base"]])
+  assert cli.main([*argv, "--slurm.detach"]) == 3  # a second submitter: the cancelled point failed
+  out = capsys.readouterr().out
+  for name in ("base", "no_image_norm"):  # waited for (or done by now), not submitted again
+    assert f"{name}: finished, skipped" in out or any(
+        f"{name}: {state} as job {jobs[name]}, not submitted again" in out for state in launch.ACTIVE)
+  assert "submitted as job" not in out and f"k500: failed: job {jobs['k500']} CANCELLED" in out
+  with open(jobs_file) as f:
+    assert {name: keys[-1] for name, keys in json.load(f)["points"].items()} == jobs
+  out, err = submitter.communicate(timeout=300)
+  assert submitter.returncode == 3, out + err
+  assert f"k500: failed: job {jobs['k500']} CANCELLED" in out
+  assert f"broken: failed: job {jobs['broken']} FAILED (exit status 2)" in out
+  assert "  | vqajax train: error: config.data.features missing.h5: feature store not found" in out  # its log
+  assert err.strip().splitlines()[-1].startswith("vqajax sweep: failed: 2 of 4 points failed: point k500: job ")
+  status = _status(sweep_file, remote, tiny_data, capsys)
+  assert status["base"] == ["finished", jobs["base"], "4", "val/accuracy " + status["base"][3].split()[-1]]
+
+  again = _vqajax([*argv, "--points", ",".join(POINTS), "--retry-failed"], env).stdout
+  assert "base: finished, skipped" in again and "no_image_norm: finished, skipped" in again
+  assert "k500: submitted as job" in again and "[1/1] k500: done" in again
+  with open(jobs_file) as f:
+    assert len(json.load(f)["points"]["k500"]) == 2
+  for name in ("table2", "table4"):
+    for kind in ("json", "csv", "md"):
+      with open(os.path.join(remote, f"{name}.{kind}"), "rb") as a, open(os.path.join(local, f"{name}.{kind}"), "rb") as b:
+        assert a.read() == b.read(), f"{name}.{kind}"
+
+
+@pytest.mark.slow
+def test_two_tasks_through_srun_train_like_one_process(on_cluster, tiny_lstm_run, tiny_data, tmp_path):
+  one = tiny_lstm_run[0]  # 1 process x 8 devices: 4 steps, evaluated at 2 and 4
+  two = str(tmp_path / "two")
+  env = {**devices.env(4), "SLURM_CONF": on_cluster.conf}
+  done = _vqajax(["train", f"--config={CONFIG}:runlocal", f"--workdir={two}", f"--config.data.dir={tiny_data}",
+                  "--config.num_train_steps=4", "--config.eval_every_steps=2", "--config.log_every_steps=1",
+                  "--launcher", "slurm", "--slurm.tasks_per_node", "2", "--slurm.poll", "0.3"], env)
+  key = done.stdout.split()[1].rstrip(":")
+  assert done.stdout.startswith(f"job {key}: vqajax train on 2 task(s); log: {two}/launch/slurm-{key}.log")
+  with open(os.path.join(two, "launch", f"slurm-{key}.log")) as f:
+    log = f.read()
+  assert "process 0 of 2, 4 local / 8 global devices" in log and "process 1 of 2, 4 local / 8 global devices" in log
+  assert len(_losses(two)) == 4
+  np.testing.assert_allclose(_losses(two), _losses(one), rtol=1e-5)
+  with open(os.path.join(two, "metrics.jsonl")) as f2, open(os.path.join(one, "metrics.jsonl")) as f1:
+    val = lambda f: [r for r in map(json.loads, f) if "val/accuracy" in r]
+    two_val, one_val = val(f2), val(f1)
+  assert [r["step"] for r in two_val] == [r["step"] for r in one_val] == [2, 4]
+  for a, b in zip(two_val, one_val):
+    np.testing.assert_allclose([a[k] for k in sorted(b)], [b[k] for k in sorted(b)], rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_requeued_training_resumes_from_its_checkpoint(on_cluster, tiny_data, tmp_path, one_device_env):
+  env = {**one_device_env, "SLURM_CONF": on_cluster.conf}
+  workdir = str(tmp_path / "run")
+  done = _vqajax(["train", f"--config={CONFIG}:runlocal", f"--workdir={workdir}", f"--config.data.dir={tiny_data}",
+                  "--config.num_train_steps=1000000", "--config.eval_every_steps=1000000",
+                  "--config.log_every_steps=20", "--config.data.max_question_len=8", "--launcher=slurm",
+                  "--slurm.detach"], env)
+  key = done.stdout.split()[1].rstrip(":")
+  log = os.path.join(workdir, "launch", f"slurm-{key}.log")
+
+  def read():
+    if not os.path.exists(log):
+      return ""
+    with open(log) as f:
+      return f.read()
+
+  deadline = time.monotonic() + 240
+  while read().count("step ") < 3:  # a few steps trained
+    assert time.monotonic() < deadline, read()[-3000:]
+    time.sleep(0.2)
+  subprocess.run(["scontrol", "requeue", key], env=env, check=True)  # what a preemption with requeue does
+  while "(restart 1)" not in read():
+    subprocess.run(["scontrol", "update", f"JobId={key}", "StartTime=now"], env=env, capture_output=True)  # no delay
+    assert time.monotonic() < deadline, read()[-3000:]
+    time.sleep(0.5)
+  while "resumed from checkpoint" not in read():
+    assert time.monotonic() < deadline, read()[-3000:]
+    time.sleep(0.2)
+  subprocess.run(["scancel", key], env=env, check=True)
+  while key in on_cluster.jobs():  # gone before the next test looks at the queue
+    assert time.monotonic() < deadline
+    time.sleep(0.2)
+  text = read()
+  saved = int(text.split("SIGTERM: saved checkpoint at step ")[1].split(";")[0])
+  assert f"resumed from checkpoint at step {saved} (input position {saved})" in text and saved > 0
+  assert text.index("(restart 0)") < text.index("SIGTERM: saved") < text.index("(restart 1)")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flags, message", [
+    (["--slurm.partition", "nope"], "--slurm.partition nope: no such partition (the cluster has: debug)"),
+    (["--slurm.nodes", "5"], "the cluster can never run this request (--nodes=5 --ntasks-per-node=1): "
+                             "allocation failure: Requested node configuration is not available"),
+    (["--slurm.time", "forever"], "the cluster can never run this request (--nodes=1 --ntasks-per-node=1 "
+                                  "--time=forever): Invalid --time specification"),
+    (["--slurm.gpus_per_node", "1"], "Invalid generic resource (gres) specification"),
+], ids=["partition", "nodes", "time", "gpus"])
+@pytest.mark.parametrize("verb", ["sweep", "train"])
+def test_bad_requests_are_one_line_and_submit_nothing(on_cluster, tiny_data, tmp_path, capsys, flags, message, verb):
+  workdir = str(tmp_path / "w")
+  argv = (["sweep", f"{ABLATIONS}:runlocal", "--workdir", workdir, *_sets(tiny_data)] if verb == "sweep" else
+          ["train", f"--config={CONFIG}:runlocal", f"--workdir={workdir}", f"--config.data.dir={tiny_data}"])
+  queued = on_cluster.jobs()
+  assert cli.main([*argv, "--launcher", "slurm", *flags]) == 2
+  err = capsys.readouterr().err
+  assert err.startswith(f"vqajax {verb}: error: ") and message in err and err.count("\n") == 1, err
+  assert not os.path.exists(workdir) and on_cluster.jobs() == queued
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point_request, message", [
+    ({"nodes": 5}, "Requested node configuration is not available"),
+    ({"nodez": 2}, "point k500: slurm request 'nodez': expected one of"),
+    ({"nodes": "2"}, "point k500: slurm request nodes='2': expected a positive int"),
+], ids=["impossible", "unknown", "not_an_int"])
+def test_a_point_s_own_request_is_checked_before_anything_is_submitted(on_cluster, tiny_data, tmp_path, capsys,
+                                                                        point_request, message):
+  sweep_file = tmp_path / "sweep.py"
+  points = [{"name": name, "config": f"{CONFIG}:runlocal"} for name in POINTS]
+  points[2]["slurm"] = point_request
+  sweep_file.write_text(f"def get_sweep(arg=''):\n  return {{'base': 'base', 'points': {points!r}}}\n")
+  workdir, queued = str(tmp_path / "w"), on_cluster.jobs()
+  assert cli.main(["sweep", str(sweep_file), "--workdir", workdir, *_sets(tiny_data), "--launcher", "slurm"]) == 2
+  err = capsys.readouterr().err
+  assert err.startswith("vqajax sweep: error: ") and message in err and err.count("\n") == 1, err
+  assert not os.path.exists(workdir) and on_cluster.jobs() == queued
+
+
+def test_no_slurm_here_is_one_line(tiny_data, tmp_path, capsys, monkeypatch):
+  monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch on it
+  workdir = str(tmp_path / "w")
+  assert cli.main(["sweep", f"{ABLATIONS}:runlocal", "--workdir", workdir, *_sets(tiny_data), "--launcher", "slurm"]) == 2
+  err = capsys.readouterr().err
+  assert err == "vqajax sweep: error: --launcher slurm: no Slurm on this machine (sbatch / squeue not found on PATH)\n"
+  assert not os.path.exists(workdir)
+
+
+@pytest.mark.parametrize("verb", ["sweep", "train"])
+def test_slurm_requests_without_the_slurm_launcher_are_refused(verb, tiny_data, tmp_path, capsys):
+  workdir = str(tmp_path / "w")
+  argv = (["sweep", f"{ABLATIONS}:runlocal", "--workdir", workdir, *_sets(tiny_data)] if verb == "sweep" else
+          ["train", f"--config={CONFIG}:runlocal", f"--workdir={workdir}", f"--config.data.dir={tiny_data}"])
+  assert cli.main([*argv, "--slurm.nodes=2", "--slurm.detach"]) == 2
+  assert capsys.readouterr().err == f"vqajax {verb}: error: --slurm.nodes, --slurm.detach: given without --launcher slurm\n"
+  assert not os.path.exists(workdir)
+
+
+def test_status_of_a_sweep_never_run(tiny_data, tmp_path, capsys):
+  assert cli.main(["sweep", f"{ABLATIONS}:runlocal", "--workdir", str(tmp_path), "--status", *_sets(tiny_data)]) == 0
+  out = capsys.readouterr().out
+  assert out == tables.markdown(["point", "state", "job", "step", "best"], [
+      {"point": name, "state": "not started"} for name in (
+          "base", "no_image_norm", "concat_fusion", "k500", "k2000", "vocab_min5", "vocab_min11", "confident_only",
+          "soft_targets")]) + "\n"
+  assert not os.listdir(tmp_path)
