@@ -2,6 +2,7 @@
 layouts by hand, one mask per answer slot's own text, a run from a Hub folder starting with its
 parameters, and runlocal runs grounding a new image without their data."""
 
+import functools
 import json
 import os
 import shutil
@@ -71,16 +72,16 @@ def test_each_answer_slot_is_its_own_texts_mask():
   slots = {"input_ids": rng.integers(0, 12, (2, 3, 6)).astype(np.int32), "attention_mask": np.ones((2, 3, 6), np.int32),
            "token_type_ids": rng.integers(0, 2, (2, 3, 6)).astype(np.int32)}
   batch = {**slots, "image": image, "answer_valid": np.ones((2, 3), bool)}
-  params = model.init(jax.random.key(0), batch, train=False)["params"]
-  out = model.apply({"params": params}, batch, train=False)
+  params = jax.jit(lambda b: model.init(jax.random.key(0), b, train=False))(batch)["params"]
+  apply = jax.jit(lambda b: model.apply({"params": params}, b, train=False))
+  out = apply(batch)
   assert out.shape == (2, 3, 5, 5)
-  one = vilt.ViltMask(enc.vilt.config, 1, (5, 5))  # the slot's text alone, with the image
+  one = jax.jit(functools.partial(vilt.ViltMask(enc.vilt.config, 1, (5, 5)).apply, {"params": params}))
   values, pixel_mask = vilt_run.pixel_inputs(image)
-  for j in range(3):
-    alone = one.apply({"params": params}, slots["input_ids"][:, j], slots["attention_mask"][:, j], values, pixel_mask,
-                      slots["token_type_ids"][:, j])
+  for j in range(3):  # the slot's text alone, with the image
+    alone = one(slots["input_ids"][:, j], slots["attention_mask"][:, j], values, pixel_mask, slots["token_type_ids"][:, j])
     np.testing.assert_allclose(out[:, j], alone[:, 0], atol=1e-5)
-  per_question = model.apply({"params": params}, {**batch, **{k: v[:, :1] for k, v in slots.items()}}, train=False)
+  per_question = apply({**batch, **{k: v[:, :1] for k, v in slots.items()}})
   np.testing.assert_allclose(per_question, np.broadcast_to(out[:, :1], out.shape), atol=1e-5)  # I+Q
 
 

@@ -7,7 +7,7 @@ predictor's. The variant is `config.model.inputs` (`answertherapy/dataset.vilt_t
 question), "i+a" (the answer alone). AdamW 5e-5, 10% warmup then linear decay, 20 epochs.
 
 Arguments (`vqajax/answertherapy/configs.py:vilt_config`): "" (ViLT-B/32, 384 px), "cpu" (a
-4-layer 128-wide ViLT on 64 px pictures, lr 5e-4), "runlocal" (1 layer, 32 px, 4 steps).
+4-layer 128-wide ViLT on 64 px pictures, lr 5e-4, 10 epochs), "runlocal" (1 layer, 32 px, 4 steps).
 
   vqajax train --config=experiments/therapy/vilt_mask.py:cpu --workdir=/tmp/vilt_mask
   vqajax train --config=experiments/therapy/vilt_mask.py:cpu --workdir=/tmp/vilt_mask_ia \
