@@ -51,8 +51,7 @@ _RASTER = 8  # raster pixels per grid cell side for the grid masks
 
 # The text arrays both tasks read (the question, and each answer padded to `max_answers`; a
 # ViLT row's WordPiece ids): those a split has.
-TEXT_KEYS = ("tokens", "length", "answer_tokens", "answer_length", "answer_valid",
-             "input_ids", "attention_mask", "token_type_ids")
+TEXT_KEYS = ("tokens", "length", "answer_tokens", "answer_length", "answer_valid", *vilt_run.TEXT_KEYS)
 LENGTHS = {"tokens": "length"}  # the question's ids cut to the length bucket of the batch (core/pipeline.py)
 SEP = " [SEP] "  # between a ViLT row's answers (BERT's separator; a special token of its tokenizer)
 

@@ -118,9 +118,9 @@ class MaskPredictor(_TextInputs):
 
 
 class ViltSlots(nn.Module):
-  """`ViltMask` with one map applied to every answer slot's text ([B, S, T] WordPiece arrays,
-  the slot's image the question's) -> [B, A, G, G] logits; one text per question (S = 1,
-  I+Q) gives every answer slot the same map."""
+  """A `ViltMask` with one map applied to every answer slot's text ([B, S, T] WordPiece arrays)
+  with the question's image (normalised as `vilt_run.ViltOnBatch` does) -> [B, A, G, G]
+  logits; one text per question (S = 1, I+Q) gives every answer slot the same map."""
   model: ViltMask
 
   def setup(self):
@@ -128,10 +128,9 @@ class ViltSlots(nn.Module):
 
   def __call__(self, batch, *, train: bool):
     b, slots, length = batch["input_ids"].shape
-    flat = {k: batch[k].reshape(b * slots, length) for k in ("input_ids", "attention_mask", "token_type_ids")}
-    image = jnp.repeat(batch["image"], slots, axis=0)
-    values, mask = vilt_run.pixel_inputs(image)
-    logits = self.model(flat["input_ids"], flat["attention_mask"], values, mask, flat["token_type_ids"], train=train)
+    ids, attention, types = (batch[k].reshape(b * slots, length) for k in vilt_run.TEXT_KEYS)
+    values, mask = vilt_run.pixel_inputs(jnp.repeat(batch["image"], slots, axis=0))
+    logits = self.model(ids, attention, values, mask, types, train=train)
     logits = logits.reshape(b, slots, *logits.shape[2:])
     return jnp.broadcast_to(logits, (b, batch["answer_valid"].shape[1], *logits.shape[2:]))
 
