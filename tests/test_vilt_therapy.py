@@ -19,6 +19,7 @@ from vqajax.answertherapy import ask, grounding_mask, models
 from vqajax.answertherapy import dataset as therapy_dataset
 from vqajax.core import config as config_lib
 from vqajax.core import experiment, text, train
+from vqajax.core.errors import InputError
 from vqajax.nn import vilt, vilt_run
 from vqajax.synthetic import embedded
 
@@ -83,6 +84,13 @@ def test_each_answer_slot_is_its_own_texts_mask():
     np.testing.assert_allclose(out[:, j], alone[:, 0], atol=1e-5)
   per_question = apply({**batch, **{k: v[:, :1] for k, v in slots.items()}})
   np.testing.assert_allclose(per_question, np.broadcast_to(out[:, :1], out.shape), atol=1e-5)  # I+Q
+
+
+@pytest.mark.parametrize("task, inputs", [("grounding_class", "q+a"), ("grounding_mask", "q")])
+def test_a_vilt_row_without_the_image_is_refused_in_one_line(task, inputs):
+  cfg = ml_collections.ConfigDict({"name": "vilt", "inputs": inputs, "dtype": "float32"})
+  with pytest.raises(InputError, match=r"^config\.model\.inputs '.*' is not one of .*\(ViLT, grounding_\w+\)$"):
+    models.build(cfg, _encoders(), task)
 
 
 @pytest.fixture(scope="module")
