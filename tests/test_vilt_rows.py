@@ -11,9 +11,9 @@ import jax
 import numpy as np
 import pytest
 from PIL import Image
-from safetensors import numpy as safetensors_numpy
 
 from experiments.vqa import vilt as vilt_row
+from tests.vilt_checkpoint import random_checkpoint
 from vqajax.core import experiment
 from vqajax.features.store import FeatureStore
 from vqajax.nn import vilt, vilt_hub, vilt_run
@@ -75,25 +75,6 @@ def test_vilts_vqa_loss_by_hand():
   np.testing.assert_allclose(loss, bce.sum(1).mean(), rtol=1e-6)
 
 
-def _random_checkpoint(folder, config: vilt.ViltConfig, words: list[str]) -> dict[str, np.ndarray]:
-  """A ViltModel Hub folder (no head) of random tensors in HF's names and layouts."""
-  os.makedirs(folder)
-  rng = np.random.default_rng(1)
-  params = jax.eval_shape(vilt.ViltClassifier(config, 2).init, jax.random.key(0), **vilt.example_inputs(config))
-  leaves = {tuple(k.key for k in path): leaf for path, leaf in jax.tree_util.tree_leaves_with_path(params["params"])}
-  shapes = {"dense": lambda s: s[::-1], "conv": lambda s: (s[3], s[2], s[0], s[1]), "same": lambda s: s}
-  tensors = {name[len("vilt."):]: rng.standard_normal(shapes[layout](leaves[path].shape)).astype(np.float32)
-             for name, (path, layout) in vilt_hub.parameter_table(config.num_hidden_layers).items()
-             if path[0] == "vilt"}
-  safetensors_numpy.save_file(tensors, os.path.join(folder, vilt_hub.WEIGHTS))
-  fields = {k: v for k, v in vars(config).items() if k != "labels"}
-  with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
-    json.dump({"model_type": "vilt", **fields}, f)
-  with open(os.path.join(folder, "vocab.txt"), "w", encoding="utf-8") as f:
-    f.write("\n".join(list(vilt_run.SPECIAL) + words) + "\n")
-  return tensors
-
-
 @pytest.fixture(scope="module")
 def tiny_copy(tiny_data, tmp_path_factory):
   """The tiny set copied (its pixel store is written into it)."""
@@ -107,7 +88,7 @@ def test_a_run_from_a_checkpoint_starts_with_its_parameters(tiny_copy, tmp_path,
   hub = vilt.ViltConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=24, image_size=32, patch_size=8, max_position_embeddings=12)
   words = ["what", "is", "the", "colour", "of", "?"] + [f"w{i}" for i in range(19)]
-  tensors = _random_checkpoint(tmp_path / "hub", hub, words)
+  tensors = random_checkpoint(tmp_path / "hub", hub, words)
   config.data.dir, config.model.init_from = tiny_copy, str(tmp_path / "hub")
   embedded.prepare(config)
   exp = experiment.Experiment.build(vqa_task, config, jax.devices()[:1])

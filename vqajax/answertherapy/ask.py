@@ -22,14 +22,16 @@ from vqajax.features.run_images import RunImages
 
 
 class _Model:
-  """A trained run's model applied to one question."""
+  """A trained run's model applied to one question and its answers, encoded as its training
+  text was (its vocabulary, or a ViLT row's tokenizer and text layout)."""
 
   def __init__(self, run: trained_runs.Trained, output):
     self.run = run
     self._apply = run.jit(lambda p, batch: output(run.model.apply({"params": p}, batch, train=False)))
 
-  def __call__(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
-    return self.run.predict(self._apply, inputs)[0]
+  def __call__(self, question: str, answers: list[str], image: np.ndarray) -> np.ndarray:
+    inputs = therapy_dataset.text_arrays([question], [tuple(answers)], self.run.encoders, self.run.config)
+    return self.run.predict(self._apply, {**inputs, "image": image})[0]
 
 
 class Grounder(RunImages):
@@ -62,8 +64,8 @@ class Grounder(RunImages):
 
   @property
   def grid(self) -> int:
-    """The side of the predicted masks (the store's grid)."""
-    return self._run.encoders.image_shape[0]
+    """The side of the predicted masks (the store's grid, a ViLT row's `config.model.mask_grid`)."""
+    return therapy_dataset.mask_grid(self._config.model, self._run.encoders.image_shape)
 
   def _image(self, image_id, features) -> np.ndarray:
     if (image_id is None) == (features is None):
@@ -87,15 +89,14 @@ class Grounder(RunImages):
       raise InputError(f"answers {answers!r}: expected 1 to {width} non-empty answers")
     if not isinstance(question, str) or not question.strip():
       raise InputError("the question is empty")
-    inputs = therapy_dataset.text_arrays([question], [tuple(answers)], self._run.encoders.vocab, self._config.data)
-    inputs["image"] = self._image(image_id, features)
-    probs = self._masks(inputs)[:len(answers)]
+    image = self._image(image_id, features)
+    probs = self._masks(question, answers, image)[:len(answers)]
     height, cols = image_size or (self.grid, self.grid)
     binary = [masks.upsample(p >= 0.5, height, cols) for p in probs]
     if len(answers) < 2:
       single, source = None, None
     elif self._classes is not None:
-      single, source = bool(self._classes(inputs) < 0.5), "classifier"
+      single, source = bool(self._classes(question, answers, image) < 0.5), "classifier"
     else:
       single, source = from_masks.grounding(binary) == from_masks.SINGLE, "masks"  # the dataset's rule
     return {"masks": probs, "single": single, "single_from": source, "rle": [masks.encode(b) for b in binary]}

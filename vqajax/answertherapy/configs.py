@@ -12,7 +12,7 @@ from vqajax.core import config as config_lib
 from vqajax.core import evals
 from vqajax.core.config import FILE_LIST, FLAG, TEXT, dims, integer, number, one_of, path
 from vqajax.core.official_files import DATA_SOURCES
-from vqajax.nn import lstm, question
+from vqajax.nn import lstm, question, vilt_run
 
 THERAPY_ARGS = ("cpu", "runlocal", "real")
 # The released train files: $VQAJAX_THERAPY_DIR, else ../shared/data/answertherapy beside the checkout.
@@ -32,7 +32,8 @@ FIELDS = {
     "model.inputs": TEXT, "model.embed_dim": integer(), "model.lstm_dim": integer(), "model.lstm_layers": integer(),
     "model.lstm_impl": one_of(*lstm.IMPLS), "model.dropout": number(0, 1, hi_open=True),
     "model.fused_dim": integer(), "model.attention_dim": integer(), "model.mlp_dims": dims(),
-    "model.cell_dim": integer(), **config_lib.TRANSFORMER,
+    "model.cell_dim": integer(), **config_lib.TRANSFORMER, **config_lib.VILT,
+    "model.dtype": one_of("float32", "bfloat16", "float16"), "model.mask_grid": integer(1, 1024),
 }
 
 # The config.data fields an evaluation may set for its own split (config.evals.NAME.data).
@@ -132,5 +133,40 @@ def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.Co
     config.num_train_steps = 20
     config.log_every_steps = 10
     config.eval_every_steps = 10
+  config.lock()
+  return config
+
+
+def vilt_config(arg: str, name: str, task: str) -> ml_collections.ConfigDict:
+  """The locked config of a ViLT row of `task` (`experiments/therapy/vilt_class.py`,
+  `vilt_mask.py`): `therapy_config`'s data and training, config.model the ViLT group
+  (`nn/vilt_run.model_config`, sized by `vilt_run.SIZES`: "", "cpu", "runlocal") with the
+  inputs (I+Q+A) and, for the masks, their grid (14, the grid rows', so that grid-level
+  metrics compare), the pixel store of the pictures at the row's size (made from the embedded
+  pictures on first use), AdamW 5e-5 with a 10% linear warmup then linear decay, 20 epochs
+  (the paper's fine-tuning of ViLT; "cpu": 5e-4, the model starting from scratch, and 10 epochs
+  for the masks, ~30 minutes on 2 cores)."""
+  flags = set(arg.split(",")) - {""}
+  if "real" in flags:
+    raise ValueError("'real' (the released files, no images) is not an argument of a ViLT row: it reads pixels")
+  config = therapy_config(arg, name, task)
+  size = "runlocal" if "runlocal" in flags else "cpu" if "cpu" in flags else ""
+  pixels, text_length, hidden, layers, heads, patch = vilt_run.SIZES[size]
+  with config.unlocked():
+    config.model = m = vilt_run.model_config(text_length, hidden, layers, heads, patch)
+    m.inputs = "i+q+a"                    # grounding_class: i+q, i+q+a | grounding_mask: i+q, i+q+a, i+a
+    if task == "grounding_mask":
+      m.mask_grid = 14                    # the side of the predicted and target masks
+    config.data.features = f"features/pixels{pixels}.npy"
+    opt = config.optimizer
+    opt.name, opt.learning_rate, opt.weight_decay, opt.warmup = "adamw", 5e-5, 0.01, 0.1
+    config.num_epochs = 20.0
+    if size == "cpu":
+      opt.learning_rate = 5e-4
+      config.num_epochs = 20.0 if task == "grounding_class" else 10.0  # a ViLT pass per answer slot: 4x a question
+    if size == "runlocal":
+      config.num_epochs = 0.0
+      config.num_train_steps = 4
+      config.eval_every_steps = config.log_every_steps = 2
   config.lock()
   return config

@@ -15,7 +15,12 @@ released ids, `Sample.image_id` and `Sample.question_id`):
   image_row          row in the grid feature store (when `data.features` is set)
   grid_mask          [N, A, G, G] share of each grid cell that the answer's grounding
                      covers (with `grid_masks`; `masks.to_grid` of the polygon
-                     rasterised at 8G x 8G, the image stretched to a square)
+                     rasterised at 8G x 8G, the image stretched to a square); G is the
+                     grid store's side, or a ViLT row's `config.model.mask_grid`
+  input_ids, attention_mask, token_type_ids
+                     a ViLT row's WordPiece text (`vilt_texts`; the run's `vilt_run.Spec`):
+                     [N, T] for the classifier, [N, S, T] for the mask model (S answer
+                     slots, 1 for I+Q)
 
 Question and answer words share one vocabulary (built on the train split), since both
 go through the same text encoder. Without `val_files` the val split is a seeded
@@ -39,28 +44,35 @@ from vqajax.core.official_files import DATA_SOURCES
 from vqajax.core.task import TestFile
 from vqajax.features.keys import feature_key
 from vqajax.features.store import FeatureStore
+from vqajax.nn import vilt_run
 
 _RASTER = 8  # raster pixels per grid cell side for the grid masks
 
 
-# The text arrays both tasks read (the question, and each answer padded to `max_answers`).
-TEXT_KEYS = ("tokens", "length", "answer_tokens", "answer_length", "answer_valid")
+# The text arrays both tasks read (the question, and each answer padded to `max_answers`; a
+# ViLT row's WordPiece ids): those a split has.
+TEXT_KEYS = ("tokens", "length", "answer_tokens", "answer_length", "answer_valid", *vilt_run.TEXT_KEYS)
 LENGTHS = {"tokens": "length"}  # the question's ids cut to the length bucket of the batch (core/pipeline.py)
+SEP = " [SEP] "  # between a ViLT row's answers (BERT's separator; a special token of its tokenizer)
+
 
 @dataclasses.dataclass
 class Encoders:
-  """The shared question / answer vocabulary and the image input's shape (None: text only),
-  recorded with the run as `tables()` (`core/encoders.py`)."""
+  """The shared question / answer vocabulary, the image input's shape (None: text only) and a
+  ViLT row's architecture and tokenizer, recorded with the run as `tables()` (`core/encoders.py`)."""
   vocab: text.Vocab
   image_shape: tuple[int, ...] | None
+  vilt: vilt_run.Spec | None = None
 
   def tables(self) -> dict:
-    return {"vocab": self.vocab.words[2:], "image_shape": None if self.image_shape is None else list(self.image_shape)}
+    return {"vocab": self.vocab.words[2:], "image_shape": None if self.image_shape is None else list(self.image_shape),
+            **({} if self.vilt is None else {"vilt": self.vilt.tables()})}
 
   @classmethod
   def from_tables(cls, tables: dict) -> "Encoders":
     shape = tables["image_shape"]
-    return cls(vocab=text.Vocab(tables["vocab"]), image_shape=None if shape is None else tuple(shape))
+    return cls(vocab=text.Vocab(tables["vocab"]), image_shape=None if shape is None else tuple(shape),
+               vilt=vilt_run.Spec.from_tables(tables["vilt"]) if "vilt" in tables else None)
 
 
 @dataclasses.dataclass
@@ -121,21 +133,52 @@ def grid_masks(sample: therapy_files.Sample, size: int, max_answers: int) -> np.
   return out
 
 
-def text_arrays(questions: list[str], answers: list[tuple[str, ...]], vocab: text.Vocab,
-                config_data) -> dict[str, np.ndarray]:
-  """The TEXT_KEYS arrays of questions and their answers (at most `max_answers` each)."""
+def mask_grid(model_cfg, image_shape: tuple[int, ...]) -> int:
+  """The side of the grid masks (targets and predictions): a ViLT row's `config.model.mask_grid`
+  (its store holds pixels), else the grid store's."""
+  return model_cfg.get("mask_grid") or image_shape[0]
+
+
+def vilt_texts(questions: list[str], answers: list[tuple[str, ...]], config) -> tuple[list[str], list[str] | None]:
+  """A ViLT row's texts (and second segments, token type 1, or None) as `config.task` and
+  `config.model.inputs` lay them out. The classifier, one text per question: I+Q+A
+  "[CLS] question [SEP] answer 1 [SEP] answer 2 ... [SEP]", I+Q the question alone. The mask
+  model, one text per answer slot (`max_answers`, padding slots an empty answer): I+Q+A
+  "[CLS] question [SEP] answer j [SEP]", I+A "[CLS] answer j [SEP]"; I+Q one text per question
+  (its mask serves every answer)."""
+  inputs = config.model.inputs
+  if config.task == "grounding_class":
+    return list(questions), [SEP.join(group) for group in answers] if inputs == "i+q+a" else None
+  if inputs == "i+q":
+    return list(questions), None
+  width = config.data.max_answers
+  slots = [a for group in answers for a in tuple(group) + ("",) * (width - len(group))]
+  if inputs == "i+a":
+    return slots, None
+  return [q for q in questions for _ in range(width)], slots
+
+
+def text_arrays(questions: list[str], answers: list[tuple[str, ...]], enc: Encoders, config) -> dict[str, np.ndarray]:
+  """The TEXT_KEYS arrays of questions and their answers (at most `max_answers` each); with a
+  ViLT row's encoders also its WordPiece ids (`vilt_texts`)."""
+  config_data, vocab = config.data, enc.vocab
   n, width = len(questions), config_data.max_answers
   tokens, lengths = vocab.encode([text.tokenize(q) for q in questions], config_data.max_question_len)
   answer_lists = [text.tokenize(a) for group in answers for a in tuple(group) + ("",) * (width - len(group))]
   answer_tokens, answer_lengths = vocab.encode(answer_lists, config_data.max_answer_len)
-  return {"tokens": tokens, "length": lengths,
-          "answer_tokens": answer_tokens.reshape(n, width, -1),
-          "answer_length": answer_lengths.reshape(n, width),
-          "answer_valid": np.arange(width)[None, :] < np.array([len(group) for group in answers])[:, None]}
+  out = {"tokens": tokens, "length": lengths,
+         "answer_tokens": answer_tokens.reshape(n, width, -1),
+         "answer_length": answer_lengths.reshape(n, width),
+         "answer_valid": np.arange(width)[None, :] < np.array([len(group) for group in answers])[:, None]}
+  if enc.vilt is not None:
+    encoded = enc.vilt.encode(*vilt_texts(questions, answers, config))
+    slots = () if config.task == "grounding_class" else (-1,)  # the mask model: [N, S, T]
+    out.update({k: v.reshape(n, *slots, v.shape[-1]) for k, v in encoded.items()})
+  return out
 
 
-def _arrays(samples, vocab: text.Vocab, config_data, store, grid: int | None) -> dict[str, np.ndarray]:
-  width = config_data.max_answers
+def _arrays(samples, enc: Encoders, config, store, grid: int | None) -> dict[str, np.ndarray]:
+  width = config.data.max_answers
   too_many = next((s for s in samples if len(s.answers) > width), None)
   if too_many is not None:
     raise InputError(f"{too_many.path}: records[{too_many.index}] has {len(too_many.answers)} answers; "
@@ -143,7 +186,7 @@ def _arrays(samples, vocab: text.Vocab, config_data, store, grid: int | None) ->
   out = {
       "label": np.array([s.label == "multiple" for s in samples], np.int32),
       "source": np.array([therapy_files.SOURCES.index(s.source) for s in samples], np.int32),
-      **text_arrays([s.question for s in samples], [s.answers for s in samples], vocab, config_data),
+      **text_arrays([s.question for s in samples], [s.answers for s in samples], enc, config),
   }
   if store is not None:
     keys = [feature_key(s.image_id) for s in samples]
@@ -178,13 +221,17 @@ def load(config, grid_targets: bool = False) -> TherapyData:
     raise InputError("config.data.features: the mask predictor needs a grid feature store")
   vocab = text.Vocab.build((text.tokenize(t) for s in train for t in (s.question,) + s.answers),
                            data.vocab_min_count)
-  grid = store.shape[0] if grid_targets else None
-  arrays = {name: _arrays(samples, vocab, data, store, grid) for name, samples in (("train", train), ("val", val))}
+  image_shape = None if store is None else store.shape
+  vilt = None
+  if config.model.get("name") == "vilt":  # its tokenizer from the training questions and answers
+    vilt = vilt_run.spec(config.model, [t for s in train for t in (s.question,) + s.answers], image_shape or ())
+  enc = Encoders(vocab=vocab, image_shape=image_shape, vilt=vilt)
+  grid = mask_grid(config.model, image_shape) if grid_targets else None
+  arrays = {name: _arrays(samples, enc, config, store, grid) for name, samples in (("train", train), ("val", val))}
   weights = class_weights(arrays["train"]["label"])
   arrays["train"]["weight"] = weights[arrays["train"]["label"]]
   logging.info("therapy data: %d train / %d val questions, %.1f%% multiple in train; vocabulary %d",
                len(train), len(val), 100 * arrays["train"]["label"].mean(), len(vocab))
-  enc = Encoders(vocab=vocab, image_shape=None if store is None else store.shape)
   return TherapyData(train=arrays["train"], val=arrays["val"], store=store, encoders=enc, val_samples=val)
 
 
@@ -197,8 +244,8 @@ def with_val(config, data: TherapyData, grid_targets: bool = False) -> TherapyDa
     raise InputError("config.data.features: an evaluation reads image features where its run does, only there")
   if store is not None:
     store.check_shape(data.encoders.image_shape)
-  grid = store.shape[0] if grid_targets else None
-  return dataclasses.replace(data, val=_arrays(samples, data.vocab, config.data, store, grid), store=store,
+  grid = mask_grid(config.model, store.shape) if grid_targets else None
+  return dataclasses.replace(data, val=_arrays(samples, data.encoders, config, store, grid), store=store,
                              val_samples=samples)
 
 
@@ -209,7 +256,7 @@ def read_test(config, enc: Encoders, store, path: str) -> TestFile:
   samples, its name the file's stem (e.g. VQA_test)."""
   samples = therapy_files.read_therapy(path, labels_optional=True)
   name = check_name(os.path.splitext(os.path.basename(path))[0], f"{path}: the file name")
-  return TestFile(path=path, name=name, records=samples, arrays=_arrays(samples, enc.vocab, config.data, store, None),
+  return TestFile(path=path, name=name, records=samples, arrays=_arrays(samples, enc, config, store, None),
                   keys=TEXT_KEYS)
 
 

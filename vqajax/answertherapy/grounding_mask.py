@@ -72,7 +72,7 @@ def load_eval(config, data):
 sizes = therapy_dataset.sizes
 
 
-initial_params = vilt_run.initial_params  # the initial parameters of config.model.init_from (none yet)
+initial_params = vilt_run.initial_params  # a ViLT row's config.model.init_from
 
 
 def build_model(cfg, enc):

@@ -17,6 +17,12 @@ The text of slot j is the question (I+Q: the same for every answer, so one mask 
 question), [question, answer j] (I+Q+A) or answer j (I+A), through fc + tanh. Each cell
 is projected (fc + tanh) and modulated FiLM-style by the text, h = tanh(cell * gamma(text)
 + beta(text)), then a linear layer gives the cell's logit: [B, A, G, G].
+
+"vilt" (either challenge; `experiments/therapy/vilt_class.py`, `vilt_mask.py`): ViLT over the
+run's pixel store and WordPiece text (`dataset.vilt_texts` lays the inputs out). Challenge 1:
+`ViltClassifier` with two labels on question + answers (or the question, I+Q). Challenge 2:
+`ViltSlots`, `ViltMask` (one map) on each answer slot's own text, as `MaskPredictor` conditions
+each slot on its text, resized to the targets' grid (`dataset.mask_grid`).
 """
 
 from __future__ import annotations
@@ -24,8 +30,10 @@ from __future__ import annotations
 import flax.linen as nn
 import jax.numpy as jnp
 
+from vqajax.answertherapy import dataset as therapy_dataset
 from vqajax.core.errors import InputError
-from vqajax.nn import question
+from vqajax.nn import question, vilt_run
+from vqajax.nn.vilt import ViltClassifier, ViltMask
 
 CLASSIFIER_INPUTS = ("q", "q+a", "i+q", "i+q+a")
 MASK_INPUTS = ("i+q", "i+q+a", "i+a")
@@ -109,15 +117,52 @@ class MaskPredictor(_TextInputs):
     return nn.Dense(1, name="cell_logit")(h)[..., 0]
 
 
-MODELS = {"grounding_classifier": GroundingClassifier, "mask_predictor": MaskPredictor}  # config.model.name
+class ViltSlots(nn.Module):
+  """A `ViltMask` with one map applied to every answer slot's text ([B, S, T] WordPiece arrays)
+  with the question's image (normalised as `vilt_run.ViltOnBatch` does) -> [B, A, G, G]
+  logits; one text per question (S = 1, I+Q) gives every answer slot the same map."""
+  model: ViltMask
+
+  def setup(self):
+    nn.share_scope(self, self.model)
+
+  def __call__(self, batch, *, train: bool):
+    b, slots, length = batch["input_ids"].shape
+    ids, attention, types = (batch[k].reshape(b * slots, length) for k in vilt_run.TEXT_KEYS)
+    values, mask = vilt_run.pixel_inputs(jnp.repeat(batch["image"], slots, axis=0))
+    logits = self.model(ids, attention, values, mask, types, train=train)
+    logits = logits.reshape(b, slots, *logits.shape[2:])
+    return jnp.broadcast_to(logits, (b, batch["answer_valid"].shape[1], *logits.shape[2:]))
+
+
+VILT_INPUTS = {"grounding_class": ("i+q", "i+q+a"), "grounding_mask": MASK_INPUTS}
+
+
+def _vilt(cfg, enc, task: str) -> nn.Module:
+  """ViLT with the two-class head (grounding_class) or a mask per answer slot (grounding_mask)."""
+  if cfg.inputs not in VILT_INPUTS[task]:
+    raise InputError(f"config.model.inputs '{cfg.inputs}' is not one of {VILT_INPUTS[task]} (ViLT, {task})")
+  if enc.vilt is None:
+    raise InputError("config.model.name 'vilt': this run's encoders hold no ViLT tokenizer (train it as a ViLT row)")
+  dtype = jnp.dtype(cfg.dtype)
+  if task == "grounding_class":
+    return vilt_run.ViltOnBatch(ViltClassifier(enc.vilt.config, 2, dtype))
+  grid = therapy_dataset.mask_grid(cfg, enc.image_shape)
+  return ViltSlots(ViltMask(enc.vilt.config, 1, (grid, grid), dtype))
+
+
+MODELS = {"grounding_classifier": GroundingClassifier, "mask_predictor": MaskPredictor,  # config.model.name
+          "vilt": _vilt}
 _TASK_MODELS = {"grounding_class": "grounding_classifier", "grounding_mask": "mask_predictor"}
 
 
 def build(cfg, enc, task: str) -> nn.Module:
   """The model `config.model` names for `task` ('grounding_class' | 'grounding_mask')."""
   name = cfg.get("name") or _TASK_MODELS[task]  # runs recorded before names: the task's model
+  if name == "vilt":
+    return _vilt(cfg, enc, task)
   if name != _TASK_MODELS[task]:
-    raise InputError(f"config.model.name '{name}': the {task} task trains a '{_TASK_MODELS[task]}'")
+    raise InputError(f"config.model.name '{name}': the {task} task trains a '{_TASK_MODELS[task]}' or 'vilt'")
   allowed = CLASSIFIER_INPUTS if task == "grounding_class" else MASK_INPUTS
   encoder = cfg.get("question", "lstm")  # names and values checked with the config (configs.FIELDS)
   if cfg.inputs not in allowed:

@@ -2,8 +2,8 @@
 the decision from the predicted masks (`grounding_mask` workdirs, `from_masks`) side by
 side with the naive baselines, per source.
 
-A run is [NAME=]WORKDIR; its row is NAME, by default its `config.model.inputs` in capitals
-(a mask run's followed by " from masks"). Each run's newest results/step_N/metrics.json is
+A run is [NAME=]WORKDIR; its row is NAME, by default its `config.model.inputs` in capitals,
+after "ViLT " for a ViLT row (`row_name`; a mask run's followed by " from masks"). Each run's newest results/step_N/metrics.json is
 read; a workdir whose newest results lack its Table 4 metrics (none yet, or written before
 masks were scored as Table 4) has its newest checkpoint evaluated first, with its run.json
 (`evaluate_missing`, which the command drives and reports).
@@ -53,6 +53,11 @@ def evaluate_missing(arguments: Sequence[str]) -> Iterator[str]:
       evaluate.evaluate_checkpoints(task, config, path)
 
 
+def row_name(model_cfg) -> str:
+  """A run's default row: its inputs in capitals ("I+Q+A"), "ViLT I+Q+A" for a ViLT row."""
+  return ("ViLT " if model_cfg.get("name") == "vilt" else "") + model_cfg.inputs.upper()
+
+
 def collect(arguments: Sequence[str]) -> list[tuple[str, dict, str, str]]:
   """[(row name, metrics, metric prefix, results dir)] of the runs, in order (each run's
   newest results: `evaluate_missing` first)."""
@@ -63,7 +68,7 @@ def collect(arguments: Sequence[str]) -> list[tuple[str, dict, str, str]]:
     found = _table4_results(path, prefix)
     if found is None:
       raise InputError(f"{path}: no Table 4 results (evaluate its newest checkpoint first)")
-    runs.append((name or config.model.inputs.upper() + suffix, found[1], prefix, found[0]))
+    runs.append((name or row_name(config.model) + suffix, found[1], prefix, found[0]))
   names = [r[0] for r in runs]
   repeated = sorted({n for n in names if names.count(n) > 1})
   if repeated:

@@ -28,6 +28,7 @@ from vqajax.core.errors import InputError
 from vqajax.nn import vilt, vilt_hub
 
 SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # BERT's, ids 0..4
+TEXT_KEYS = ("input_ids", "attention_mask", "token_type_ids")  # a batch's text arrays (`Spec.encode`)
 # The config.model fields of a from-scratch architecture (a ViltConfig field each, with `text_length`
 # its max_position_embeddings); with init_from the folder's config.json gives them.
 ARCHITECTURE = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "patch_size",
@@ -65,8 +66,8 @@ class Spec:
 
 
 def word_tokenizer(texts: Sequence[str], max_length: int) -> str:
-  """The JSON of a WordPiece tokenizer whose vocabulary is [PAD] [UNK] [CLS] [SEP] [MASK] and
-  the whole words of `texts` (module docstring)."""
+  """The JSON of a WordPiece tokenizer whose vocabulary is [PAD] [UNK] [CLS] [SEP] [MASK] (special
+  tokens, matched in a text) and the whole words of `texts` (module docstring)."""
   normaliser = tokenizers.normalizers.BertNormalizer(lowercase=True)
   split = tokenizers.pre_tokenizers.BertPreTokenizer()
   counts = collections.Counter(word for text in texts
@@ -77,6 +78,7 @@ def word_tokenizer(texts: Sequence[str], max_length: int) -> str:
   tokenizer.normalizer, tokenizer.pre_tokenizer = normaliser, split
   tokenizer.post_processor = tokenizers.processors.BertProcessing(("[SEP]", vocab["[SEP]"]), ("[CLS]", vocab["[CLS]"]))
   tokenizer.decoder = tokenizers.decoders.WordPiece()
+  tokenizer.add_special_tokens(list(SPECIAL))  # as a Hub folder's: "[SEP]" in a text is the token
   tokenizer.enable_padding(length=max_length, pad_id=0, pad_token="[PAD]")
   tokenizer.enable_truncation(max_length)
   return tokenizer.to_str()
@@ -102,6 +104,11 @@ def spec(model_cfg, texts: Sequence[str], image_shape: tuple[int, ...]) -> Spec:
       max_position_embeddings=model_cfg.text_length, image_size=image_shape[0],
       **{name: model_cfg[name] for name in ARCHITECTURE})
   return Spec(config, tokenizer_json)
+
+
+# (pixels, text tokens, hidden, layers, heads, patch) of a ViLT row per size: ViLT-B/32 at 384 px, a
+# 4-layer 128-wide ViLT on 64 px pictures (minutes on 2 cores), a 1-layer one on 32 px (seconds)
+SIZES = {"": (384, 40, 768, 12, 12, 32), "cpu": (64, 24, 128, 4, 4, 8), "runlocal": (32, 16, 32, 1, 2, 8)}
 
 
 def model_config(text_length: int, hidden_size: int, layers: int, heads: int, patch_size: int

@@ -154,17 +154,13 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   return config
 
 
-# (pixels, text tokens, hidden, layers, heads, patch) of a ViLT row per argument: ViLT-B/32 at 384 px
-VILT_SIZES = {"": (384, 40, 768, 12, 12, 32), "cpu": (64, 24, 128, 4, 4, 8), "runlocal": (32, 16, 32, 1, 2, 8)}
-
-
 def vilt_config(arg: str, name: str) -> ml_collections.ConfigDict:
   """The locked config of a ViLT row (`experiments/vqa/vilt.py`): `vqa_config`'s data and
   training, config.model the ViLT group (`nn/vilt_run.model_config`), the pixel store of the
   data's images at the row's size (`features/pixelsN.npy`: made from the embedded pictures on
   first use), AdamW with warmup and linear decay, soft-target BCE."""
   config = vqa_config(arg, name)
-  pixels, text_length, hidden, layers, heads, patch = VILT_SIZES[arg]
+  pixels, text_length, hidden, layers, heads, patch = vilt_run.SIZES[arg]
   with config.unlocked():
     config.model = vilt_run.model_config(text_length, hidden, layers, heads, patch)
     config.model.targets = "bce"          # ViLT's: BCE against the VQA score of every answer
