@@ -74,7 +74,7 @@ def test_dimension_mismatch_is_reported(tmp_path):
 
 
 def test_bad_stores_are_rejected_without_leftovers(tmp_path):
-  with pytest.raises(FeatureStoreError, match="float16/float32 features"):
+  with pytest.raises(FeatureStoreError, match="float16/float32/uint8 features"):
     write_store(str(tmp_path / "f.h5"), [1], np.zeros((1, 4), np.int32))
   assert os.listdir(tmp_path) == []
   path = str(tmp_path / "g.npy")
