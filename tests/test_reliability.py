@@ -7,10 +7,12 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import h5py
 import jax
 import numpy as np
+import orbax.checkpoint as ocp
 import pytest
 
 from tests import devices
@@ -220,3 +222,28 @@ def test_the_compilation_cache_of_a_killed_test_session_goes_with_the_next_one(t
     (tmp_path / name / "entry").mkdir(parents=True)
   devices.remove_orphaned_caches(str(tmp_path))
   assert sorted(os.listdir(tmp_path)) == sorted(names[k] for k in ("running", "unnamed", "other"))
+
+
+def test_a_reader_keeps_its_step_when_the_training_deletes_it_midway(tmp_path, monkeypatch):
+  """`read_params` pins the step's files before orbax reads them: the training deleting the
+  step between the check and the read takes nothing from under it, and the private copy goes."""
+  unraisable = []
+  monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+  os.makedirs(tmp_path / "tmp")
+  monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+  ckpt = checkpoint.Checkpointer(str(tmp_path / "checkpoints"))
+  ckpt.save(3, {"params": {"w": jax.numpy.arange(6.0).reshape(2, 3)}, "step": jax.numpy.int32(3)}, {"input_step": 3})
+  ckpt.close()
+  restore = ocp.PyTreeCheckpointer.restore
+
+  def deleted_first(self, *args, **kwargs):
+    shutil.rmtree(tmp_path / "checkpoints" / "3")  # the training's rotation, mid-read
+    return restore(self, *args, **kwargs)
+
+  monkeypatch.setattr(ocp.PyTreeCheckpointer, "restore", deleted_first)
+  params, meta, step = checkpoint.read_params(str(tmp_path / "checkpoints"), 3)
+  np.testing.assert_array_equal(params["w"], np.arange(6.0).reshape(2, 3))
+  assert (step, meta) == (3, {"input_step": 3}) and not os.path.exists(tmp_path / "checkpoints" / "3")
+  assert os.listdir(tmp_path / "tmp") == []
+  gc.collect()
+  assert unraisable == []

@@ -183,7 +183,7 @@ def test_a_bundle_answers_as_its_workdir_anywhere(run, capsys, tmp_path):
   assert status == 2 and "(colour_cells) has no weights file" in err and not os.path.exists(tmp_path / "b2")
   shutil.rmtree(copy)  # the bundle stands alone
   moved = shutil.move(bundle, tmp_path / "elsewhere")
-  assert _asked(str(moved), run, capsys) == before
+  assert _asked(str(moved), run, capsys, "--data_dir", run["data"]) == before  # it names no data folder
   names = sorted(os.listdir(moved))
   assert names == ["README.md", "config.json", "encoders.json", "flax_model.msgpack", "vqajax.json"]
   with open(os.path.join(moved, "vqajax.json")) as f:
@@ -207,7 +207,10 @@ def test_a_bundle_answers_as_its_workdir_anywhere(run, capsys, tmp_path):
   test_dev = os.path.join(run["data"], TEST_DEV)
   status, _, err = _main(["submit", test_dev, "--workdir", str(moved)], capsys)
   assert status == 2 and "give --out FOLDER" in err
-  assert _main(["submit", test_dev, "--workdir", str(moved), "--out", str(tmp_path / "s1")], capsys)[0] == 0
+  status, _, err = _main(["submit", test_dev, "--workdir", str(moved), "--out", str(tmp_path / "s1")], capsys)
+  assert status == 2 and "give the folder of its data with --data_dir" in err and not os.path.exists(tmp_path / "s1")
+  assert _main(["submit", test_dev, "--workdir", str(moved), "--out", str(tmp_path / "s1"), "--data_dir", run["data"]],
+               capsys)[0] == 0
   assert _main(["submit", test_dev, "--workdir", run["workdir"], "--out", str(tmp_path / "s2")], capsys)[0] == 0
   assert _files(tmp_path / "s1") == _files(tmp_path / "s2")
   # the Python API, from a bucket path
@@ -216,7 +219,7 @@ def test_a_bundle_answers_as_its_workdir_anywhere(run, capsys, tmp_path):
     tf.io.gfile.copy(os.path.join(moved, name), f"ram://bundle/{name}")
   questions = ["what color is the car?", "is there a dog?"]
   ids = [int(run["ask"][1]), int(run["ask"][3])]
-  from_bucket = vqajax.load("ram://bundle").answer(questions, image_ids=ids, k=3)
+  from_bucket = vqajax.load("ram://bundle", data_dir=run["data"]).answer(questions, image_ids=ids, k=3)
   assert from_bucket == vqajax.load(run["workdir"]).answer(questions, image_ids=ids, k=3)
   # a damaged copy is refused in one line
   with open(os.path.join(moved, "flax_model.msgpack"), "r+b") as f:
@@ -224,7 +227,7 @@ def test_a_bundle_answers_as_its_workdir_anywhere(run, capsys, tmp_path):
     byte = f.read(1)
     f.seek(100)
     f.write(bytes([byte[0] ^ 1]))
-  status, _, err = _main(["ask", "--workdir", str(moved), *run["ask"]], capsys)
+  status, _, err = _main(["ask", "--workdir", str(moved), *run["ask"], "--data_dir", run["data"]], capsys)
   assert status == 2 and "flax_model.msgpack: sha256" in err and "Traceback" not in err
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import vqajax
 from tests.digests import digests
-from vqajax import cli, demo
+from vqajax import cli, demo, export
 from vqajax.core import bundle as bundle_lib
 from vqajax.core import files as files_lib
 from vqajax.core.errors import InputError
@@ -231,3 +231,48 @@ def test_a_bundle_appears_whole_and_once(tmp_path, monkeypatch):
 
 def digests_of(blobs):
   return {name: hashlib.sha256(blob).hexdigest() for name, blob in blobs.items()}
+
+
+def test_a_bundle_config_names_no_path_of_this_machine(monkeypatch):
+  monkeypatch.setenv("HOME", "/home/ada")
+  config = {"task": "vqa", "data": {"dir": "/data/VQA", "features": "/data/VQA/features/fc7.h5",
+                                    "val_questions": "/scratch/q1.json,/scratch/q2.json", "train_questions": "t.json",
+                                    "tfds_dir": "/home/ada/tfds", "extra": ["/home/ada/x/a.json", "gs://b/c.json"]},
+            "model": {"name": "vilt", "init_from": "/models/vilt-b32"}}
+  assert export.portable(config) == {
+      "task": "vqa", "data": {"dir": "", "features": "features/fc7.h5", "val_questions": "q1.json,q2.json",
+                              "train_questions": "t.json", "tfds_dir": "~/tfds", "extra": ["~/x/a.json", "gs://b/c.json"]},
+      "model": {"name": "vilt", "init_from": ""}}
+  assert export.portable({"data": {"dir": "/home/ada/.cache/vqajax/s", "features": "/home/ada/.cache/vqajax/s/f.h5"}}
+                         ) == {"data": {"dir": "~/.cache/vqajax/s", "features": "f.h5"}}
+
+
+@pytest.mark.slow
+def test_a_bundle_reads_its_data_from_the_home_folder_or_data_dir(tiny_lstm_run, tiny_data, tmp_path, monkeypatch,
+                                                                  capsys):
+  image, question = str(_image_id(tiny_lstm_run[0])), "what color is it?"
+  ask = ["ask", "--image-id", image, "--question", question, "--json"]
+  assert cli.main([*ask, f"--workdir={tiny_lstm_run[0]}"]) == 0
+  expected = json.loads(capsys.readouterr().out)
+  out = tmp_path / "bundle"
+  assert cli.main(["export", f"--workdir={tiny_lstm_run[0]}", f"--out={out}"]) == 0
+  for name in os.listdir(out):
+    blob = (out / name).read_bytes()
+    assert not [p for p in (tiny_data, tiny_lstm_run[0], os.path.expanduser("~"), str(tmp_path)) if p.encode() in blob]
+  assert json.loads((out / "config.json").read_text())["data"]["dir"] == ""
+  real = _edited_bundle(out, str(tmp_path / "real"), "config.json", _set("data.synthetic", False))  # not embedded
+  assert cli.main([*ask, f"--workdir={real}"]) == 2
+  assert "give the folder of its data with --data_dir" in _last_error(capsys, "vqajax ask")
+  assert cli.main([*ask, f"--workdir={real}", f"--data_dir={tiny_data}"]) == 0
+  assert json.loads(capsys.readouterr().out) == expected
+  assert cli.main(["ask", f"--workdir={real}", "--image", os.path.join(tiny_data, "val2014"), "--question", question]
+                  ) == 0  # image files need no data folder
+  assert cli.main([*ask, f"--workdir={tiny_lstm_run[0]}", f"--data_dir={tiny_data}"]) == 2
+  assert "a workdir, which reads the data it recorded" in _last_error(capsys, "vqajax ask")
+  monkeypatch.setenv("HOME", os.path.dirname(tiny_data))  # the data under the home folder: recorded as ~/...
+  home_bundle = tmp_path / "home_bundle"
+  assert cli.main(["export", f"--workdir={tiny_lstm_run[0]}", f"--out={home_bundle}"]) == 0
+  assert json.loads((home_bundle / "config.json").read_text())["data"]["dir"] == "~/" + os.path.basename(tiny_data)
+  capsys.readouterr()
+  assert cli.main([*ask, f"--workdir={home_bundle}"]) == 0
+  assert json.loads(capsys.readouterr().out) == expected

@@ -4,17 +4,19 @@
 """
 
 
-def load(path: str, step: int | None = None, *, best: bool = False, weights: str | None = None):
+def load(path: str, step: int | None = None, *, best: bool = False, weights: str | None = None,
+         data_dir: str | None = None):
   """The trained run at `path` (a workdir or a `vqajax export` bundle) at checkpoint `step`
   (default: the latest; `best`: the best by its config.best_metric): a `vqa.ask.Answerer` for a VQA
   run, an `answertherapy.ask.Grounder` for a grounding_mask run. `weights`: the image
-  feature extractor's weights file, if it is not where the run recorded it."""
+  feature extractor's weights file, if it is not where the run recorded it; `data_dir`: a
+  bundle's data folder on this machine (for its image ids)."""
   from vqajax.answertherapy import grounding_mask  # pylint: disable=g-import-not-at-top
   from vqajax.core import trained  # pylint: disable=g-import-not-at-top
   from vqajax.vqa import task as vqa_task  # pylint: disable=g-import-not-at-top
-  config = trained.read_config(path, {"vqa": vqa_task, "grounding_mask": grounding_mask})
+  config = trained.read_config(path, {"vqa": vqa_task, "grounding_mask": grounding_mask}, data_dir)
   if config.task == "vqa":
     from vqajax.vqa.ask import Answerer  # pylint: disable=g-import-not-at-top
-    return Answerer.from_workdir(path, step, best=best, weights=weights)
+    return Answerer.from_workdir(path, step, best=best, weights=weights, data_dir=data_dir)
   from vqajax.answertherapy.ask import Grounder  # pylint: disable=g-import-not-at-top
-  return Grounder.from_workdir(path, step, best=best, weights=weights)
+  return Grounder.from_workdir(path, step, best=best, weights=weights, data_dir=data_dir)

@@ -61,6 +61,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
   parser.add_argument("--weights", help="the extractor's weights file, if it moved since the store was made")
   parser.add_argument("--class-workdir", type=files.path_arg, help="grounding_mask runs: a grounding_class run for single / multiple")
   parser.add_argument("--out", type=files.path_arg, help="grounding_mask runs: the folder for the masks (PNG + masks.json)")
+  cli.add_data_dir_flag(parser)
   return parser
 
 
@@ -313,15 +314,16 @@ def _print_groundings(records: list[dict], out: str, as_json: bool) -> None:
 def run(args) -> None:
   if args.top_k < 1:
     raise InputError(f"--top-k {args.top_k}: expected a positive integer")
-  config = trained.read_config(args.workdir, {name: cli.tasks()[name] for name in _TASKS})
+  config = trained.read_config(args.workdir, {name: cli.tasks()[name] for name in _TASKS}, args.data_dir)
   files.protect(args.workdir, *(p for p in (args.questions, args.weights, args.class_workdir) if p), *args.image)
   items = asked(args)
   files.protect(*(item["image"] for item in items if "image" in item))
-  cli.prepare_data(config)  # the embedded dataset (its store) of a run trained on one
+  # the store (the embedded dataset's, written if absent) only where an image id is asked about
+  data_dir = cli.prepare_run_data(config, args.workdir) if any("image" not in i for i in items) else None
   runtime.use_compilation_cache(args.compilation_cache_dir)
   if config.task == "vqa":
     from vqajax.vqa.ask import Answerer  # pylint: disable=g-import-not-at-top
-    answerer = Answerer.from_workdir(args.workdir, args.step, best=args.best, weights=args.weights)
+    answerer = Answerer.from_workdir(args.workdir, args.step, best=args.best, weights=args.weights, data_dir=data_dir)
     _print_answers(answerer, items, answer_all(answerer, items, args.top_k), args.json)
     return
   if not args.out:
@@ -329,7 +331,7 @@ def run(args) -> None:
   files.check_output(args.out, folder=True)
   from vqajax.answertherapy.ask import Grounder  # pylint: disable=g-import-not-at-top
   grounder = Grounder.from_workdir(args.workdir, args.step, best=args.best, class_workdir=args.class_workdir,
-                                  weights=args.weights)
+                                  weights=args.weights, data_dir=data_dir)
   _print_groundings(ground_all(grounder, items, args.out), args.out, args.json)
 
 

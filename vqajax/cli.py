@@ -184,6 +184,20 @@ def prepare_data(config) -> None:
   files.protect(config.data.dir, *given)  # no output goes into the data or over its files
 
 
+def add_data_dir_flag(parser: argparse.ArgumentParser) -> None:
+  parser.add_argument("--data_dir", type=files.path_arg,
+                      help="a bundle's data folder on this machine (its feature store); a workdir reads its own")
+
+
+def prepare_run_data(config, path: str) -> str | None:
+  """`prepare_data` for a trained run's config where it names data (a bundle may name none);
+  a bundle's data folder as resolved here (None for a workdir, which records its own)."""
+  from vqajax.core import bundle  # pylint: disable=g-import-not-at-top
+  if config.data.get("synthetic") or config.data.dir:
+    prepare_data(config)
+  return (config.data.dir or None) if bundle.is_bundle(path) else None
+
+
 def _resolve_features(data) -> None:
   """A relative `data.features` names a store in `data.dir` (as the configs' defaults do), else
   one in the current folder (where `vqajax features --out features/x.h5` wrote it), then made
@@ -329,14 +343,15 @@ def _submit(argv: Sequence[str]) -> int:
                            "VQA v1 open-ended or multiple-choice test, VizWiz test.json, AnswerTherapy VQA_test / "
                            "VizWiz_test)", "output folder (default: WORKDIR/submissions/<split>; a bundle: required)")
   parser.add_argument("questions", help="the test split's questions file")
+  add_data_dir_flag(parser)
   args = parser.parse_args(argv)
   _setup_logging(args.verbosity)
 
   def run() -> None:
     from vqajax.core import submission, trained  # pylint: disable=g-import-not-at-top
-    prepare_data(trained.read_config(args.workdir, tasks()))
+    data_dir = prepare_run_data(trained.read_config(args.workdir, tasks(), args.data_dir), args.workdir)
     _initialise(args)
-    step, paths = submission.write(args.workdir, tasks(), args.questions, args.out, args.step, args.best)
+    step, paths = submission.write(args.workdir, tasks(), args.questions, args.out, args.step, args.best, data_dir)
     print(f"step {step} of {args.workdir} on {args.questions}:")
     print("\n".join(f"  {path}" for path in paths))
 

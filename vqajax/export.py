@@ -84,9 +84,10 @@ model = vqajax.load("BUNDLE")  # an Answerer (VQA) or a Grounder (AnswerTherapy 
 ```
 
 Asking about an image file computes its features as the training store's were (the
-extractor settings in `vqajax.json`){", with the weights shipped in `extractor/`" if with_weights else ""};
-asking by image id needs the
-training feature store at the path `config.json` names.
+extractor settings in `vqajax.json`){", with the weights shipped in `extractor/`" if with_weights else
+"; an extractor with weights needs them given with `--weights`"}.
+Asking by image id and `submit` read the run's feature store: in the data folder `config.json`
+names (`data.dir`, a folder under the home folder as `~/...`), or the one given with `--data_dir`.
 
 ## Files
 
@@ -113,9 +114,51 @@ def export(path: str, tasks: Mapping[str, Any], out: str, step: int | None = Non
     extractor, weights = _weights(extractor)
   name = os.path.basename(os.path.normpath(path)) or saved.config.name
   card = model_card(saved, f"{saved.config.name} ({name})", with_weights)
-  return bundle.write(out, task=saved.config.task, config=saved.config, tables=saved.tables, params=saved.params,
-                      step=saved.step, metrics=saved.metrics, sizes=saved.record.get("data", {}),
-                      extractor=extractor, card=card, weights=weights)
+  if extractor and not weights and extractor.get("weights"):  # not shipped: given with --weights where it is used
+    extractor = {**extractor, "weights": None}
+  return bundle.write(out, task=saved.config.task, config=portable(saved.config.to_dict()), tables=saved.tables,
+                      params=saved.params, step=saved.step, metrics=saved.metrics,
+                      sizes=saved.record.get("data", {}), extractor=extractor, card=card, weights=weights)
+
+
+def portable(config: dict) -> dict:
+  """The config as a bundle records it, naming no path of this machine: a folder or file under
+  the home folder as `~/...` (expanded where the bundle is read), any other `data.dir` /
+  `data.tfds_dir` as "" (a reader then takes `--data_dir`), any other data file by its name
+  inside `data.dir` (or its base name), `model.init_from` as "" (the bundle holds the weights)."""
+  data = config["data"]
+  folder = data["dir"] if os.path.isabs(data["dir"]) else None
+
+  def file(path: str) -> str:
+    if folder and os.path.commonpath([folder, path]) == folder:
+      return os.path.relpath(path, folder)
+    return _home_relative(path) or os.path.basename(path)
+
+  def walk(value):
+    if isinstance(value, dict):
+      return {key: walk(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+      return [walk(item) for item in value]
+    if isinstance(value, str) and "://" not in value and os.path.isabs(value):
+      return ",".join(file(name) for name in value.split(","))  # one file or comma-separated ones
+    return value
+
+  out = walk(config)
+  for group, name in (("data", "dir"), ("data", "tfds_dir")):
+    value = config[group].get(name)
+    if isinstance(value, str) and os.path.isabs(value):
+      out[group][name] = _home_relative(value)
+  if "init_from" in out.get("model", {}):
+    out["model"]["init_from"] = ""
+  return out
+
+
+def _home_relative(path: str) -> str:
+  """`path` as `~/...` when it is under the home folder, else ""."""
+  home = os.path.expanduser("~")
+  if home in ("", "/", "~") or os.path.commonpath([home, os.path.abspath(path)]) != home:
+    return ""
+  return os.path.join("~", os.path.relpath(path, home))
 
 
 def _weights(extractor: dict) -> tuple[dict, tuple[str, bytes]]:

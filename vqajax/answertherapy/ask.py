@@ -53,11 +53,12 @@ class Grounder(RunImages):
 
   @classmethod
   def from_workdir(cls, path: str, step: int | None = None, *, best: bool = False, class_workdir: str | None = None,
-                   class_step: int | None = None, weights: str | None = None) -> "Grounder":
+                   class_step: int | None = None, weights: str | None = None, data_dir: str | None = None
+                   ) -> "Grounder":
     """A grounding_mask run (workdir or bundle) at checkpoint `step` (default: the latest),
     optionally with a grounding_class run for the single / multiple call; `weights`: the
-    extractor's weights file, if it moved."""
-    mask_run = trained_runs.open_run(path, {"grounding_mask": grounding_mask}, step, best)
+    extractor's weights file, if it moved; `data_dir`: a bundle's data folder here."""
+    mask_run = trained_runs.open_run(path, {"grounding_mask": grounding_mask}, step, best, data_dir=data_dir)
     class_run = None if class_workdir is None else trained_runs.open_run(
         class_workdir, {"grounding_class": grounding_class}, class_step)
     return cls(mask_run, class_run, weights)

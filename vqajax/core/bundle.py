@@ -63,9 +63,19 @@ def read_record(path: str) -> dict:
   if not isinstance(record.get("extractor") or {}, dict) or not isinstance(record.get("metrics") or {}, dict):
     raise InputError(f'{where}: expected "extractor" and "metrics" to be objects')
   weights = (record.get("extractor") or {}).get("weights")
-  if isinstance(weights, str) and not fs.isabs(weights) and weights not in record["files"]:
-    raise InputError(f"{where}: extractor weights {weights!r:.80}: expected one of the bundle's listed files")
+  if weights is not None and weights not in record["files"]:
+    raise InputError(f"{where}: extractor weights {weights!r:.80}: expected one of the bundle's listed files or null")
   return record
+
+
+def _at_home(value):
+  """`value` with every `~/...` string (a path the bundle records under the home folder,
+  `export.portable`) expanded for this machine."""
+  if isinstance(value, dict):
+    return {key: _at_home(item) for key, item in value.items()}
+  if isinstance(value, list):
+    return [_at_home(item) for item in value]
+  return os.path.expanduser(value) if isinstance(value, str) and value.startswith("~/") else value
 
 
 def _inside(name) -> bool:
@@ -88,7 +98,7 @@ def read_config(path: str):
   value = load_json(os.path.join(path, CONFIG), _verified(path, CONFIG, record["files"]))
   if not isinstance(value, dict) or value.get("task") != record["task"]:
     raise InputError(f'{os.path.join(path, CONFIG)}: expected the config object of a {record["task"]} run')
-  config = ml_collections.ConfigDict(value)
+  config = ml_collections.ConfigDict(_at_home(value))
   config.lock()
   return config
 
@@ -99,8 +109,8 @@ def read(path: str, task: str) -> tuple[dict, dict, dict]:
   tables = encoders.read(path, task, record["encoders"])  # checked against its sha256 there
   params = serialization.msgpack_restore(_verified(path, PARAMS, record["files"]))
   weights = (record.get("extractor") or {}).get("weights")
-  if isinstance(weights, str) and not fs.isabs(weights):
-    record["extractor"]["weights"] = os.path.join(path, weights)  # shipped inside
+  if weights is not None:  # shipped inside
+    record["extractor"]["weights"] = os.path.join(path, weights)
   return record, tables, params
 
 
@@ -109,7 +119,7 @@ def write(out: str, *, task: str, config, tables: dict, params, step: int, metri
   """Writes the bundle into `out` (all files or none); `weights`: (file name, .npz bytes) of
   the extractor's weights, shipped under extractor/. Returns the files written."""
   files = {
-      CONFIG: _json(config.to_dict()),
+      CONFIG: _json(config),
       encoders.FILE: encoders.to_bytes(task, tables),
       PARAMS: serialization.msgpack_serialize(jax.tree.map(np.asarray, params)),
       CARD: card.encode(),

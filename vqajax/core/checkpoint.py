@@ -18,18 +18,21 @@ the checkpoint's metadata, before anything is read.
 
 Only the process that holds the workdir (training, eval) opens a `Checkpointer`, which
 removes temporary steps left by a kill. Readers (ask, submit, demo, export) go through
-`read_params`: it lists the complete steps, verifies one (waiting for a manifest being
-written), restores its parameters alone (no optimizer state) as host arrays and changes
-nothing, so it is safe beside a running training.
+`read_params`: it lists the complete steps, pins one (its files hard-linked into a private
+temporary folder, once its manifest is written, so a training deleting the step cannot take
+them away mid-read), verifies it, restores its parameters alone (no optimizer state) as host
+arrays and changes nothing in the run, so it is safe beside a running training.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
 import re
 import shutil
+import tempfile
 import time
 from typing import Any, Optional
 
@@ -84,17 +87,20 @@ def write_manifest(step_dir: str) -> None:
                                                        for rel in _files(step_dir)})
 
 
-def verify(step_dir: str, wait: float = 0.0) -> None:
-  """DamagedCheckpointError unless every file `MANIFEST` lists is there with its sha256. A
-  reader beside a training `wait`s up to that many seconds for a manifest being written
-  (it follows orbax's rename of the step by the time its files take to hash)."""
-  manifest = os.path.join(step_dir, MANIFEST)
+def _await_manifest(step_dir: str, wait: float) -> None:
+  """Waits up to `wait` seconds for the step's manifest (a reader beside a training: it follows
+  orbax's rename of the step by the time its files take to hash)."""
   deadline = time.monotonic() + wait
-  while not fs.exists(manifest):
+  while not fs.exists(os.path.join(step_dir, MANIFEST)):
     if time.monotonic() >= deadline or not fs.isdir(step_dir):
       raise DamagedCheckpointError(f"{step_dir}: no {MANIFEST} (its saving did not complete)")
     time.sleep(0.05)
-  listed = load_json(manifest)
+
+
+def verify(step_dir: str) -> None:
+  """DamagedCheckpointError unless every file `MANIFEST` lists is there with its sha256."""
+  _await_manifest(step_dir, 0.0)
+  listed = load_json(os.path.join(step_dir, MANIFEST))
   for rel, digest in (listed.items() if isinstance(listed, dict) else [(MANIFEST, None)]):
     path = os.path.join(step_dir, rel)
     if not fs.exists(path):
@@ -259,16 +265,44 @@ def step_metric(directory: str, step: int, name: str) -> float | None:
   return metric_of(metrics, name) if isinstance(metrics, dict) else None
 
 
+@contextlib.contextmanager
+def _pinned(step_dir: str):
+  """The complete step's files hard-linked into a private folder, so that a training deleting
+  the step meanwhile cannot take them from under orbax's reads; the step itself where links
+  cannot be made (a bucket, another file system)."""
+  _await_manifest(step_dir, _MANIFEST_WAIT)
+  if fs.is_url(step_dir):
+    yield step_dir
+    return
+  private = tempfile.mkdtemp(prefix="vqajax-read-")
+  try:
+    for parent, _, names in os.walk(step_dir):
+      folder = os.path.join(private, os.path.relpath(parent, step_dir))
+      os.makedirs(folder, exist_ok=True)
+      for name in names:
+        os.link(os.path.join(parent, name), os.path.join(folder, name))
+  except FileNotFoundError:
+    shutil.rmtree(private)
+    raise DamagedCheckpointError(f"{step_dir}: deleted while it was being read") from None
+  except OSError:  # no hard links across file systems (or on this one)
+    shutil.rmtree(private)
+    yield step_dir
+    return
+  try:
+    yield private
+  finally:
+    shutil.rmtree(private, ignore_errors=True)
+
+
 def _read_params(directory: str, step: int) -> tuple[Any, dict]:
-  path = os.path.join(orbax_path(directory), str(step))
-  verify(path, wait=_MANIFEST_WAIT)
-  meta = load_json(os.path.join(path, "meta", "metadata"))
-  checkpointer = ocp.PyTreeCheckpointer()
-  tree = ocp.PyTreeCheckpointHandler().metadata(epath.Path(path) / "state").tree["params"]
-  item = {"params": jax.tree.map(lambda m: np.zeros((), m.dtype), tree)}
-  args = {"params": jax.tree.map(lambda m: ocp.RestoreArgs(restore_type=np.ndarray), tree)}
-  params = checkpointer.restore(os.path.join(path, "state"), args=ocp.args.PyTreeRestore(
-      item=item, restore_args=args, partial_restore=True))["params"]
+  with _pinned(os.path.join(orbax_path(directory), str(step))) as path:
+    verify(path)
+    meta = load_json(os.path.join(path, "meta", "metadata"))
+    tree = ocp.PyTreeCheckpointHandler().metadata(epath.Path(path) / "state").tree["params"]
+    item = {"params": jax.tree.map(lambda m: np.zeros((), m.dtype), tree)}
+    args = {"params": jax.tree.map(lambda m: ocp.RestoreArgs(restore_type=np.ndarray), tree)}
+    params = ocp.PyTreeCheckpointer().restore(os.path.join(path, "state"), args=ocp.args.PyTreeRestore(
+        item=item, restore_args=args, partial_restore=True))["params"]
   return params, meta
 
 

@@ -22,9 +22,10 @@ RUN_PARTS = ("checkpoints", "results", "run.json", "encoders.json")  # what a su
 
 
 def write(path: str, tasks: Mapping[str, Any], questions: str, out_dir: str | None = None,
-          step: int | None = None, best: bool = False) -> tuple[int, list[str]]:
-  """(the step used, the files written) of the predictions for the test file `questions`."""
-  config = trained.read_config(path, tasks)
+          step: int | None = None, best: bool = False, data_dir: str | None = None) -> tuple[int, list[str]]:
+  """(the step used, the files written) of the predictions for the test file `questions`
+  (`data_dir`: a bundle's data folder on this machine)."""
+  config = trained.read_config(path, tasks, data_dir)
   if not isinstance(tasks[config.task], Predicts):
     raise InputError(f"config.task '{config.task}' does not predict test files")
   if bundle.is_bundle(path):
@@ -33,7 +34,7 @@ def write(path: str, tasks: Mapping[str, Any], questions: str, out_dir: str | No
     files.protect(questions, path)
   else:  # a workdir takes submissions beside its run, never into it
     files.protect(questions, *(os.path.join(path, name) for name in RUN_PARTS))
-  run = trained.open_run(path, tasks, step, best)
+  run = trained.open_run(path, tasks, step, best, data_dir=data_dir)
   store = run.store if run.encoders.image_shape is not None else None
   test = run.task.read_test(config, run.encoders, store, questions)
   out_dir = out_dir or os.path.join(path, SUBMISSIONS, test.name)

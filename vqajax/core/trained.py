@@ -24,14 +24,20 @@ from vqajax.core import bundle, checkpoint, encoders, evals, fs, run_record, sha
 from vqajax.core.errors import InputError
 
 
-def read_config(path: str, tasks: Mapping[str, Any]):
+def read_config(path: str, tasks: Mapping[str, Any], data_dir: str | None = None):
   """The locked config of the run at `path` (a workdir or a bundle); InputError without one
-  or for a task not in `tasks`."""
+  or for a task not in `tasks`. `data_dir`: a bundle's data folder on this machine."""
   if not fs.isdir(path):
     raise InputError(f"{path}: no such run")
-  config = bundle.read_config(path) if bundle.is_bundle(path) else run_record.read_config(path)
+  is_bundle = bundle.is_bundle(path)
+  config = bundle.read_config(path) if is_bundle else run_record.read_config(path)
   if config is None:
     raise InputError(f"{path}: no {run_record.RUN_FILE} (not a vqajax run) and no {bundle.FILE} (not a bundle)")
+  if data_dir:
+    if not is_bundle:
+      raise InputError(f"--data_dir {data_dir}: {path} is a workdir, which reads the data it recorded; "
+                       "--data_dir names a bundle's data folder")
+    config.data.dir = data_dir
   if config.get("task") not in tasks:
     raise InputError(f"{path}: a {config.get('task')} run; expected a {' or '.join(tasks)} run")
   try:
@@ -77,6 +83,9 @@ class Trained:
   @functools.cached_property
   def store(self):
     """The run's feature store (its image ids' features), opened on first use."""
+    if not self.config.data.dir:
+      raise InputError(f"{self.path}: names no data folder on this machine (a bundle records none outside the "
+                       "home folder): give the folder of its data with --data_dir")
     store = self.task.open_store(self.config)
     if store is None:
       raise InputError(f"{self.path}: a text-only run has no feature store")
@@ -146,10 +155,11 @@ class Checkpoint:
   metrics: dict  # its val metrics, where recorded
 
 
-def read(path: str, tasks: Mapping[str, Any], step: int | None = None, best: bool = False) -> Checkpoint:
+def read(path: str, tasks: Mapping[str, Any], step: int | None = None, best: bool = False,
+         data_dir: str | None = None) -> Checkpoint:
   """Checkpoint `step` (default: the latest; `best`: the best by `config.best_metric`) of
   the run at `path` (a workdir or a bundle) of one of `tasks` ({config.task: module})."""
-  config = read_config(path, tasks)
+  config = read_config(path, tasks, data_dir)
   task = tasks[config.task]
   if bundle.is_bundle(path):
     if step is not None or best:
@@ -171,9 +181,9 @@ def read(path: str, tasks: Mapping[str, Any], step: int | None = None, best: boo
 
 
 def open_run(path: str, tasks: Mapping[str, Any], step: int | None = None, best: bool = False,
-             devices=None) -> Trained:
+             devices=None, data_dir: str | None = None) -> Trained:
   """The run at `path` (`read`) with its model built and its parameters on `devices`."""
-  saved = read(path, tasks, step, best)
+  saved = read(path, tasks, step, best, data_dir)
   mesh = sharding.data_mesh(devices)
   enc = saved.task.encoders_from_tables(saved.tables)
   return Trained(path=path, config=saved.config, task=saved.task, encoders=enc,

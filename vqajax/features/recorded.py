@@ -91,6 +91,9 @@ class Extractor:
     if recorded["model"] in models.NO_WEIGHTS:  # defined by its code alone (the embedded datasets')
       self._forward = _weightless(recorded["model"], recorded["layer"], batch)
       return
+    if not (weights_file or recorded["weights"]):
+      raise InputError(f"{source}: names no weights file of its extractor ({recorded['model']}; a bundle exported "
+                       f"without --with-weights): give the file with sha256 {recorded['weights_sha256']} (--weights)")
     path = os.path.abspath(weights_file or recorded["weights"])
     if not os.path.isfile(path):
       raise InputError(f"{path}: the weights the features were extracted with are not there; give the file "

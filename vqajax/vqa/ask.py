@@ -41,10 +41,11 @@ class Answerer(RunImages):
 
   @classmethod
   def from_workdir(cls, path: str, step: int | None = None, *, best: bool = False,
-                   weights: str | None = None) -> "Answerer":
+                   weights: str | None = None, data_dir: str | None = None) -> "Answerer":
     """The run at `path` (a workdir or a bundle) at checkpoint `step` (default: the latest);
-    `weights`: where the extractor's weights file is now, if it moved."""
-    return cls(trained_runs.open_run(path, {"vqa": vqa_task}, step, best), weights)
+    `weights`: where the extractor's weights file is now, if it moved; `data_dir`: a bundle's
+    data folder on this machine."""
+    return cls(trained_runs.open_run(path, {"vqa": vqa_task}, step, best, data_dir=data_dir), weights)
 
   @property
   def step(self) -> int:
