@@ -263,3 +263,21 @@ def test_bfloat16_matmuls_and_dropout(checkpoint, classifier):
   np.testing.assert_allclose(half, reference["0/logits"], atol=0.15 * np.abs(reference["0/logits"]).max())
   np.testing.assert_array_equal(dropped, half_and_dropped(jax.random.key(0))[1])
   assert np.abs(dropped - reference["0/logits"]).max() > 1e-3  # the config's 0.1 dropout acts in training
+
+
+def test_a_vqa_head_is_matched_to_the_runs_answers_by_label(checkpoint, tmp_path):
+  folder = shutil.copytree(checkpoint[0], tmp_path / "labelled")
+  hub = json.loads((folder / "config.json").read_text())
+  hub["id2label"] = dict(enumerate(["yes", "no", "2", "red", "blue"]))
+  hub["label2id"] = {label: i for i, label in hub["id2label"].items()}
+  (folder / "config.json").write_text(json.dumps(hub))
+  tensors = safetensors_numpy.load_file(os.path.join(folder, "model.safetensors"))
+  config = vilt_hub.read_config(str(folder))
+  fresh = jax.jit(vilt.ViltClassifier(config, 3).init)(jax.random.key(0), **vilt.example_inputs(config))["params"]
+  loaded = vilt_hub.init_from(str(folder), fresh, labels=["red", "cat", "yes"])
+  assert loaded.answers_found == 2 and loaded.initialised == ()
+  head, initial = loaded.params["classifier"]["dense_1"], fresh["classifier"]["dense_1"]
+  weight, bias = tensors["classifier.3.weight"], tensors["classifier.3.bias"]  # [5 labels, 2H], [5]
+  np.testing.assert_array_equal(head["kernel"], np.stack([weight[3], initial["kernel"][:, 1], weight[0]], axis=1))
+  np.testing.assert_array_equal(head["bias"], [bias[3], initial["bias"][1], bias[0]])
+  np.testing.assert_array_equal(loaded.params["classifier"]["dense_0"]["kernel"], tensors["classifier.0.weight"].T)

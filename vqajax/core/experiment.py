@@ -102,7 +102,7 @@ class Experiment:
       return jax.eval_shape(create, key)
     with phases.timed("model init"):
       state = create(key)
-      loaded = self.task.initial_params(self.config.model, state.params)
+      loaded = self.task.initial_params(self.config.model, state.params, self.data.encoders)
       if loaded is not None:  # a checkpoint's (config.model.init_from)
         params = jax.device_put(loaded, replicated)
         state = state.replace(params=params, opt_state=jax.jit(self.tx.init, out_shardings=replicated)(params))

@@ -53,7 +53,7 @@ class Task(Protocol):
   def build_model(self, model_config, encoders) -> Any:
     """A flax module sized by the encoders: `model.apply(vars, batch, train=...) -> outputs`."""
 
-  def initial_params(self, model_config, params) -> Any:
+  def initial_params(self, model_config, params, encoders) -> Any:
     """The initial parameters where the model starts from elsewhere (a ViLT row's
     `config.model.init_from`: `nn/vilt_run.initial_params`), else None (`params` stay)."""
 

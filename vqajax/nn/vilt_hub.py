@@ -28,6 +28,7 @@ from vqajax.nn.vilt import ACTIVATIONS, ViltClassifier, ViltConfig, ViltMask, ex
 WEIGHTS, INDEX, TORCH_WEIGHTS = "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"
 OTHER_HEADS = ("mlm_score.", "itm_score.", "rank_output.")  # HF's pre-training / retrieval heads: read by no model here
 BUFFERS = ("vilt.embeddings.text_embeddings.position_ids", "vilt.embeddings.text_embeddings.token_type_ids")
+ANSWER_LAYER = "classifier.3."  # the VQA head's last layer: one output per label (`id2label`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Loaded:
   params: dict
   initialised: tuple[str, ...]
   unused: tuple[str, ...]
+  answers_found: int | None = None  # with `labels`: how many have an output in the checkpoint
 
 
 def read_config(folder: str) -> ViltConfig:
@@ -190,9 +192,11 @@ def _listed(names: Sequence[str], limit: int = 4) -> str:
   return ", ".join(names[:limit]) + more
 
 
-def init_from(folder: str, params: Mapping, *, head: bool = True) -> Loaded:
+def init_from(folder: str, params: Mapping, *, head: bool = True, labels: Sequence[str] | None = None) -> Loaded:
   """`params` (of a `ViltClassifier` or `ViltMask`, freshly initialised) with every tensor of
-  the checkpoint in `folder` put in its place.
+  the checkpoint in `folder` put in its place. With `labels` (the run's answers, one per
+  output), the VQA head's last layer is matched by label: an answer the checkpoint's
+  `id2label` has gets that output's weights, any other keeps its initial ones.
 
   The backbone must be complete; a head the checkpoint lacks (or every head with `head=False`,
   to fine-tune a VQA checkpoint for other labels) keeps its initial values and is named in
@@ -202,7 +206,7 @@ def init_from(folder: str, params: Mapping, *, head: bool = True) -> Loaded:
   """
   if "vilt" not in params:
     raise ValueError("init_from takes a ViltClassifier's or ViltMask's parameters (the backbone under 'vilt')")
-  read_config(folder)
+  hub_labels = read_config(folder).labels
   tensors = read_tensors(folder)
   if not any(name.startswith("vilt.") for name in tensors):  # a ViltModel checkpoint
     tensors = {f"vilt.{name}": tensor for name, tensor in tensors.items()}
@@ -221,6 +225,8 @@ def init_from(folder: str, params: Mapping, *, head: bool = True) -> Loaded:
       missing.append(name)
       continue
     value, expected = _TO_FLAX[layout](tensors[name]), tuple(np.shape(targets[path]))
+    if labels is not None and name.startswith(ANSWER_LAYER):
+      value = _by_label(value, np.asarray(targets[path]), hub_labels, labels)
     if value.shape != expected:
       raise InputError(f"{weights}: tensor {name} has shape {tuple(tensors[name].shape)}; the model expects "
                        f"{_TO_HF_SHAPE[layout](expected)}")
@@ -236,7 +242,19 @@ def init_from(folder: str, params: Mapping, *, head: bool = True) -> Loaded:
       node = node.setdefault(part, {})
     node[path[-1]] = loaded.get(path, value)
   initialised = sorted({path[0] for path in targets if path not in loaded})
-  return Loaded(out, tuple(initialised), tuple(sorted(set(tensors) - used)))
+  found = None if labels is None else len(set(labels) & set(hub_labels))
+  return Loaded(out, tuple(initialised), tuple(sorted(set(tensors) - used)), found)
+
+
+def _by_label(value: np.ndarray, initial: np.ndarray, have: Sequence[str], want: Sequence[str]) -> np.ndarray:
+  """`initial` (last axis: the outputs of `want`) with each output whose label the checkpoint
+  has (`value`'s last axis: `have`) taken from it."""
+  index = {label: i for i, label in enumerate(have)}
+  out = np.array(initial, dtype=value.dtype)
+  for i, label in enumerate(want):
+    if label in index:
+      out[..., i] = value[..., index[label]]
+  return out
 
 
 class Tokenizer:

@@ -153,14 +153,19 @@ class ViltOnBatch(nn.Module):
                       train=train)
 
 
-def initial_params(model_cfg, params):
+def initial_params(model_cfg, params, encoders):
   """`params` with `config.model.init_from`'s checkpoint in place (its heads too unless
-  `init_head` is false), the heads left initialised said in one line; None without
+  `init_head` is false; a VQA head's outputs matched by answer where the encoders have an
+  answer table, `encoders.answers`), what stays initialised said in one line; None without
   `init_from` (the task contract's hook: the initial parameters stay)."""
   if not model_cfg.get("init_from"):
     return None
-  loaded = vilt_hub.init_from(model_cfg.init_from, params, head=model_cfg.init_head)
+  answers = getattr(getattr(encoders, "answers", None), "answers", None)
+  loaded = vilt_hub.init_from(model_cfg.init_from, params, head=model_cfg.init_head, labels=answers)
   if loaded.initialised:
     logging.warning("%s: initialised %s (not in the checkpoint%s)", model_cfg.init_from,
                     ", ".join(loaded.initialised), "" if model_cfg.init_head else ", or config.model.init_head=False")
+  if loaded.answers_found is not None and "classifier" not in loaded.initialised:
+    logging.warning("%s: %d of the %d answers have an output in the checkpoint (id2label); the others start "
+                    "initialised", model_cfg.init_from, loaded.answers_found, len(answers))
   return loaded.params
