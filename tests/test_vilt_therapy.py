@@ -11,10 +11,12 @@ import jax
 import ml_collections
 import numpy as np
 import pytest
+from PIL import Image
 
 from experiments.therapy import vilt_class, vilt_mask
+from tests.test_demo import FakeAnswerer
 from tests.vilt_checkpoint import random_checkpoint
-from vqajax import cli
+from vqajax import cli, demo
 from vqajax.answertherapy import ask, grounding_mask, models
 from vqajax.answertherapy import dataset as therapy_dataset
 from vqajax.core import config as config_lib
@@ -147,8 +149,12 @@ def test_runlocal_runs_train_and_ground_a_new_image_without_their_data(tiny_copy
     grounder = ask.Grounder.from_workdir(runs["mask"], class_workdir=runs["class"])
     features = grounder.features_of([str(moved)])[0]
     result = grounder.ground("what is on the table?", ["plate", "dish"], features=features, image_size=(20, 30))
+    shown = demo.Page(FakeAnswerer(extractor=True), grounder).ask(None, str(moved), "what is on it?", "", "plate, dish")
   finally:
     shutil.move(tiny_copy + ".away", tiny_copy)
   assert features.shape == (32, 32, 4) and grounder.grid == 14
   assert result["masks"].shape == (2, 14, 14) and result["single_from"] == "classifier"
   assert [r["size"] for r in result["rle"]] == [[20, 30]] * 2
+  # the demo's mask route on the ViLT runs: the upload's masks over its own picture, each answer in the legend
+  assert shown["overlay"].shape == np.asarray(Image.open(moved)).shape and "decided by the grounding_class run" in shown["call"]
+  assert all(answer in shown["legend"] for answer in ("plate", "dish"))
