@@ -12,8 +12,8 @@ import ml_collections
 import numpy as np
 import pytest
 
+from bench.reference import reference_accuracy
 from experiments.vqa import deeper_lstm_norm_i
-from tests.reference import reference_accuracy
 from vqajax import cli
 from vqajax.core import checkpoint, evals, train, trained
 from vqajax.core import config as config_lib

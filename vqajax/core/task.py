@@ -2,7 +2,7 @@
 
 A task is a module of a paper package (`vqa/task.py`, `answertherapy/grounding_class.py`,
 `answertherapy/grounding_mask.py`) that satisfies `Task`; the front door picks it by
-`config.task` (`vqajax.cli.tasks`) and hands it to `train_and_evaluate` / `Evaluator`,
+`config.task` (`vqajax.commands.tasks`) and hands it to `train_and_evaluate` / `Evaluator`,
 whose jitted train and eval steps are the same for every task.
 
 A task's data (`load`) holds `train` and `val`: dicts of numpy arrays with one row per
