@@ -42,8 +42,10 @@ def prepare_data(config) -> None:
   from vqajax.synthetic import embedded
   embedded.prepare(config)
   _resolve_features(config.data)
-  settings = [*config.data.values(), *(v for e in (config.get("evals") or {}).values() for v in e.get("data", {}).values())]
-  given = [name for value in settings if isinstance(value, (str, tuple, list)) for name in file_names(value) if fs.isabs(name)]
+  settings = [*config.data.values(),
+              *(v for e in (config.get("evals") or {}).values() for v in e.get("data", {}).values())]
+  given = [name for value in settings if isinstance(value, (str, tuple, list))
+           for name in file_names(value) if fs.isabs(name)]
   files.protect(config.data.dir, *given)  # no output goes into the data or over its files
 
 
