@@ -189,23 +189,23 @@ def _run_verb(verb: str, argv: Sequence[str]) -> int:
       print(reports.accuracy_table(baselines_config(config, args.workdir, names, args.word_vectors)))
       return
     _initialise(args)
+    from vqajax.core import evals, evaluate  # pylint: disable=g-import-not-at-top
+    task, specs = task_of(config), {spec.name: spec for spec in evals.specs(config)}
+    table = lambda name, title, metrics: evals.TYPES[specs[name].type].table(task, title, metrics)
     if verb == "train":
       by_eval = train_config(config, args.workdir, args.allow_changed_run)
       if jax.process_index() == 0:
         for name, metrics in by_eval.items():
-          print(task_of(config).table(config.name if len(by_eval) == 1 else f"{config.name} {name}", metrics))
+          print(table(name, config.name if len(by_eval) == 1 else f"{config.name} {name}", metrics))
       return
-    from vqajax.core import evals, evaluate  # pylint: disable=g-import-not-at-top
     prepare_data(config)
     check_workdir(args.workdir)
-    task = task_of(config)
     results = evaluate.evaluate_checkpoints(task, config, args.workdir, step=args.step, every=args.all)
     if jax.process_index() == 0:
-      specs = {spec.name: spec for spec in evals.specs(config)}
       for step, by_eval in results.items():
         for name, metrics in by_eval.items():
           print(f"step {step}: results in {specs[name].results_dir(args.workdir, step)}")
-          print(task.table(f"{config.name} @ {step}" + (f" {name}" if len(by_eval) > 1 else ""), metrics))
+          print(table(name, f"{config.name} @ {step}" + (f" {name}" if len(by_eval) > 1 else ""), metrics))
 
   return exit_status(f"vqajax {verb}", run)
 
