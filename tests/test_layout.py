@@ -1,7 +1,8 @@
 """The import rules of the layout (DESIGN.md): folders never import upward or sideways.
 
   core/, nn/       no paper package, no synthetic/, no features, no front door; nn/ no core/ but
-                   core/errors (a Hub folder's reader, nn/vilt_hub.py, raises InputError)
+                   core/errors (a Hub folder's reader, nn/vilt_hub.py, raises InputError) and
+                   core/config (the rules of an encoder's or a model's config fields sit beside it)
   vqa/ and answertherapy/   stand side by side: neither imports the other
   synthetic/       imported only by the front door (cli.py, commands.py) that writes the embedded
                    datasets (and tests)
@@ -62,7 +63,9 @@ def _violations(importer, forbidden, exempt=(), allowed=()):
                 if any(_within(name, f) for f in forbidden) and not any(_within(name, a) for a in allowed))
 
 
-ALLOWED = {"vqajax.nn": ("vqajax.core.errors",)}  # importer -> the modules of a forbidden folder it may import
+# importer -> the modules of a forbidden folder it may import: nn/ raises InputError and declares
+# its config fields' rules beside its encoders and models (core/config's Rule)
+ALLOWED = {"vqajax.nn": ("vqajax.core.errors", "vqajax.core.config")}
 
 
 @pytest.mark.parametrize("importer, forbidden", [

@@ -222,41 +222,6 @@ TRAINING = {
 }
 
 
-# The settings of the Transformer question encoder (nn/question.py), in either paper's config.
-# The fields of a ViLT row's config.model (vqajax/nn/vilt_run.py model_config), both papers.
-VILT = {
-    "model.init_from": TEXT, "model.init_head": FLAG, "model.text_length": integer(1, 512),
-    "model.hidden_size": integer(1, 8192), "model.num_hidden_layers": integer(1, 64),
-    "model.num_attention_heads": integer(1, 128), "model.intermediate_size": integer(1, 65536),
-    "model.patch_size": integer(1, 1024), "model.hidden_dropout_prob": number(0, 1, hi_open=True),
-    "model.attention_probs_dropout_prob": number(0, 1, hi_open=True),
-}
-
-TRANSFORMER = {
-    "model.transformer.width": integer(1, 8192), "model.transformer.layers": integer(1, 64),
-    "model.transformer.heads": integer(1, 128), "model.transformer.dropout": number(0, 1, hi_open=True),
-    "model.transformer.positions": integer(1, 4096),
-}
-
-
-def check_question_encoder(config: ml_collections.ConfigDict) -> None:
-  """The rules across fields of the question encoder `config.model.question` names: its group
-  is there, the Transformer's heads divide its width and it has a position for every word."""
-  if config.get("model", {}).get("question") != "transformer":
-    return
-  t = config.model.get("transformer")
-  if not isinstance(t, ml_collections.ConfigDict):
-    raise InputError("config.model.question 'transformer': expected a config.model.transformer group (width, "
-                     "layers, heads, dropout, positions), as experiments/vqa/transformer_q_norm_i.py sets")
-  if t.width % t.heads:
-    raise InputError(f"config.model.transformer.heads: expected a divisor of config.model.transformer.width "
-                     f"({t.width}), got {t.heads}")
-  words = config.data.get("max_question_len", 0)
-  if t.positions < words:
-    raise InputError(f"config.model.transformer.positions: expected at least config.data.max_question_len "
-                     f"({words}), got {t.positions}")
-
-
 def leaves(config: ml_collections.ConfigDict, prefix: str = "") -> dict[str, Any]:
   """{dotted field: value} of every field that is not a group."""
   out = {}

@@ -89,10 +89,12 @@ def best(config, task) -> tuple[str, str]:
 
 
 def check_config(config, task) -> None:
-  """InputError naming the first field of `config` that breaks its task's rules (`task.FIELDS`),
-  its evaluations' or its best metric's: every config, given or recorded, before it is used."""
+  """InputError naming the first field of `config` that breaks its task's rules (`task.FIELDS`,
+  then those across fields, `task.CHECKS`), its evaluations' or its best metric's: every config,
+  given or recorded, before it is used."""
   config_lib.check(config, task.FIELDS)
-  config_lib.check_question_encoder(config)
+  for rule in task.CHECKS:
+    rule(config)
   check(config, task)
 
 

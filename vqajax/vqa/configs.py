@@ -13,7 +13,7 @@ from vqajax.core import config as config_lib
 from vqajax.core import evals
 from vqajax.core.config import FILE_LIST, FLAG, TEXT, dims, integer, names, number, one_of, path
 from vqajax.core.official_files import DATA_SOURCES
-from vqajax.nn import initializers, lstm, vilt_run
+from vqajax.nn import initializers, lstm, question, vilt_run
 from vqajax.vqa import models as vqa_models
 
 ARGS = ("", "cpu", "runlocal")
@@ -43,8 +43,11 @@ FIELDS = {
     "model.dropout": number(0, 1, hi_open=True), "model.glimpses": integer(0), "model.attention_dim": integer(),
     "model.attention_dropout": number(0, 1, hi_open=True), "model.dtype": one_of("float32", "bfloat16", "float16"),
     "model.lstm_impl": one_of(*lstm.IMPLS), "model.init": one_of(*initializers.RULES),
-    "model.targets": one_of("answer", "soft", "bce"), **config_lib.TRANSFORMER, **config_lib.VILT,
+    "model.targets": one_of("answer", "soft", "bce"), **question.FIELDS, **vilt_run.FIELDS,
 }
+
+# Its rules across fields (each raises InputError), checked after FIELDS: the question encoder's.
+CHECKS = (question.check,)
 
 
 def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:

@@ -23,6 +23,7 @@ from vqajax.vqa.files import ANSWER_TYPES
 BEST_METRIC = "accuracy"
 METRICS = rf"(mc_)?accuracy(/({'|'.join(map(re.escape, ANSWER_TYPES))}))?"  # summarise's names
 FIELDS = configs.FIELDS
+CHECKS = configs.CHECKS
 # The config.data fields an evaluation may set for its own split (config.evals.NAME.data).
 EVAL_DATA = ("val_questions", "val_annotations", "val_mc_questions", "val_captions", "format", "features",
              "feature_shape", "results_prefix")
