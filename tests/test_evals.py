@@ -153,8 +153,9 @@ def test_bad_evaluations_are_refused_in_one_line_naming_the_field(tiny_data, tmp
   line = _refused(tmp_path, capsys, "    config.evals.other = evals.new(val_questions='gone.json')\n", *data)
   assert f"config.evals.other.data.val_questions: {os.path.join(tiny_data, 'gone.json')}: file not found" in line
   unknown = "config.evals.other.type 'mean' is not an evaluator type, one of ['task']"
-  assert unknown in _refused(tmp_path, capsys, "    config.evals.other = evals.new(type='mean')\n", *data)
-  assert unknown in _refused(tmp_path, capsys, "    config.evals.other = evals.new(type='mean')\n", "--print-config", *data)
+  body = "    config.evals.other = evals.new(type='mean')\n"
+  assert unknown in _refused(tmp_path, capsys, body, *data)
+  assert unknown in _refused(tmp_path, capsys, body, "--print-config", *data)
   line = _refused(tmp_path, capsys, "    pass\n", "--config.evals.val.type=mean", *data)
   assert "config.evals.val.type 'mean' is not an evaluator type, one of ['task']" in line
 

@@ -14,6 +14,7 @@ from vqajax.core import evals
 from vqajax.core.config import FILE_LIST, FLAG, TEXT, dims, integer, names, number, one_of, path
 from vqajax.core.official_files import DATA_SOURCES
 from vqajax.nn import initializers, lstm, question, vilt_run
+from vqajax.vqa import formats
 from vqajax.vqa import models as vqa_models
 
 ARGS = ("", "cpu", "runlocal")
@@ -27,7 +28,7 @@ _MC_FILES = config_lib.Rule("'auto', '' or " + FILE_LIST.expected, FILE_LIST.ok)
 FIELDS = {
     **config_lib.TRAINING,
     "data.synthetic": FLAG, "data.synthetic_scale": TEXT, "data.dir": path(),
-    "data.format": one_of("vqa", "vizwiz"), "data.source": one_of(*DATA_SOURCES), "data.tfds_dir": TEXT,
+    "data.format": one_of(*formats.FORMATS), "data.source": one_of(*DATA_SOURCES), "data.tfds_dir": TEXT,
     **{f"data.{name}": FILE_LIST for name in _FILES},
     "data.train_mc_questions": _MC_FILES, "data.val_mc_questions": _MC_FILES,
     "data.features": path(), "data.feature_shape": dims(),
