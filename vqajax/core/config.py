@@ -1,8 +1,9 @@
 """Configs: loading `FILE.py[:ARG]`, dotted overrides and their values from the command line.
 
 A config file is plain Python with `get_config(arg) -> ml_collections.ConfigDict` (locked).
-A relative FILE that is not found from the current folder is looked up in the installed
-`experiments` package, so `--config=experiments/vqa/bow_q.py` works outside a checkout.
+A relative FILE that is not found from the current folder is looked up inside the vqajax
+package (an install ships experiments/ there: setup.py), then beside it (a checkout), so
+`--config=experiments/vqa/bow_q.py` works from any folder.
 """
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ from vqajax.core import fs
 from vqajax.core.errors import InputError
 from vqajax.core.files import SAFE_NAME
 
-_INSTALLED = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # vqajax/
 
 
 def load_module(path: str, what: str):
   """The Python file `path` as a module (`what` names it in errors)."""
   if not os.path.isfile(path) and not os.path.isabs(path):
-    installed = os.path.join(_INSTALLED, path)
-    path = installed if os.path.isfile(installed) else path
+    shipped = [p for p in (os.path.join(_PACKAGE, path), os.path.join(os.path.dirname(_PACKAGE), path))
+               if os.path.isfile(p)]
+    path = shipped[0] if shipped else path
   if not os.path.isfile(path):
     raise InputError(f"{path}: {what} file not found")
   spec = importlib.util.spec_from_file_location(f"_vqajax_{what}", path)
