@@ -44,7 +44,8 @@ def test_the_only_top_level_package_is_vqajax(wheel):
 def test_an_installed_copy_reaches_the_pipelines_and_the_configs(wheel, tmp_path):
   """From a folder outside the checkout, with only the installed copy on the path: the verbs
   of data_pipeline/ import it from inside vqajax, a config given as experiments/... loads
-  (its check refuses the override: the file was found and run), and so does a sweep file."""
+  (its check refuses the override: the file was found and run), so does a config of one's own
+  that imports a shipped one as `experiments.*`, and a sweep file."""
   env = {**os.environ, "PYTHONPATH": wheel[1]}
   run = lambda *argv: subprocess.run([sys.executable, *argv], cwd=tmp_path, env=env, capture_output=True, text=True)
   where = run("-c", "import sys\nfrom vqajax import cli\ntry:\n  cli.main(['tfds', '--help'])\nexcept SystemExit:\n"
@@ -58,7 +59,12 @@ def test_an_installed_copy_reaches_the_pipelines_and_the_configs(wheel, tmp_path
                 f"--workdir={tmp_path / 'run'}")
   assert refused.returncode == 2 and refused.stderr.strip().splitlines()[-1] == (
       "vqajax train: error: config.batch_size: expected a positive integer <= 2147483647, got 0")
+  (tmp_path / "mine.py").write_text("from experiments.vqa import bow_q\n\n\ndef get_config(arg):\n"
+                                    "  config = bow_q.get_config(arg)\n  config.batch_size = -1\n  return config\n")
+  mine = run("-m", "vqajax", "train", "--config=mine.py:runlocal", f"--workdir={tmp_path / 'run'}")
+  assert mine.returncode == 2 and mine.stderr.strip().splitlines()[-1] == (
+      "vqajax train: error: config.batch_size: expected a positive integer <= 2147483647, got -1")
   swept = run("-m", "vqajax", "sweep", "experiments/sweeps/vqa_table2.py:runlocal", f"--workdir={tmp_path / 't2'}",
               "--print-commands")
   assert swept.returncode == 0 and "vqajax train --config=experiments/vqa/bow_q.py:runlocal" in swept.stdout, swept.stderr
-  assert sorted(os.listdir(tmp_path)) == []  # nothing written: no run, no sweep folder
+  assert sorted(os.listdir(tmp_path)) == ["mine.py"]  # nothing written: no run, no sweep folder

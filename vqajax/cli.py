@@ -8,7 +8,6 @@ its traceback.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 from typing import Callable, Sequence
@@ -314,8 +313,10 @@ def _delegate(verb: str) -> Callable[[Sequence[str], str], int]:
 
 
 def _pipeline(verb: str) -> Callable[[Sequence[str], str], int]:
-  """The `main(argv, prog)` of an offline pipeline (`data_pipeline/`, imported only here)."""
-  _find_pipelines()
+  """The `main(argv, prog)` of an offline pipeline (`data_pipeline/`, imported only here, from
+  its folder: inside the installed vqajax, or beside it in a checkout)."""
+  from vqajax.core import config as config_lib  # pylint: disable=g-import-not-at-top
+  config_lib.import_shipped("data_pipeline")
   if verb == "features":
     from data_pipeline.features import cli as main_module  # pylint: disable=g-import-not-at-top
   elif verb == "tfds":
@@ -325,22 +326,6 @@ def _pipeline(verb: str) -> Callable[[Sequence[str], str], int]:
   else:  # therapy construct
     from data_pipeline.answertherapy import cli as main_module  # pylint: disable=g-import-not-at-top
   return main_module.main
-
-
-def _find_pipelines() -> None:
-  """Imports `data_pipeline` from its folder: inside the installed vqajax (setup.py ships it
-  there, so no top-level package of that generic name is installed), else beside vqajax/ (a
-  checkout); its modules then import as `data_pipeline.*`."""
-  if "data_pipeline" in sys.modules:
-    return
-  here = os.path.dirname(os.path.abspath(__file__))
-  folder = next(f for f in (os.path.join(here, "data_pipeline"), os.path.join(os.path.dirname(here), "data_pipeline"))
-                if os.path.isfile(os.path.join(f, "__init__.py")))
-  spec = importlib.util.spec_from_file_location("data_pipeline", os.path.join(folder, "__init__.py"),
-                                                submodule_search_locations=[folder])
-  module = importlib.util.module_from_spec(spec)
-  sys.modules["data_pipeline"] = module
-  spec.loader.exec_module(module)
 
 
 def _usage() -> str:

@@ -3,7 +3,8 @@
 A config file is plain Python with `get_config(arg) -> ml_collections.ConfigDict` (locked).
 A relative FILE that is not found from the current folder is looked up inside the vqajax
 package (an install ships experiments/ there: setup.py), then beside it (a checkout), so
-`--config=experiments/vqa/bow_q.py` works from any folder.
+`--config=experiments/vqa/bow_q.py` works from any folder; a config file may import the
+shipped configs as `experiments.*` (`import_shipped`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import difflib
 import importlib.util
 import math
 import os
+import sys
 from typing import Any, Callable, NamedTuple
 
 import ml_collections
@@ -24,12 +26,33 @@ from vqajax.core.files import SAFE_NAME
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # vqajax/
 
 
+def _shipped(path: str) -> list[str]:
+  """Where a repository path that ships inside the installed vqajax (setup.py) is: inside the
+  vqajax package (an install), else beside it (a checkout); those that exist."""
+  return [p for p in (os.path.join(_PACKAGE, path), os.path.join(os.path.dirname(_PACKAGE), path))
+          if os.path.exists(p)]
+
+
+def import_shipped(name: str):
+  """The package `name` (data_pipeline, experiments: repository folders shipped inside vqajax),
+  imported from its folder (`_shipped`) under its own top-level name: only vqajax is installed
+  at the top level, so no package of the same generic name elsewhere is picked up."""
+  if name in sys.modules:
+    return sys.modules[name]
+  init, *_ = _shipped(os.path.join(name, "__init__.py"))
+  spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[os.path.dirname(init)])
+  module = importlib.util.module_from_spec(spec)
+  sys.modules[name] = module
+  spec.loader.exec_module(module)
+  return module
+
+
 def load_module(path: str, what: str):
-  """The Python file `path` as a module (`what` names it in errors)."""
+  """The Python file `path` as a module (`what` names it in errors); it may import the
+  shipped configs as `experiments.*`."""
   if not os.path.isfile(path) and not os.path.isabs(path):
-    shipped = [p for p in (os.path.join(_PACKAGE, path), os.path.join(os.path.dirname(_PACKAGE), path))
-               if os.path.isfile(p)]
-    path = shipped[0] if shipped else path
+    path = next(iter(_shipped(path)), path)
+  import_shipped("experiments")
   if not os.path.isfile(path):
     raise InputError(f"{path}: {what} file not found")
   spec = importlib.util.spec_from_file_location(f"_vqajax_{what}", path)
