@@ -5,7 +5,7 @@ import string
 
 import pytest
 
-from tests import reference
+from bench import reference
 from vqajax.vqa.accuracy.kernel import round_official
 from vqajax.vqa.accuracy.normalize import CONTRACTIONS, clean, normalize, process_digit_article, process_punctuation
 
