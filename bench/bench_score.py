@@ -7,7 +7,7 @@ Run from the repository root (CPU is fine, about 3 minutes):
 Writes official-format questions/annotations/results files to a temp dir, then times
   1. end to end, JSON loading included: `vqajax.vqa.accuracy.score.evaluate_files` (what the CLI runs)
      vs loading the same files with the standard library's `json` (as the official
-     `vqaEval.py` does) + `tests.reference.reference_accuracy`, the former three ways:
+     `vqaEval.py` does) + `bench/reference.py`'s `reference_accuracy`, the former three ways:
      without the cache, cold (empty cache, which the run fills: the first results file
      scored against a val set) and warm (cache filled: every later results file against
      the same val set). Both sides run with the cyclic GC paused, as `evaluate_files`
@@ -46,7 +46,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import msgspec  # noqa: E402
 import numpy as np  # noqa: E402
 
-from tests.reference import reference_accuracy  # noqa: E402
+from bench.reference import reference_accuracy  # noqa: E402
 from vqajax.core import official_files  # noqa: E402
 from vqajax.vqa.accuracy import inputs  # noqa: E402
 from vqajax.vqa.accuracy.kernel import (  # noqa: E402

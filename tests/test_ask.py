@@ -339,7 +339,7 @@ def test_groundings_of_a_mask_run(mask_run, tiny_therapy, tmp_path, capsys):
   config = config_lib.override(class_config.get_config("runlocal"), {"data.dir": tiny_therapy})
   exp = Experiment.build(grounding_class, config)
   params = exp.initial_state().params
-  evaluate.Evaluator(grounding_class, config, exp.data, exp.model, exp.mesh).run(params, 0, str(tmp_path / "class"))
+  evaluate.evaluators(exp)[0].run(params, 0, str(tmp_path / "class"))  # the config's one evaluation, val
   predictions = _read(tmp_path / "class" / "results" / "step_0" / "predictions.json")
   class_run = trained.Trained(path="class", config=config, task=grounding_class, encoders=exp.data.encoders,
                               params=params, step=0, extractor=None, metrics={}, mesh=exp.mesh, model=exp.model)

@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from bench.reference import reference_accuracy
 from experiments.vqa import attention
-from tests.reference import reference_accuracy
 from vqajax import cli
 from vqajax.core import config as config_lib
 from vqajax.core import train

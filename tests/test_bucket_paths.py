@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bench.reference import reference_accuracy
 from experiments.vqa import bow_q_i
-from tests.reference import reference_accuracy
 from vqajax import cli
 from vqajax.core import checkpoint, files, run_record, train
 from vqajax.core import config as config_lib

@@ -1,7 +1,8 @@
 """Evaluations as a list (`config.evals`, core/evals.py) and the best checkpoint by a named
 metric: two evaluations in one run, their metrics and results; the best step under a min
 and a max rule read back by hand; checkpoints of runs from before `config.evals`; the
-config's refusals (one line, nothing written)."""
+config's refusals (one line, nothing written); an evaluator type added by a class and a
+registry entry (`evals.TYPES`), here a test-only one."""
 
 import json
 import os
@@ -12,11 +13,13 @@ import ml_collections
 import numpy as np
 import pytest
 
+from bench.reference import reference_accuracy
 from experiments.vqa import deeper_lstm_norm_i
-from tests.reference import reference_accuracy
 from vqajax import cli
-from vqajax.core import checkpoint, evals, train, trained
+from vqajax.core import checkpoint, evals, evaluate, train, trained
 from vqajax.core import config as config_lib
+from vqajax.core.errors import InputError
+from vqajax.core.experiment import Experiment
 from vqajax.vqa import task as vqa_task
 
 VAL_QUESTIONS, VAL_ANNOTATIONS = "v2_OpenEnded_mscoco_val2014_questions.json", "v2_mscoco_val2014_annotations.json"
@@ -149,3 +152,51 @@ def test_bad_evaluations_are_refused_in_one_line_naming_the_field(tiny_data, tmp
       tmp_path, capsys, "    pass\n", "--config.best_mode=lowest", *data)
   line = _refused(tmp_path, capsys, "    config.evals.other = evals.new(val_questions='gone.json')\n", *data)
   assert f"config.evals.other.data.val_questions: {os.path.join(tiny_data, 'gone.json')}: file not found" in line
+  unknown = "config.evals.other.type 'mean' is not an evaluator type, one of ['task']"
+  body = "    config.evals.other = evals.new(type='mean')\n"
+  assert unknown in _refused(tmp_path, capsys, body, *data)
+  assert unknown in _refused(tmp_path, capsys, body, "--print-config", *data)
+  line = _refused(tmp_path, capsys, "    pass\n", "--config.evals.val.type=mean", *data)
+  assert "config.evals.val.type 'mean' is not an evaluator type, one of ['task']" in line
+
+
+class _Examples:
+  """A test-only evaluator type: the number of examples of its split, and their question ids
+  in a file of its results folder."""
+
+  def __init__(self, task, config, data, model, mesh, features, spec):
+    del task, config, model, mesh, features
+    self.spec, self.ids = spec, [int(i) for i in data.val["question_id"]]
+
+  def run(self, params, step, workdir=None):
+    del params
+    if workdir is not None:
+      os.makedirs(self.spec.results_dir(workdir, step))
+      with open(os.path.join(self.spec.results_dir(workdir, step), "ids.json"), "w") as f:
+        json.dump(self.ids, f)
+    return {"examples": float(len(self.ids))}
+
+  @staticmethod
+  def metrics(task):
+    return "examples"
+
+  @staticmethod
+  def table(task, name, metrics):
+    return f"{name}: {metrics['examples']:g} examples"
+
+
+def test_an_evaluator_type_is_a_class_and_a_registry_entry(tiny_data, tmp_path, monkeypatch):
+  monkeypatch.setitem(evals.TYPES, "examples", _Examples)
+  (questions, annotations_path), annotations = _subset(tiny_data, str(tmp_path))
+  evaluations = evals.default()
+  evaluations.subset = evals.new(type="examples", val_questions=questions, val_annotations=annotations_path)
+  config = cli.check_config(_config(tiny_data, evaluations, best_metric="subset/examples"))
+  exp = Experiment.build(cli.task_of(config), config, jax.devices()[:1])
+  subset, val = evaluate.evaluators(exp)  # in the order of their names; val the task's
+  assert isinstance(subset, _Examples) and subset.spec.type == "examples" and val.spec.type == evals.TASK
+  workdir = str(tmp_path / "run")
+  assert evaluate.run_all([subset], None, 3, workdir) == {"subset": {"examples": len(annotations)}}
+  assert _json(os.path.join(workdir, "results", "subset", "step_3", "ids.json")) == [
+      a["question_id"] for a in annotations]
+  with pytest.raises(InputError, match=r"config.best_metric 'subset/accuracy'"):
+    cli.check_config(config_lib.override(config, {"best_metric": "subset/accuracy"}))  # not this type's metric

@@ -1,15 +1,20 @@
 """The import rules of the layout (DESIGN.md): folders never import upward or sideways.
 
   core/, nn/       no paper package, no synthetic/, no features, no front door; nn/ no core/ but
-                   core/errors (a Hub folder's reader, nn/vilt_hub.py, raises InputError)
+                   core/errors (a Hub folder's reader, nn/vilt_hub.py, raises InputError) and
+                   core/config (the rules of an encoder's or a model's config fields sit beside it)
   vqa/ and answertherapy/   stand side by side: neither imports the other
-  synthetic/       imported only by the command that writes the embedded datasets (and tests)
+  synthetic/       imported only by the front door (cli.py, commands.py) that writes the embedded
+                   datasets (and tests)
   demo.py          the web demo sees both papers, so it sits beside cli.py, the only module that
                    imports it; it is the only Gradio user
   data_pipeline/   the offline pipelines sit above vqajax/: they import it, and of vqajax only
                    the front door (`vqajax/cli.py`, when it dispatches a verb) imports them;
                    its pipelines (features, tfds, answertherapy, convert) stand side by side
-  tests/           the oracles: no library module imports them (nor bench/, experiments/)
+  tests/           no library module imports them (nor bench/, experiments/); bench/ imports nothing
+                   from tests/ (tests may import bench/: its reference implementations)
+  no cycles        no two vqajax modules import each other, directly or through others, at any
+                   depth: the verbs' modules share the front door's helpers through commands.py
 """
 
 import ast
@@ -18,7 +23,7 @@ import os
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = ("vqajax", "data_pipeline")
+PACKAGES = ("vqajax", "data_pipeline", "bench")
 PIPELINES = ("features", "tfds", "answertherapy", "convert")  # data_pipeline's, side by side
 
 
@@ -58,18 +63,22 @@ def _violations(importer, forbidden, exempt=(), allowed=()):
                 if any(_within(name, f) for f in forbidden) and not any(_within(name, a) for a in allowed))
 
 
-ALLOWED = {"vqajax.nn": ("vqajax.core.errors",)}  # importer -> the modules of a forbidden folder it may import
+# importer -> the modules of a forbidden folder it may import: nn/ raises InputError and declares
+# its config fields' rules beside its encoders and models (core/config's Rule)
+ALLOWED = {"vqajax.nn": ("vqajax.core.errors", "vqajax.core.config")}
 
 
 @pytest.mark.parametrize("importer, forbidden", [
-    ("vqajax.core", ("vqajax.vqa", "vqajax.answertherapy", "vqajax.synthetic", "vqajax.cli", "vqajax.features")),
-    ("vqajax.nn", ("vqajax.vqa", "vqajax.answertherapy", "vqajax.synthetic", "vqajax.cli", "vqajax.features",
-                   "vqajax.core")),
-    ("vqajax.features", ("vqajax.vqa", "vqajax.answertherapy", "vqajax.synthetic", "vqajax.cli")),
-    ("vqajax.vqa", ("vqajax.answertherapy", "vqajax.synthetic", "vqajax.cli")),
-    ("vqajax.answertherapy", ("vqajax.vqa", "vqajax.synthetic", "vqajax.cli")),
+    ("vqajax.core", ("vqajax.vqa", "vqajax.answertherapy", "vqajax.synthetic", "vqajax.cli", "vqajax.commands",
+                     "vqajax.features")),
+    ("vqajax.nn", ("vqajax.vqa", "vqajax.answertherapy", "vqajax.synthetic", "vqajax.cli", "vqajax.commands",
+                   "vqajax.features", "vqajax.core")),
+    ("vqajax.features", ("vqajax.vqa", "vqajax.answertherapy", "vqajax.synthetic", "vqajax.cli", "vqajax.commands")),
+    ("vqajax.vqa", ("vqajax.answertherapy", "vqajax.synthetic", "vqajax.cli", "vqajax.commands")),
+    ("vqajax.answertherapy", ("vqajax.vqa", "vqajax.synthetic", "vqajax.cli", "vqajax.commands")),
     ("vqajax", ("tests", "bench", "experiments")),
     ("data_pipeline", ("tests", "bench", "experiments", "vqajax.cli", "vqajax.demo")),
+    ("bench", ("tests",)),
     *((f"data_pipeline.{p}", tuple(f"data_pipeline.{o}" for o in PIPELINES if o != p)) for p in PIPELINES),
 ])
 def test_no_module_imports_upward_or_sideways(importer, forbidden):
@@ -84,7 +93,7 @@ def test_only_the_front_door_imports_synthetic():
   importers = {module for module, names in MODULES.items()
                if not _within(module, "vqajax.synthetic")
                and any(_within(name, "vqajax.synthetic") for name in names)}
-  assert importers <= {"vqajax.cli"}, importers
+  assert importers <= {"vqajax.cli", "vqajax.commands"}, importers
 
 
 def test_the_demo_is_reached_only_through_the_front_door_and_alone_imports_gradio():
@@ -107,3 +116,36 @@ def test_the_rules_see_the_modules():
   assert "vqajax.cli imports data_pipeline.tfds.cli" in _violations("vqajax", ("data_pipeline",))
   assert "data_pipeline.tfds.base imports vqajax.features.store" in _violations(
       "data_pipeline.tfds", ("vqajax.features",))
+
+
+def _cycle(graph):
+  """One cycle of `graph` ({module: modules it imports}) as [a, b, ..., a], or None."""
+  state = {}  # module -> "open" while on the path, "done" after
+
+  def visit(module, path):
+    state[module] = "open"
+    for other in sorted(graph[module]):
+      if state.get(other) == "open":
+        return path[path.index(other):] + [other]
+      if other not in state:
+        found = visit(other, path + [other])
+        if found:
+          return found
+    state[module] = "done"
+    return None
+
+  return next((c for m in sorted(graph) if m not in state for c in [visit(m, [m])] if c), None)
+
+
+def _import_graph(prefix):
+  """{module: the modules of MODULES it imports}, for the modules under `prefix` (an imported
+  name `a.b.f` counts as module `a.b`)."""
+  graph = {module: {n if n in MODULES else n.rpartition(".")[0] for n in names} - {module}
+           for module, names in MODULES.items() if _within(module, prefix)}
+  return {module: names & set(graph) for module, names in graph.items()}
+
+
+def test_no_import_cycles_among_vqajax_modules():
+  assert _cycle(_import_graph("vqajax")) is None
+  assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+  assert _cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None

@@ -5,7 +5,7 @@ import string
 
 import pytest
 
-from tests import reference
+from bench import reference
 from vqajax.vqa.accuracy.kernel import round_official
 from vqajax.vqa.accuracy.normalize import CONTRACTIONS, clean, normalize, process_digit_article, process_punctuation
 
@@ -119,7 +119,7 @@ def test_round_official(x, expected):
 
 
 def test_normalize_equals_the_independent_oracle_on_generated_answers():
-  """The oracle's processing is written from vqaEval.py apart from the library's (tests/reference.py)."""
+  """The oracle's processing is written from vqaEval.py apart from the library's (bench/reference.py)."""
   rng = random.Random(0)
   alphabet = string.ascii_letters + string.digits + " .,;:/[]\"{}()=+\\_->@`?!'\n\t" + "٣é’"
   words = [*reference.CONTRACTIONS, *reference.MANUAL_MAP, *reference.ARTICLES, "2,000", "3.5", "a.b", "..."]

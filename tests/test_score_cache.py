@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.reference import reference_accuracy
+from bench.reference import reference_accuracy
 from vqajax.core.errors import InputError
 from vqajax.vqa.accuracy import cache as score_cache
 from vqajax.vqa.accuracy import inputs, score, score_cli

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.reference import reference_accuracy
+from bench.reference import reference_accuracy
 from vqajax.core.errors import InputError
 from vqajax.core.official_files import Answer
 from vqajax.vqa.accuracy import score_cli

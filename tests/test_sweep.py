@@ -15,7 +15,7 @@ import sys
 import matplotlib.image
 import pytest
 
-from tests.reference import reference_accuracy
+from bench.reference import reference_accuracy
 from vqajax import cli
 from vqajax.core import text
 from vqajax.vqa import humans, report_cli, reports

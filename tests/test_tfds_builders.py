@@ -98,7 +98,7 @@ def test_v1_files_test_splits_and_multiple_choice(tiny_data, tmp_path, monkeypat
   assert test == (_json(manual / "OpenEnded_mscoco_test-dev2015_questions.json"), None, None)
   config = _config(tiny_data, source="tfds", tfds_dir=path)
   with pytest.raises(DataFileError, match=r"\[test_dev\]: the split has no annotations"):
-    tfds_records.read_vqa(path, "test_dev", "vqa", with_choices=False)
+    tfds_records.read_vqa(path, "test_dev", with_choices=False)
   with pytest.raises(DataFileError, match=r"no split 'val' \(it has test_dev, train\)"):
     vqa_dataset.load(config.data)
 

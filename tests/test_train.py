@@ -7,8 +7,8 @@ import jax
 import numpy as np
 import pytest
 
+from bench.reference import reference_accuracy
 from experiments.vqa import deeper_lstm_norm_i
-from tests.reference import reference_accuracy
 from vqajax import cli
 from vqajax.core import checkpoint, evaluate, pipeline, sharding, train
 from vqajax.core import config as config_lib

@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 
-from tests.reference import reference_accuracy
+from bench.reference import reference_accuracy
 from vqajax import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

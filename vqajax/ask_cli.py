@@ -34,7 +34,7 @@ from typing import Sequence
 import numpy as np
 from PIL import Image
 
-from vqajax import cli
+from vqajax import commands
 from vqajax.core import files, official_files, runtime, trained
 from vqajax.core.errors import InputError, exit_status
 from vqajax.features import forward, images
@@ -48,7 +48,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   runtime.add_compilation_cache_flag(parser)
   parser.add_argument("--workdir", type=files.path_arg, required=True, help="a trained vqa or grounding_mask run")
-  cli.add_checkpoint_flags(parser)
+  commands.add_checkpoint_flags(parser)
   parser.add_argument("--image", action="append", default=[], help="an image file or a folder of them (repeatable)")
   parser.add_argument("--image-id", action="append", default=[], type=int,
                       help="an image id of the run's feature store (repeatable)")
@@ -61,7 +61,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
   parser.add_argument("--weights", help="the extractor's weights file, if it moved since the store was made")
   parser.add_argument("--class-workdir", type=files.path_arg, help="grounding_mask runs: a grounding_class run for single / multiple")
   parser.add_argument("--out", type=files.path_arg, help="grounding_mask runs: the folder for the masks (PNG + masks.json)")
-  cli.add_data_dir_flag(parser)
+  commands.add_data_dir_flag(parser)
   return parser
 
 
@@ -314,12 +314,12 @@ def _print_groundings(records: list[dict], out: str, as_json: bool) -> None:
 def run(args) -> None:
   if args.top_k < 1:
     raise InputError(f"--top-k {args.top_k}: expected a positive integer")
-  config = trained.read_config(args.workdir, {name: cli.tasks()[name] for name in _TASKS}, args.data_dir)
+  config = trained.read_config(args.workdir, {name: commands.tasks()[name] for name in _TASKS}, args.data_dir)
   files.protect(args.workdir, *(p for p in (args.questions, args.weights, args.class_workdir) if p), *args.image)
   items = asked(args)
   files.protect(*(item["image"] for item in items if "image" in item))
   # the store (the embedded dataset's, written if absent) only where an image id is asked about
-  data_dir = cli.prepare_run_data(config, args.workdir) if any("image" not in i for i in items) else None
+  data_dir = commands.prepare_run_data(config, args.workdir) if any("image" not in i for i in items) else None
   runtime.use_compilation_cache(args.compilation_cache_dir)
   if config.task == "vqa":
     from vqajax.vqa.ask import Answerer  # pylint: disable=g-import-not-at-top

@@ -12,6 +12,18 @@ import os
 import sys
 from typing import Callable, Sequence
 
+from vqajax.commands import (
+  add_checkpoint_flags,
+  add_data_dir_flag,
+  baselines_config,
+  check_config,
+  check_workdir,
+  prepare_data,
+  prepare_run_data,
+  task_of,
+  tasks,
+  train_config,
+)
 from vqajax.core import files, runtime
 from vqajax.core.errors import exit_status
 
@@ -34,21 +46,6 @@ VERBS = {
 }
 _RUN_VERBS = ("train", "eval", "baselines")
 _BASELINES = ("random", "prior", "q_type_prior", "nearest_neighbour")
-
-
-def tasks() -> dict:
-  """`config.task` -> its task module (the registry sits above the core)."""
-  from vqajax.answertherapy import grounding_class, grounding_mask  # pylint: disable=g-import-not-at-top
-  from vqajax.vqa import task as vqa_task  # pylint: disable=g-import-not-at-top
-  return {"vqa": vqa_task, "grounding_class": grounding_class, "grounding_mask": grounding_mask}
-
-
-def task_of(config):
-  from vqajax.core.errors import InputError  # pylint: disable=g-import-not-at-top
-  known = tasks()
-  if config.task not in known:
-    raise InputError(f"config.task '{config.task}' is not one of {sorted(known)}")
-  return known[config.task]
 
 
 def _run_parser(verb: str) -> argparse.ArgumentParser:
@@ -164,77 +161,6 @@ def _resolved_config(verb: str, args, overrides):
   return check_config(config_lib.apply_overrides(config, overrides))
 
 
-def check_config(config):
-  """`config` if each field holds what its task's configs declare (before anything is written)."""
-  from vqajax.core import evals  # pylint: disable=g-import-not-at-top
-  evals.check_config(config, task_of(config))
-  return config
-
-
-def prepare_data(config) -> None:
-  """The embedded dataset the config asks for, written first if absent (a visible step)."""
-
-  from vqajax.core import fs  # pylint: disable=g-import-not-at-top
-  from vqajax.synthetic import embedded  # pylint: disable=g-import-not-at-top
-  embedded.prepare(config)
-  _resolve_features(config.data)
-  from vqajax.core.config import file_names  # pylint: disable=g-import-not-at-top
-  settings = [*config.data.values(), *(v for e in (config.get("evals") or {}).values() for v in e.get("data", {}).values())]
-  given = [name for value in settings if isinstance(value, (str, tuple, list)) for name in file_names(value) if fs.isabs(name)]
-  files.protect(config.data.dir, *given)  # no output goes into the data or over its files
-
-
-def add_data_dir_flag(parser: argparse.ArgumentParser) -> None:
-  parser.add_argument("--data_dir", type=files.path_arg,
-                      help="a bundle's data folder on this machine (its feature store); a workdir reads its own")
-
-
-def prepare_run_data(config, path: str) -> str | None:
-  """`prepare_data` for a trained run's config where it names data (a bundle may name none);
-  a bundle's data folder as resolved here (None for a workdir, which records its own)."""
-  from vqajax.core import bundle  # pylint: disable=g-import-not-at-top
-  if config.data.get("synthetic") or config.data.dir:
-    prepare_data(config)
-  return (config.data.dir or None) if bundle.is_bundle(path) else None
-
-
-def _resolve_features(data) -> None:
-  """A relative `data.features` names a store in `data.dir` (as the configs' defaults do), else
-  one in the current folder (where `vqajax features --out features/x.h5` wrote it), then made
-  absolute, so the run records where it is; neither is an error saying where it looked."""
-  from vqajax.core import fs  # pylint: disable=g-import-not-at-top
-  from vqajax.core.errors import InputError  # pylint: disable=g-import-not-at-top
-  name = data.get("features") or ""
-  if not name or fs.isabs(name) or fs.exists(os.path.join(data.dir, name)):
-    return
-  here = os.path.abspath(name)
-  if not os.path.exists(here):
-    raise InputError(f"config.data.features {name}: feature store not found: a relative path is looked for in "
-                     f"config.data.dir ({os.path.join(data.dir, name)}), then in the current folder ({here})")
-  data.features = here
-
-
-def _check_workdir(workdir: str) -> None:
-  from vqajax.core import run_record  # pylint: disable=g-import-not-at-top
-  files.check_output(workdir, folder=True)
-  run_record.check_workdir(workdir)
-
-
-def train_config(config, workdir: str, allow_changed_run: bool = False) -> dict:
-  """`vqajax train` on a resolved config: its data, then training; returns the last metrics."""
-  from vqajax.core import train  # pylint: disable=g-import-not-at-top
-  prepare_data(config)
-  _check_workdir(workdir)
-  return train.train_and_evaluate(task_of(config), config, workdir, allow_changed_run=allow_changed_run)
-
-
-def baselines_config(config, workdir: str, names: Sequence[str], word_vectors: str | None = None):
-  from vqajax.vqa import baselines  # pylint: disable=g-import-not-at-top
-  prepare_data(config)
-  _check_workdir(workdir)
-  return baselines.run_and_write(config, workdir, names, word_vectors)
-
-
 def _print_config(config) -> None:
   from vqajax.core import config as config_lib  # pylint: disable=g-import-not-at-top
   prepare_data(config)
@@ -265,23 +191,23 @@ def _run_verb(verb: str, argv: Sequence[str]) -> int:
       print(reports.accuracy_table(baselines_config(config, args.workdir, names, args.word_vectors)))
       return
     _initialise(args)
+    from vqajax.core import evals, evaluate  # pylint: disable=g-import-not-at-top
+    task, specs = task_of(config), {spec.name: spec for spec in evals.specs(config)}
+    table = lambda name, title, metrics: evals.TYPES[specs[name].type].table(task, title, metrics)
     if verb == "train":
       by_eval = train_config(config, args.workdir, args.allow_changed_run)
       if jax.process_index() == 0:
         for name, metrics in by_eval.items():
-          print(task_of(config).table(config.name if len(by_eval) == 1 else f"{config.name} {name}", metrics))
+          print(table(name, config.name if len(by_eval) == 1 else f"{config.name} {name}", metrics))
       return
-    from vqajax.core import evals, evaluate  # pylint: disable=g-import-not-at-top
     prepare_data(config)
-    _check_workdir(args.workdir)
-    task = task_of(config)
+    check_workdir(args.workdir)
     results = evaluate.evaluate_checkpoints(task, config, args.workdir, step=args.step, every=args.all)
     if jax.process_index() == 0:
-      specs = {spec.name: spec for spec in evals.specs(config)}
       for step, by_eval in results.items():
         for name, metrics in by_eval.items():
           print(f"step {step}: results in {specs[name].results_dir(args.workdir, step)}")
-          print(task.table(f"{config.name} @ {step}" + (f" {name}" if len(by_eval) > 1 else ""), metrics))
+          print(table(name, f"{config.name} @ {step}" + (f" {name}" if len(by_eval) > 1 else ""), metrics))
 
   return exit_status(f"vqajax {verb}", run)
 
@@ -297,7 +223,7 @@ def _launch(verb: str, args, argv: Sequence[str]) -> int:
                      "there), not a URL")
   slurm = launch.Slurm(launch.resources(args), args.poll)
   slurm.check()
-  _check_workdir(args.workdir)
+  check_workdir(args.workdir)
   workdir = os.path.abspath(args.workdir)
   job_argv = (verb, *launch.without_flags(argv), "--launcher=local")  # also past an abbreviated flag
   key, = slurm.submit([launch.Step(workdir, job_argv)], f"vqajax-{verb}")
@@ -317,13 +243,6 @@ def _launch(verb: str, args, argv: Sequence[str]) -> int:
   if code:
     print(f"vqajax {verb}: job {key}: {state} with exit status {code}; its log: {log}", file=sys.stderr)
   return code
-
-
-def add_checkpoint_flags(parser: argparse.ArgumentParser) -> None:
-  """`--step N | --best` of the verbs that use one checkpoint of a trained run."""
-  which = parser.add_mutually_exclusive_group()
-  which.add_argument("--step", type=int, help="the checkpoint step (default: the latest)")
-  which.add_argument("--best", action="store_true", help="the kept checkpoint with the best config.best_metric")
 
 
 def _trained_parser(verb: str, description: str, out: str) -> argparse.ArgumentParser:
@@ -397,7 +316,10 @@ def _delegate(verb: str) -> Callable[[Sequence[str], str], int]:
 
 
 def _pipeline(verb: str) -> Callable[[Sequence[str], str], int]:
-  """The `main(argv, prog)` of an offline pipeline (`data_pipeline/`, imported only here)."""
+  """The `main(argv, prog)` of an offline pipeline (`data_pipeline/`, imported only here, from
+  its folder: inside the installed vqajax, or beside it in a checkout)."""
+  from vqajax.core import config as config_lib  # pylint: disable=g-import-not-at-top
+  config_lib.import_shipped("data_pipeline")
   if verb == "features":
     from data_pipeline.features import cli as main_module  # pylint: disable=g-import-not-at-top
   elif verb == "tfds":

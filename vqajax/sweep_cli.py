@@ -31,7 +31,7 @@ import os
 import time
 from typing import Sequence
 
-from vqajax import cli, launch
+from vqajax import commands, launch
 from vqajax.core import evals, files, fs, official_files, tables
 from vqajax.core.errors import InputError, RunFailed, exit_status
 from vqajax.vqa import sweep
@@ -41,9 +41,9 @@ JOBS_FILE = "jobs.json"  # in the sweep's folder: {"points": {name: [job key, ..
 
 def _run_point(point: sweep.Point, config, workdir: str) -> None:
   if point.command == "baselines":
-    cli.baselines_config(config, sweep.point_dir(workdir, point), point.baselines)
+    commands.baselines_config(config, sweep.point_dir(workdir, point), point.baselines)
   else:
-    cli.train_config(config, sweep.point_dir(workdir, point))
+    commands.train_config(config, sweep.point_dir(workdir, point))
 
 
 def run(args) -> int:
@@ -55,7 +55,7 @@ def run(args) -> int:
   configs, failed = {}, {}
   for p in points:  # a bad point is reported and left out; the others run
     try:
-      configs[p.name] = cli.check_config(sweep.point_config(p, sets))
+      configs[p.name] = commands.check_config(sweep.point_config(p, sets))
     except InputError as e:
       failed[p.name] = _failed(p, e)
   files.protect(*{c.data.dir for c in configs.values() if c.data.dir})  # before any point runs
@@ -242,7 +242,7 @@ def _status(points: Sequence[sweep.Point], configs: dict, workdir: str) -> str:
       started = fs.exists(os.path.join(sweep.point_dir(workdir, point), "run.json"))
       row["state"] = "stopped" if started else "not started"
     if config is not None and point.command == "train":
-      metric, mode = evals.best(config, cli.task_of(config))
+      metric, mode = evals.best(config, commands.task_of(config))
       step, best = sweep.progress(point, workdir, metric, mode)
       row.update(step=step, best=None if best is None else f"{metric} {best:.2f}")
     rows.append(row)

@@ -32,9 +32,12 @@ FIELDS = {
     "model.inputs": TEXT, "model.embed_dim": integer(), "model.lstm_dim": integer(), "model.lstm_layers": integer(),
     "model.lstm_impl": one_of(*lstm.IMPLS), "model.dropout": number(0, 1, hi_open=True),
     "model.fused_dim": integer(), "model.attention_dim": integer(), "model.mlp_dims": dims(),
-    "model.cell_dim": integer(), **config_lib.TRANSFORMER, **config_lib.VILT,
+    "model.cell_dim": integer(), **question.FIELDS, **vilt_run.FIELDS,
     "model.dtype": one_of("float32", "bfloat16", "float16"), "model.mask_grid": integer(1, 1024),
 }
+
+# Its rules across fields (each raises InputError), checked after FIELDS: the question encoder's.
+CHECKS = (question.check,)
 
 # The config.data fields an evaluation may set for its own split (config.evals.NAME.data).
 EVAL_DATA = ("val_files", "features", "feature_shape")

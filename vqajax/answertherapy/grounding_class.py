@@ -32,6 +32,7 @@ from vqajax.nn import vilt_run
 BEST_METRIC = "balanced_accuracy"
 METRICS = table4.metric_pattern("") + "|accuracy|balanced_accuracy"  # summarise's names
 FIELDS = configs.FIELDS
+CHECKS = configs.CHECKS
 EVAL_DATA = configs.EVAL_DATA
 LENGTHS = therapy_dataset.LENGTHS
 TEXT_KEYS = therapy_dataset.TEXT_KEYS

@@ -47,6 +47,7 @@ from vqajax.nn import vilt_run
 
 BEST_METRIC = "iou_pq"
 FIELDS = configs.FIELDS
+CHECKS = configs.CHECKS
 EVAL_DATA = configs.EVAL_DATA
 LENGTHS = therapy_dataset.LENGTHS
 TEXT_KEYS = therapy_dataset.TEXT_KEYS

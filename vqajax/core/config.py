@@ -1,8 +1,10 @@
 """Configs: loading `FILE.py[:ARG]`, dotted overrides and their values from the command line.
 
 A config file is plain Python with `get_config(arg) -> ml_collections.ConfigDict` (locked).
-A relative FILE that is not found from the current folder is looked up in the installed
-`experiments` package, so `--config=experiments/vqa/bow_q.py` works outside a checkout.
+A relative FILE that is not found from the current folder is looked up inside the vqajax
+package (an install ships experiments/ there: setup.py), then beside it (a checkout), so
+`--config=experiments/vqa/bow_q.py` works from any folder; a config file may import the
+shipped configs as `experiments.*` (`import_shipped`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import difflib
 import importlib.util
 import math
 import os
+import sys
 from typing import Any, Callable, NamedTuple
 
 import ml_collections
@@ -20,14 +23,36 @@ from vqajax.core import fs
 from vqajax.core.errors import InputError
 from vqajax.core.files import SAFE_NAME
 
-_INSTALLED = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # vqajax/
+
+
+def _shipped(path: str) -> list[str]:
+  """Where a repository path that ships inside the installed vqajax (setup.py) is: inside the
+  vqajax package (an install), else beside it (a checkout); those that exist."""
+  return [p for p in (os.path.join(_PACKAGE, path), os.path.join(os.path.dirname(_PACKAGE), path))
+          if os.path.exists(p)]
+
+
+def import_shipped(name: str):
+  """The package `name` (data_pipeline, experiments: repository folders shipped inside vqajax),
+  imported from its folder (`_shipped`) under its own top-level name: only vqajax is installed
+  at the top level, so no package of the same generic name elsewhere is picked up."""
+  if name in sys.modules:
+    return sys.modules[name]
+  init, *_ = _shipped(os.path.join(name, "__init__.py"))
+  spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[os.path.dirname(init)])
+  module = importlib.util.module_from_spec(spec)
+  sys.modules[name] = module
+  spec.loader.exec_module(module)
+  return module
 
 
 def load_module(path: str, what: str):
-  """The Python file `path` as a module (`what` names it in errors)."""
+  """The Python file `path` as a module (`what` names it in errors); it may import the
+  shipped configs as `experiments.*`."""
   if not os.path.isfile(path) and not os.path.isabs(path):
-    installed = os.path.join(_INSTALLED, path)
-    path = installed if os.path.isfile(installed) else path
+    path = next(iter(_shipped(path)), path)
+  import_shipped("experiments")
   if not os.path.isfile(path):
     raise InputError(f"{path}: {what} file not found")
   spec = importlib.util.spec_from_file_location(f"_vqajax_{what}", path)
@@ -220,41 +245,6 @@ TRAINING = {
     "optimizer.eps": number(0),
     "optimizer.grad_clip": number(0),
 }
-
-
-# The settings of the Transformer question encoder (nn/question.py), in either paper's config.
-# The fields of a ViLT row's config.model (vqajax/nn/vilt_run.py model_config), both papers.
-VILT = {
-    "model.init_from": TEXT, "model.init_head": FLAG, "model.text_length": integer(1, 512),
-    "model.hidden_size": integer(1, 8192), "model.num_hidden_layers": integer(1, 64),
-    "model.num_attention_heads": integer(1, 128), "model.intermediate_size": integer(1, 65536),
-    "model.patch_size": integer(1, 1024), "model.hidden_dropout_prob": number(0, 1, hi_open=True),
-    "model.attention_probs_dropout_prob": number(0, 1, hi_open=True),
-}
-
-TRANSFORMER = {
-    "model.transformer.width": integer(1, 8192), "model.transformer.layers": integer(1, 64),
-    "model.transformer.heads": integer(1, 128), "model.transformer.dropout": number(0, 1, hi_open=True),
-    "model.transformer.positions": integer(1, 4096),
-}
-
-
-def check_question_encoder(config: ml_collections.ConfigDict) -> None:
-  """The rules across fields of the question encoder `config.model.question` names: its group
-  is there, the Transformer's heads divide its width and it has a position for every word."""
-  if config.get("model", {}).get("question") != "transformer":
-    return
-  t = config.model.get("transformer")
-  if not isinstance(t, ml_collections.ConfigDict):
-    raise InputError("config.model.question 'transformer': expected a config.model.transformer group (width, "
-                     "layers, heads, dropout, positions), as experiments/vqa/transformer_q_norm_i.py sets")
-  if t.width % t.heads:
-    raise InputError(f"config.model.transformer.heads: expected a divisor of config.model.transformer.width "
-                     f"({t.width}), got {t.heads}")
-  words = config.data.get("max_question_len", 0)
-  if t.positions < words:
-    raise InputError(f"config.model.transformer.positions: expected at least config.data.max_question_len "
-                     f"({words}), got {t.positions}")
 
 
 def leaves(config: ml_collections.ConfigDict, prefix: str = "") -> dict[str, Any]:

@@ -3,6 +3,9 @@ that picks its best checkpoint (`config.best_metric`, `config.best_mode`).
 
 `config.evals` is a group of named evaluations (a ConfigDict: run in the order of their names):
 
+  type         its evaluator, a name in `TYPES` (big_vision's `config.evals.NAME.type`): "task"
+               (the default) the task's metrics and results files (`core/task_eval.py`, which
+               describes what an evaluator type is)
   every_steps  how often it runs: 0 (the default) every `config.eval_every_steps`; the
                final step runs every evaluation
   results      "last": its results files, and the metrics the task computes from them on
@@ -30,13 +33,15 @@ from typing import Any
 import ml_collections
 
 from vqajax.core import config as config_lib
-from vqajax.core import fs
+from vqajax.core import fs, task_eval
 from vqajax.core.config import file_names
 from vqajax.core.errors import InputError
 
 DEFAULT = "val"  # the evaluation of a run recorded before config.evals; results/step_N
+TASK = "task"    # the default evaluator type
+TYPES = {TASK: task_eval.Evaluator}  # config.evals.NAME.type -> its evaluator class
 RESULTS = ("last", "every")
-FIELDS = {"every_steps": config_lib.integer(0), "results": config_lib.one_of(*RESULTS)}
+FIELDS = {"type": config_lib.TEXT, "every_steps": config_lib.integer(0), "results": config_lib.one_of(*RESULTS)}
 MODES = ("max", "min")
 
 
@@ -47,6 +52,7 @@ class Spec:
   every_steps: int  # resolved: > 0
   results: str      # "last" | "every"
   data: dict        # config.data fields of its own split ({}: the run's val split)
+  type: str = TASK  # its evaluator (TYPES)
 
   def runs_at(self, step: int, final: int) -> bool:
     return step % self.every_steps == 0 or step == final
@@ -56,10 +62,10 @@ class Spec:
     return os.path.join(workdir, *parts, f"step_{step}")
 
 
-def new(every_steps: int = 0, results: str = "last", **data) -> ml_collections.ConfigDict:
+def new(every_steps: int = 0, results: str = "last", type: str = TASK, **data) -> ml_collections.ConfigDict:
   """The config group of one evaluation (`config.evals.NAME = evals.new(...)`); `data`: the
   `config.data` fields of its own split (none: the run's val split)."""
-  return ml_collections.ConfigDict({"every_steps": every_steps, "results": results,
+  return ml_collections.ConfigDict({"type": type, "every_steps": every_steps, "results": results,
                                     "data": ml_collections.ConfigDict(data)})
 
 
@@ -73,7 +79,7 @@ def specs(config) -> list[Spec]:
   groups = config.get("evals")
   groups = default() if groups is None else groups
   return [Spec(name, group.get("every_steps", 0) or config.eval_every_steps, group.get("results", "last"),
-               dict(group.get("data") or {}))
+               dict(group.get("data") or {}), group.get("type", TASK))
           for name, group in groups.items()]
 
 
@@ -83,10 +89,12 @@ def best(config, task) -> tuple[str, str]:
 
 
 def check_config(config, task) -> None:
-  """InputError naming the first field of `config` that breaks its task's rules (`task.FIELDS`),
-  its evaluations' or its best metric's: every config, given or recorded, before it is used."""
+  """InputError naming the first field of `config` that breaks its task's rules (`task.FIELDS`,
+  then those across fields, `task.CHECKS`), its evaluations' or its best metric's: every config,
+  given or recorded, before it is used."""
   config_lib.check(config, task.FIELDS)
-  config_lib.check_question_encoder(config)
+  for rule in task.CHECKS:
+    rule(config)
   check(config, task)
 
 
@@ -101,9 +109,10 @@ def check(config, task) -> None:
       _check_one(name, group, task)
   metric, mode = best(config, task)
   config_lib.check_value("config.best_mode", mode, config_lib.one_of(*MODES))
-  names = [s.name for s in specs(config)]
+  types = {s.name: TYPES[s.type] for s in specs(config)}
+  names = list(types)
   evaluation, _, measure = metric.partition("/")
-  if evaluation not in names or not re.fullmatch(task.METRICS, measure):
+  if evaluation not in types or not re.fullmatch(types[evaluation].metrics(task), measure):
     raise InputError(f"config.best_metric {metric!r}: expected EVAL/METRIC with EVAL one of {names} and a "
                      f"metric of config.task '{config.task}' (e.g. {DEFAULT}/{task.BEST_METRIC})")
 
@@ -126,6 +135,8 @@ def _check_one(name: str, group, task) -> None:
         config_lib.check_value(f"{where}.data.{field}", setting, task.FIELDS[f"data.{field}"])
     elif key in FIELDS:
       config_lib.check_value(f"{where}.{key}", value, FIELDS[key])
+      if key == "type" and value not in TYPES:
+        raise InputError(f"{where}.type '{value}' is not an evaluator type, one of {sorted(TYPES)}")
     else:
       raise InputError(f"{where} has no field '{key}' (its fields: {sorted(FIELDS) + ['data']})")
 

@@ -1,89 +1,36 @@
-"""Evaluation: the task's masked metric sums under jit, its results files on the host;
-the evaluations of `config.evals` (`core/evals.py`) and `vqajax eval`."""
+"""Evaluation: an evaluator for each evaluation of `config.evals` (`core/evals.py`: its type,
+e.g. the task's, `core/task_eval.py`), running them at a step, and `vqajax eval`."""
 
 from __future__ import annotations
 
-import functools
 import os
-import time
+from typing import Any
 
 import jax
-import numpy as np
 from absl import logging
-from jax.experimental import multihost_utils
 
-from vqajax.core import checkpoint, device_features, evals, pipeline, run_record, runs, sharding
+from vqajax.core import checkpoint, evals, run_record, runs
 from vqajax.core.errors import InputError
 from vqajax.core.experiment import Experiment
 from vqajax.core.task import Task
 
 
-class Evaluator:
-  """`run(params, step) -> {name: value}` over the val split of `data` (of one evaluation,
-  `spec`: by default `val`); optionally writes its results."""
-
-  def __init__(self, task: Task, config, data, model, mesh, features=None, spec: evals.Spec | None = None):
-    self.task, self.config, self.data, self.mesh, self.features = task, config, data, mesh, features
-    self.spec = spec or evals.Spec(evals.DEFAULT, config.eval_every_steps, "last", {})
-    self.keys = self.task.eval_keys(data)
-    eval_step = self.task.make_eval_step(model, data, mesh)
-    step = jax.jit(sharding.in_mesh(mesh, lambda params, batch, table=None: eval_step(
-        params, device_features.step_batch(batch, features, table))))
-    # the table is an argument (keeping its sharding), not a constant copied into the program
-    self._eval_step = step if features is None else functools.partial(step, table=features.table)
-
-  def run(self, params, step: int, workdir: str | None = None) -> dict[str, float]:
-    """The task's metrics; with `workdir`, also its results files of this step (and the
-    metrics the task computes from them)."""
-    began, totals, kept = time.perf_counter(), None, []
-    batch_size = sharding.padded_batch_size(self.config.eval_batch_size, self.mesh)
-    arrays, store, keys = device_features.host_inputs(self.data, self.features, "val", self.keys)
-    for local in pipeline.eval_batches(arrays, store, batch_size, keys, self.task.LENGTHS):
-      batch = sharding.to_global(local, self.mesh)
-      predictions, sums = self._eval_step(params, batch)
-      totals = sums if totals is None else jax.tree.map(lambda a, b: a + b, totals, sums)
-      if workdir is not None:
-        kept.append((predictions, batch["mask"]))
-    metrics = self.task.summarise(jax.device_get(totals))
-    if workdir is not None:
-      writing = time.perf_counter()
-      metrics.update(self._write_results(kept, self.spec.results_dir(workdir, step), step, metrics))
-      logging.info("step %d: %s results files in %.2f s", step, self.spec.name, time.perf_counter() - writing)
-    logging.info("step %d: %s evaluation in %.2f s", step, self.spec.name, time.perf_counter() - began)
-    return metrics
-
-  def _write_results(self, kept, out_dir, step, metrics) -> dict[str, float]:
-    """Process 0 writes the results; returns the metrics the task computed from them."""
-    predictions = _gathered(kept)
-    if jax.process_index() > 0:
-      return {}
-    return self.task.write_results(out_dir, self.config, self.data, predictions, {"step": step, **metrics}) or {}
-
-
-def _gathered(kept) -> dict[str, np.ndarray]:
-  """The (predictions, mask) of every batch as host arrays of the unmasked rows in split
-  order, gathered from every host (each process takes part)."""
-  gathered = [jax.tree.map(lambda x: multihost_utils.process_allgather(x, tiled=True), item)
-              for item in kept]
-  mask = np.concatenate([m for _, m in gathered]).astype(bool)
-  return {k: np.concatenate([p[k] for p, _ in gathered])[mask] for k in gathered[0][0]}
-
-
-def evaluators(exp: Experiment) -> list[Evaluator]:
-  """An evaluator for each evaluation of `exp.config` (`evals.specs`): on the run's
-  val split (the feature table on the devices, where it is), or on its own files (its
-  features streamed from its store); its files are read here, before anything is written."""
+def evaluators(exp: Experiment) -> list[Any]:
+  """An evaluator of its type (`evals.TYPES`) for each evaluation of `exp.config` (`evals.specs`):
+  on the run's val split (the feature table on the devices, where it is), or on its own files
+  (its features streamed from its store); its files are read here, before anything is written."""
   out = []
   for spec in evals.specs(exp.config):
+    kind = evals.TYPES[spec.type]
     if spec.data:
       config = evals.split_config(exp.config, spec, exp.task)
-      out.append(Evaluator(exp.task, config, exp.task.load_eval(config, exp.data), exp.model, exp.mesh, spec=spec))
+      out.append(kind(exp.task, config, exp.task.load_eval(config, exp.data), exp.model, exp.mesh, None, spec))
     else:
-      out.append(Evaluator(exp.task, exp.config, exp.data, exp.model, exp.mesh, exp.features, spec))
+      out.append(kind(exp.task, exp.config, exp.data, exp.model, exp.mesh, exp.features, spec))
   return out
 
 
-def run_all(evaluators: list[Evaluator], params, step: int, workdir: str | None = None,
+def run_all(evaluators: list, params, step: int, workdir: str | None = None,
             results: bool = True) -> dict[str, dict[str, float]]:
   """{evaluation: metrics} of each evaluator; with `workdir`, those whose results are due
   (`results`, or its spec's "every") write them."""

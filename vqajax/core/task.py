@@ -2,7 +2,7 @@
 
 A task is a module of a paper package (`vqa/task.py`, `answertherapy/grounding_class.py`,
 `answertherapy/grounding_mask.py`) that satisfies `Task`; the front door picks it by
-`config.task` (`vqajax.cli.tasks`) and hands it to `train_and_evaluate` / `Evaluator`,
+`config.task` (`vqajax.commands.tasks`) and hands it to `train_and_evaluate` / `Evaluator`,
 whose jitted train and eval steps are the same for every task.
 
 A task's data (`load`) holds `train` and `val`: dicts of numpy arrays with one row per
@@ -15,7 +15,7 @@ data. The arrays the core itself reads are named here.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -30,6 +30,7 @@ class Task(Protocol):
   BEST_METRIC: str                 # the val metric that picks the best checkpoint of runs without best_metric
   METRICS: str                     # a regular expression every metric name of its evaluations matches
   FIELDS: dict                     # {dotted config field: core.config.Rule}: what its configs may hold
+  CHECKS: Sequence[Callable]       # its rules across config fields, (config) -> None raising InputError
   EVAL_DATA: Sequence[str]         # the config.data fields an evaluation may set (core/evals.py)
   TRAIN_KEYS: Sequence[str]        # the split arrays the train step reads (those present)
   LENGTHS: Mapping[str, str]       # {token array: its lengths' array}: cut to the batch's length bucket

@@ -155,7 +155,7 @@ def train_and_evaluate(task: Task, config, workdir: str, devices=None, allow_cha
     return _train(exp, evaluators, workdir)
 
 
-def _train(exp: Experiment, evaluators: list[evaluate.Evaluator], workdir: str) -> dict:
+def _train(exp: Experiment, evaluators: list, workdir: str) -> dict:
   mesh, data, task, config = exp.mesh, exp.data, exp.task, exp.config
   sizes = task.sizes(data)
   extractor = getattr(data.store, "settings", None)  # how the features were made (run.json)

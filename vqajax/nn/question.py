@@ -2,7 +2,9 @@
 
 Every encoder maps (tokens [B, T], lengths [B]) to one vector per row that padding never
 changes (an empty question encodes to zeros); the VQA and AnswerTherapy models take theirs
-from `build(config.model, vocab_size)`, so a new encoder is one class and one entry here.
+from `build(config.model, vocab_size)`, so a new encoder is one class and one entry here, with
+the rules of its config fields beside it (`RULES`: what each field holds, and its rules across
+fields), which both papers' configs take from here (`FIELDS`, `check`).
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ from typing import Callable
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import ml_collections
 from flax.linen.recurrent import DenseParams
 from jax.sharding import PartitionSpec as P
 
+from vqajax.core.config import integer, number
+from vqajax.core.errors import InputError
 from vqajax.nn import initializers, lstm
 
 
@@ -140,6 +145,42 @@ def _transformer(cfg, vocab_size: int) -> TransformerEncoder:
 
 
 ENCODERS = {"lstm": _lstm, "transformer": _transformer}  # config.model.question -> builder
+
+# The Transformer's settings (config.model.transformer), in either paper's config.
+TRANSFORMER = {
+    "model.transformer.width": integer(1, 8192), "model.transformer.layers": integer(1, 64),
+    "model.transformer.heads": integer(1, 128), "model.transformer.dropout": number(0, 1, hi_open=True),
+    "model.transformer.positions": integer(1, 4096),
+}
+
+
+def _check_transformer(config: ml_collections.ConfigDict) -> None:
+  """Its group is there, its heads divide its width and it has a position for every word."""
+  t = config.model.get("transformer")
+  if not isinstance(t, ml_collections.ConfigDict):
+    raise InputError("config.model.question 'transformer': expected a config.model.transformer group (width, "
+                     "layers, heads, dropout, positions), as experiments/vqa/transformer_q_norm_i.py sets")
+  if t.width % t.heads:
+    raise InputError(f"config.model.transformer.heads: expected a divisor of config.model.transformer.width "
+                     f"({t.width}), got {t.heads}")
+  words = config.data.get("max_question_len", 0)
+  if t.positions < words:
+    raise InputError(f"config.model.transformer.positions: expected at least config.data.max_question_len "
+                     f"({words}), got {t.positions}")
+
+
+# config.model.question -> (its fields' rules, `core.config.Rule`s; its rules across fields); an
+# encoder without an entry has no fields of its own (the LSTM's sizes are the papers' model fields).
+RULES = {"transformer": (TRANSFORMER, _check_transformer)}
+FIELDS = {field: rule for fields, _ in RULES.values() for field, rule in fields.items()}  # every encoder's
+
+
+def check(config: ml_collections.ConfigDict) -> None:
+  """InputError naming the first field that breaks the rules across fields of the encoder
+  `config.model.question` names."""
+  name = config.get("model", {}).get("question")
+  if name in RULES:
+    RULES[name][1](config)
 
 
 def build(name: str, cfg, vocab_size: int) -> nn.Module:

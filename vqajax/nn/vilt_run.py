@@ -24,6 +24,7 @@ import ml_collections
 import tokenizers
 from absl import logging
 
+from vqajax.core.config import FLAG, TEXT, integer, number
 from vqajax.core.errors import InputError
 from vqajax.nn import vilt, vilt_hub
 
@@ -109,6 +110,16 @@ def spec(model_cfg, texts: Sequence[str], image_shape: tuple[int, ...]) -> Spec:
 # (pixels, text tokens, hidden, layers, heads, patch) of a ViLT row per size: ViLT-B/32 at 384 px, a
 # 4-layer 128-wide ViLT on 64 px pictures (minutes on 2 cores), a 1-layer one on 32 px (seconds)
 SIZES = {"": (384, 40, 768, 12, 12, 32), "cpu": (64, 24, 128, 4, 4, 8), "runlocal": (32, 16, 32, 1, 2, 8)}
+
+
+# The fields of a ViLT row's config.model (`model_config`), in either paper's config.
+FIELDS = {
+    "model.init_from": TEXT, "model.init_head": FLAG, "model.text_length": integer(1, 512),
+    "model.hidden_size": integer(1, 8192), "model.num_hidden_layers": integer(1, 64),
+    "model.num_attention_heads": integer(1, 128), "model.intermediate_size": integer(1, 65536),
+    "model.patch_size": integer(1, 1024), "model.hidden_dropout_prob": number(0, 1, hi_open=True),
+    "model.attention_probs_dropout_prob": number(0, 1, hi_open=True),
+}
 
 
 def model_config(text_length: int, hidden_size: int, layers: int, heads: int, patch_size: int

@@ -13,7 +13,8 @@ from vqajax.core import config as config_lib
 from vqajax.core import evals
 from vqajax.core.config import FILE_LIST, FLAG, TEXT, dims, integer, names, number, one_of, path
 from vqajax.core.official_files import DATA_SOURCES
-from vqajax.nn import initializers, lstm, vilt_run
+from vqajax.nn import initializers, lstm, question, vilt_run
+from vqajax.vqa import formats
 from vqajax.vqa import models as vqa_models
 
 ARGS = ("", "cpu", "runlocal")
@@ -27,7 +28,7 @@ _MC_FILES = config_lib.Rule("'auto', '' or " + FILE_LIST.expected, FILE_LIST.ok)
 FIELDS = {
     **config_lib.TRAINING,
     "data.synthetic": FLAG, "data.synthetic_scale": TEXT, "data.dir": path(),
-    "data.format": one_of("vqa", "vizwiz"), "data.source": one_of(*DATA_SOURCES), "data.tfds_dir": TEXT,
+    "data.format": one_of(*formats.FORMATS), "data.source": one_of(*DATA_SOURCES), "data.tfds_dir": TEXT,
     **{f"data.{name}": FILE_LIST for name in _FILES},
     "data.train_mc_questions": _MC_FILES, "data.val_mc_questions": _MC_FILES,
     "data.features": path(), "data.feature_shape": dims(),
@@ -43,8 +44,11 @@ FIELDS = {
     "model.dropout": number(0, 1, hi_open=True), "model.glimpses": integer(0), "model.attention_dim": integer(),
     "model.attention_dropout": number(0, 1, hi_open=True), "model.dtype": one_of("float32", "bfloat16", "float16"),
     "model.lstm_impl": one_of(*lstm.IMPLS), "model.init": one_of(*initializers.RULES),
-    "model.targets": one_of("answer", "soft", "bce"), **config_lib.TRANSFORMER, **config_lib.VILT,
+    "model.targets": one_of("answer", "soft", "bce"), **question.FIELDS, **vilt_run.FIELDS,
 }
+
+# Its rules across fields (each raises InputError), checked after FIELDS: the question encoder's.
+CHECKS = (question.check,)
 
 
 def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:

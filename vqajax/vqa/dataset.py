@@ -23,7 +23,7 @@ from vqajax.core.task import TestFile
 from vqajax.features.store import FeatureStore
 from vqajax.nn import vilt_run
 from vqajax.vqa import files as vqa_files
-from vqajax.vqa import results
+from vqajax.vqa import formats
 from vqajax.vqa import text as vqa_text
 from vqajax.vqa.accuracy import kernel as vqa_accuracy
 from vqajax.vqa.files import ANSWER_TYPES
@@ -64,12 +64,7 @@ def resolve_all(config_data, role: str) -> list[str]:
 
 def _read_files(config_data, questions_path: str, annotations_path: str, mc_path: str):
   """(questions, annotation records, multiple-choice questions or None) of one file each."""
-  if config_data.format == "vizwiz":  # one file holds questions and answers
-    questions, annotations = vqa_files.read_vizwiz(questions_path)
-    annotations = official_files.typed_annotations(annotations["annotations"])
-  else:
-    questions = official_files.read_questions(questions_path)
-    annotations = official_files.load_annotations(annotations_path)
+  questions, annotations = formats.FORMATS[config_data.format].read(questions_path, annotations_path)
   mc_questions = official_files.read_questions(mc_path) if mc_path else None
   return questions, annotations, mc_questions
 
@@ -85,25 +80,25 @@ def read_split(config_data, split: str):
   if config_data.source not in DATA_SOURCES:
     raise InputError(f"config.data.source '{config_data.source}' is not one of {DATA_SOURCES}")
   mc_name = config_data.get(f"{split}_mc_questions") or ""
+  data_format = formats.FORMATS[config_data.format]
   if config_data.source == "tfds":
     from vqajax.vqa import tfds_records  # pylint: disable=g-import-not-at-top
     tfds_dir = resolve(config_data, "tfds_dir")
     with_choices = bool(mc_name)
     if mc_name == MC_AUTO:
-      with_choices = config_data.format == "vqa" and tfds_records.has_choices(tfds_dir, split)
-    questions, annotations, mc_questions, where = tfds_records.read_vqa(tfds_dir, split, config_data.format,
-                                                                         with_choices)
+      with_choices = data_format.choices and tfds_records.has_choices(tfds_dir, split)
+    questions, annotations, mc_questions, where = data_format.read_tfds(tfds_dir, split, with_choices)
     parts = [(questions, annotations, mc_questions, where, where, where)]
   else:
     questions_paths = resolve_all(config_data, f"{split}_questions")
-    annotations_paths = (questions_paths if config_data.format == "vizwiz"
-                         else resolve_all(config_data, f"{split}_annotations"))
+    annotations_paths = (resolve_all(config_data, f"{split}_annotations") if data_format.annotations
+                         else questions_paths)  # one file holds the questions and their answers
     if not questions_paths or len(annotations_paths) != len(questions_paths):
       raise InputError(f"config.data.{split}_annotations: expected one annotations file per questions file "
                        f"({len(questions_paths)} in config.data.{split}_questions), got {len(annotations_paths)}")
     if mc_name == MC_AUTO:  # VQA v1's file where it is (v2 and VizWiz have none)
       auto = os.path.join(config_data.dir, f"MultipleChoice_mscoco_{split}2014_questions.json")
-      mc_paths = [auto] if config_data.format == "vqa" and fs.exists(auto) else []
+      mc_paths = [auto] if data_format.choices and fs.exists(auto) else []
     else:
       mc_paths = resolve_all(config_data, f"{split}_mc_questions")
     if mc_paths and len(mc_paths) != len(questions_paths):
@@ -273,32 +268,26 @@ def read_test(config, enc: Encoders, store, path: str) -> TestFile:
   `multiple_choices`, or a VizWiz-VQA list), encoded as the run's training data was (its
   encoders; image rows of its `store`). Answers in the file, if any, are not read. Its
   records are the questions (VizWiz's keep their `image`), its name the data_subtype (e.g.
-  test-dev2015), its info data_type, data_subtype and `version` ("v2", "v1" or "vizwiz":
-  which server's files); the task sets its keys."""
+  test-dev2015), its info data_type, data_subtype, `version` ("v2", "v1" or "vizwiz":
+  which server's files) and `format` (its entry in `formats.FORMATS`); the task sets its keys."""
   if "caption_bow" in enc.bag_sizes:
     raise InputError(f"{path}: a caption model needs the test images' captions; "
                      "submissions are for the models without captions")
   raw = official_files.read_bytes(path)
   content = official_files.load_json(path, raw)
   _check_dataset(config, path, content)
-  if config.data.format == "vizwiz" or isinstance(content, list):
-    questions = vqa_files.read_vizwiz_questions(path, content)
-    for q, record in zip(questions["questions"], content):  # the results name the image
-      q["image"] = record["image"]
-    version, info = "vizwiz", {"data_type": "VizWiz", "data_subtype": questions["data_subtype"]}
-  else:
-    questions = official_files.read_questions(path, content=raw)
-    version = "v2" if os.path.basename(path).startswith("v2_") else "v1"
-    info = {"data_type": questions.get("data_type", "mscoco"), "data_subtype": questions.get("data_subtype", "")}
+  name = formats.of_test_file(config.data.format, content)
+  questions, version, info = formats.FORMATS[name].read_test(path, content, raw)
   check_info(info, path)
-  if version != "vizwiz" and info["data_subtype"] not in results.COCO_SPLITS:
+  splits = formats.FORMATS[name].test_splits
+  if splits is not None and info["data_subtype"] not in splits:
     raise official_files.DataFileError(f'{path}: "data_subtype" {info["data_subtype"]!r}: expected a split of '
-                                       f"the evaluation server, one of {results.COCO_SPLITS}")
+                                       f"the evaluation server, one of {splits}")
   if not questions["questions"]:
     raise official_files.DataFileError(f"{path}: holds no questions")
   arrays = _question_arrays(questions["questions"], path, enc, store)
   return TestFile(path=path, name=info["data_subtype"], records=questions["questions"], arrays=arrays,
-                  info={**info, "version": version})
+                  info={**info, "version": version, "format": name})
 
 
 def _check_dataset(config, path: str, content) -> None:

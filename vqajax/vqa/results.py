@@ -54,19 +54,17 @@ def _zipped(name: str, content: bytes) -> bytes:
   return buffer.getvalue()
 
 
-def write_submission(out_dir: str, alg: str, version: str, info: dict, predicted: dict[str, list[dict]]) -> list[str]:
+def write_submission(out_dir: str, data_format, alg: str, info: dict, predicted: dict[str, list[dict]]) -> list[str]:
   """Writes, all or nothing, the server's files of `predicted` ({task: results records},
-  task 'OpenEnded' / 'MultipleChoice') for a test split of `version` v2 / v1 / vizwiz
-  (module docstring); returns their paths."""
+  task 'OpenEnded' / 'MultipleChoice') for a test split (`info`: its data_type, data_subtype
+  and server version) of `data_format` (`formats.Format`: the files' names, zipped or not;
+  module docstring); returns their paths."""
   outputs = {}
   for task, records in predicted.items():
-    if version == "vizwiz":
-      name = f"VizWiz_{info['data_subtype']}_{alg}_results.json"
-    else:
-      name = results_name("v2_" if version == "v2" else "vqa_", task, info, alg)
+    name = data_format.submission(task, info, alg)
     content = json.dumps(records).encode("utf-8")
     outputs[os.path.join(out_dir, name)] = content
-    if version != "vizwiz":
+    if data_format.zipped:
       outputs[os.path.join(out_dir, name[:-len(".json")] + ".zip")] = _zipped(name, content)
   write_atomic_many(outputs, make_dirs=True)
   return list(outputs)

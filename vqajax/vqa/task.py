@@ -14,7 +14,7 @@ from vqajax.core import sharding
 from vqajax.core.errors import InputError
 from vqajax.core.task import TestFile
 from vqajax.nn import vilt_run
-from vqajax.vqa import configs, reports, results
+from vqajax.vqa import configs, formats, reports, results
 from vqajax.vqa import dataset as vqa_dataset
 from vqajax.vqa import models as vqa_models
 from vqajax.vqa.accuracy import kernel as vqa_accuracy
@@ -23,6 +23,7 @@ from vqajax.vqa.files import ANSWER_TYPES
 BEST_METRIC = "accuracy"
 METRICS = rf"(mc_)?accuracy(/({'|'.join(map(re.escape, ANSWER_TYPES))}))?"  # summarise's names
 FIELDS = configs.FIELDS
+CHECKS = configs.CHECKS
 # The config.data fields an evaluation may set for its own split (config.evals.NAME.data).
 EVAL_DATA = ("val_questions", "val_annotations", "val_mc_questions", "val_captions", "format", "features",
              "feature_shape", "results_prefix")
@@ -221,11 +222,11 @@ def write_submission(out_dir: str, config, enc: vqa_dataset.Encoders, test: Test
                      predictions: dict) -> list[str]:
   """The server's results files of a test split: every question once, in file order."""
   table_answers = enc.answers.answers
-  version = test.info["version"]
-  id_key = "image" if version == "vizwiz" else "question_id"
-  predicted = {"OpenEnded": [{id_key: q[id_key], "answer": table_answers[i]}
+  data_format = formats.FORMATS[test.info["format"]]
+  key = data_format.result_key
+  predicted = {"OpenEnded": [{key: q[key], "answer": table_answers[i]}
                              for q, i in zip(test.records, predictions["answer"])]}
   if "mc_choice" in predictions:
-    predicted["MultipleChoice"] = [{"question_id": q["question_id"], "answer": q["multiple_choices"][c]}
+    predicted["MultipleChoice"] = [{key: q[key], "answer": q["multiple_choices"][c]}
                                    for q, c in zip(test.records, predictions["mc_choice"])]
-  return results.write_submission(out_dir, config.name, version, test.info, predicted)
+  return results.write_submission(out_dir, data_format, config.name, test.info, predicted)

@@ -93,20 +93,23 @@ def has_choices(tfds_dir: str, split: str) -> bool:
   return split in builder.info.splits and builder.info.metadata["splits"][split]["multiple_choice"] is not None
 
 
-def read_vqa(tfds_dir: str, split: str, data_format: str, with_choices: bool):
+def read_vqa(tfds_dir: str, split: str, with_choices: bool):
   """(questions, annotation records, multiple-choice questions or None, where) of a split
-  of a prepared vqa (`data_format` "vqa") or vizwiz_vqa dataset, for
-  `vqa_dataset.read_split` (the records typed: `official_files.typed_annotations`);
-  `where` names the dataset and split in errors."""
+  of a prepared vqa dataset, for `vqa_dataset.read_split` (the records typed:
+  `official_files.typed_annotations`); `where` names the dataset and split in errors."""
   where = f"{tfds_dir}[{split}]"
-  if data_format == "vizwiz":
-    if with_choices:
-      raise DataFileError(f"{where}: VizWiz-VQA has no multiple-choice questions")
-    questions, annotations = vqa_files.read_vizwiz(where, vizwiz_file(tfds_dir, split), subtype=split)
-    return questions, typed_annotations(annotations["annotations"]), None, where
   questions, annotations, choices = vqa_objects(tfds_dir, split)
   if annotations is None:
     raise DataFileError(f"{where}: the split has no annotations")
   if with_choices and choices is None:
     raise DataFileError(f"{where}: the split has no multiple-choice questions (no MultipleChoice_* file was built in)")
   return questions, typed_annotations(annotations["annotations"]), choices if with_choices else None, where
+
+
+def read_vizwiz(tfds_dir: str, split: str, with_choices: bool):
+  """`read_vqa` of a split of a prepared vizwiz_vqa dataset (which has no multiple choices)."""
+  where = f"{tfds_dir}[{split}]"
+  if with_choices:
+    raise DataFileError(f"{where}: VizWiz-VQA has no multiple-choice questions")
+  questions, annotations = vqa_files.read_vizwiz(where, vizwiz_file(tfds_dir, split), subtype=split)
+  return questions, typed_annotations(annotations["annotations"]), None, where

@@ -2,7 +2,7 @@
 
 `evaluate_files` gives the official `accuracy` dict (`overall`, `perQuestionType`,
 `perAnswerType`, percentages rounded to 2 decimals) and `evalQA` ({question_id: percent}).
-Numbers are identical to the official `vqaEval.py` (tests: `tests/reference.py`); each distinct string is
+Numbers are identical to the official `vqaEval.py` (the oracle: `bench/reference.py`); each distinct string is
 normalised once and the rest is vectorised numpy. `accuracy_of` gives the same numbers
 for records already in memory.
 

@@ -1,8 +1,9 @@
 """Plain per-question re-implementation of the official `VQAEval.evaluate` loop.
 
-This is the test oracle and the benchmark baseline for `vqa_accuracy`: it follows the
-official control flow step by step (including the leave-one-out by dict inequality and
-the left-to-right float sums) and favours obviousness over speed. Its answer processing
+This is the benchmark baseline and the test oracle for `vqa_accuracy` (tests import it
+from bench/; bench imports nothing from tests/): it follows the official control flow
+step by step (including the leave-one-out by dict inequality and the left-to-right float
+sums) and favours obviousness over speed. Its answer processing
 is its own, written from the official `vqaEval.py` (`processPunctuation`,
 `processDigitArticle` and their tables), not the library's. Like the official code it is
 Python 2 where that matters: `\\d` is an ASCII digit, `round` ties go away from zero and
