@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from tests import devices
 from tests.digests import digests
 from vqajax import cli
 
@@ -291,6 +292,27 @@ def test_a_full_disk_while_saving_is_one_line_and_not_finished(tiny_data, tmp_pa
   with open(os.path.join(workdir, "run.json")) as f:
     assert "finished_step" not in json.load(f)  # results were written, the checkpoint was not
   assert not os.path.exists(os.path.join(workdir, "lock"))
+
+
+@pytest.mark.slow
+def test_a_really_full_disk_is_one_line_before_orbax_writes(tiny_data, tmp_path):
+  """A workdir on a 600 KiB tmpfs (root only): the state does not fit, so the run fails with
+  one line (exit 3) before orbax starts a write, and nothing of orbax's threads is printed."""
+  disk = tmp_path / "disk"
+  disk.mkdir()
+  if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(disk)], capture_output=True).returncode:
+    pytest.skip("mounting a small tmpfs needs root")
+  try:
+    done = subprocess.run([sys.executable, "-m", "vqajax", "train", f"--config={CONFIG}", f"--workdir={disk / 'w'}",
+                           f"--config.data.dir={tiny_data}", *STEPS], capture_output=True, text=True, cwd=ROOT,
+                          env=devices.env(1))
+    left = sorted(os.listdir(disk / "w" / "checkpoints"))
+  finally:
+    subprocess.run(["umount", str(disk)], check=True)
+  err = done.stderr.strip().splitlines()
+  assert done.returncode == 3 and err[-1].startswith("vqajax train: failed: "), done.stderr[-3000:]
+  assert "cannot save the checkpoint of step 2 (it takes up to" in err[-1] and "MiB free" in err[-1]
+  assert not [line for line in err if "Traceback" in line or line.startswith("E1")] and left == [], done.stderr[-3000:]
 
 
 @pytest.mark.slow

@@ -149,6 +149,22 @@ def _whole_arrays_per_replica() -> None:
                                           override=True)
 
 
+def _check_space(directory: str, step: int, state: Any) -> None:
+  """RunFailed before orbax writes a byte when the local disk has less room than the state's
+  arrays take (an upper bound of what orbax writes): orbax's own threads would fail halfway,
+  each logging its traceback, and leave their tasks behind."""
+  if fs.is_url(directory):
+    return
+  needed = sum(leaf.nbytes for leaf in jax.tree.leaves(state))
+  existing = directory
+  while not os.path.isdir(existing):
+    existing = os.path.dirname(existing)
+  free = shutil.disk_usage(existing).free
+  if free < needed:
+    raise RunFailed(f"{directory}: cannot save the checkpoint of step {step} (it takes up to {needed / 2**20:.1f} "
+                    f"MiB, {free / 2**20:.1f} MiB free); free space and rerun to resume")
+
+
 class Checkpointer:
 
   def __init__(self, directory: str, keep: int = 3, best_metric: str = "val/accuracy", best_mode: str = "max"):
@@ -176,6 +192,7 @@ class Checkpointer:
     """Saves `state` and `meta` at `step`, with `metrics`' best metric where it has it
     (`EVAL/METRIC` names: the metrics of the evaluations that ran at `step`)."""
     metrics = {self._best_metric: float(metrics[self._best_metric])} if self._best_metric in (metrics or {}) else None
+    _check_space(self.directory, step, state)
     try:
       self.manager.save(step, args=ocp.args.Composite(
           state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), metrics=metrics, force=True)
