@@ -100,6 +100,16 @@ def test_both_lstm_impls_encode_alike_with_the_same_gradients():
   jax.tree.map(functools.partial(np.testing.assert_allclose, rtol=1e-5, atol=1e-6), grads["scan"], grads["chunked"])
 
 
+@pytest.mark.parametrize("backend, expected", [("cpu", "chunked"), ("gpu", "scan"), ("tpu", "scan")])
+def test_the_default_lstm_impl_is_the_backends(backend, expected, monkeypatch):
+  monkeypatch.setattr(jax, "default_backend", lambda: backend)
+  for make in (deeper_lstm_norm_i.get_config, grounding_class.get_config):
+    model = make("runlocal").model
+    assert model.lstm_impl == "auto"
+    assert question.build("lstm", model, 10).impl == expected
+    assert question.build("lstm", config_lib.override(model, {"lstm_impl": "chunked"}), 10).impl == "chunked"
+
+
 def test_unknown_encoders_and_models_are_clear_errors():
   for make, fields in ((deeper_lstm_norm_i.get_config, vqa_configs.FIELDS),
                        (grounding_class.get_config, therapy_configs.FIELDS)):

@@ -1,5 +1,6 @@
 """End-to-end training on the tiny synthetic set: sharding, checkpoints, resume, results."""
 
+import glob
 import json
 import os
 
@@ -61,6 +62,26 @@ def test_resume_continues_from_the_last_checkpoint_exactly(tiny_data, tmp_path):
   assert _losses(tmp_path / "split") == _losses(tmp_path / "full")
   a, b = _params(tmp_path / "full", full), _params(tmp_path / "split", full)
   jax.tree.map(np.testing.assert_array_equal, a, b)
+
+
+@pytest.mark.slow
+def test_checkpoints_at_their_cadence_and_a_profiled_window(tiny_data, tmp_path):
+  """Checkpoints at every evaluation (steps 6 and the final 7) and, with checkpoint_every_steps 2,
+  at 2 and 4 too, each complete with its manifest; the saves in the background change no loss;
+  profile_steps (2, 3) leaves a trace where TensorBoard's profile tab looks."""
+  steps = {"num_train_steps": 7, "log_every_steps": 1, "eval_every_steps": 6, "keep_checkpoints": 10}
+  default = _config(tiny_data, **steps)
+  cadence = _config(tiny_data, **steps, checkpoint_every_steps=2, profile_steps=(2, 3))
+  saved = {}
+  for name, config in (("default", default), ("cadence", cadence)):
+    train.train_and_evaluate(cli.task_of(config), config, str(tmp_path / name))
+    saved[name] = checkpoint.complete_steps(str(tmp_path / name / "checkpoints"))
+    for step in saved[name]:
+      checkpoint.verify(str(tmp_path / name / "checkpoints" / str(step)))
+  assert saved == {"default": [6, 7], "cadence": [2, 4, 6, 7]}
+  assert _losses(tmp_path / "cadence") == _losses(tmp_path / "default")
+  assert glob.glob(str(tmp_path / "cadence" / "plugins" / "profile" / "*" / "*.xplane.pb"))
+  assert not os.path.exists(tmp_path / "default" / "plugins")
 
 
 @pytest.mark.slow

@@ -40,6 +40,7 @@ LAUNCH_DIR = "launch"  # a launcher's logs of the run's jobs (`vqajax/launch.py`
 # Fields a rerun may change: how long it trains, how often it logs / evaluates / keeps, which
 # evaluations it makes (`evals.*`) and where its features live (the same values either way).
 BUDGET_FIELDS = ("num_train_steps", "num_epochs", "log_every_steps", "eval_every_steps", "keep_checkpoints",
+                 "checkpoint_every_steps", "profile_steps",
                  "eval_batch_size", "data.features_on_device")
 BUDGET_GROUPS = ("evals.",)
 
