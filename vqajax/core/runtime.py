@@ -1,8 +1,8 @@
 """Process setup, called once by every entry point (nothing happens at import time).
 
 `init()` quiets the libraries' notices: TFDS's deprecation notes and orbax's per-checkpoint
-INFO lines (shown with `--verbosity=debug`). vqajax uses TensorFlow (tf.data,
-TFDS, bucket paths) through `tensorflow()`, which keeps it off the accelerators (they belong
+INFO lines (shown with `--verbosity=debug`). vqajax uses TensorFlow (TFDS,
+bucket paths) through `tensorflow()`, which keeps it off the accelerators (they belong
 to JAX); clu's summary writer also imports it during training, so `init()` sets its quiet
 environment first. Commands that need none of it (ask, submit, demo, export) never load it.
 """

@@ -266,8 +266,7 @@ def _loop(exp: Experiment, evaluators, workdir: str, record, ckpt, state: TrainS
   final, every = config.num_train_steps, config.checkpoint_every_steps
   train_step = make_train_step(exp.model, exp.tx, mesh, task.make_loss(config), exp.features)
   arrays, store, keys = device_features.host_inputs(exp.data, exp.features, "train", task.TRAIN_KEYS)
-  batches = pipeline.numpy_batches(pipeline.train_dataset(arrays, store, config.batch_size, config.seed, start, keys,
-                                                          lengths=task.LENGTHS))
+  batches = pipeline.train_batches(arrays, store, config.batch_size, config.seed, start, keys, lengths=task.LENGTHS)
   best_metric, _ = evals.best(config, task)
   log, profile, preemption = _Log(config, workdir, start), _Profile(config.profile_steps, workdir), _Preemption()
   metrics, eval_metrics = [], {}
@@ -306,6 +305,7 @@ def _loop(exp: Experiment, evaluators, workdir: str, record, ckpt, state: TrainS
         logging.warning("SIGTERM: saved checkpoint at step %d; rerun the same command to resume", step)
         break
   finally:
+    batches.close()
     profile.stop()
     preemption.restore()
     log.writer.flush()

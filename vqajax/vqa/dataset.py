@@ -1,7 +1,7 @@
 """Official VQA files -> numeric arrays, the only place where strings become ids.
 
 Every split is a dict of numpy arrays with one row per question (annotation-file
-order); the tf.data pipeline slices them and adds the image features.
+order); the input pipeline (core/pipeline.py) slices them and adds the image features.
 """
 
 from __future__ import annotations
