@@ -177,11 +177,9 @@ def test_the_weights_must_be_the_recorded_ones(photo_run, tmp_path, capsys):
     np.savez(tmp_path / "resaved.npz", **{k: state[k] for k in reversed(state.files)})
   assert weights.sha256(str(tmp_path / "resaved.npz")) != record["weights_sha256"]
   assert _ask(ask + ["--weights", str(tmp_path / "resaved.npz")], capsys)[1] == out
-  del record["weights_tensors_sha256"]  # a store recorded before the tensors' digest: by the recorded file
-  recorded.Extractor(record, (HIDDEN,), "old.h5", str(tmp_path / "resaved.npz"))
-  gone = {**record, "weights": str(tmp_path / "gone.npz")}  # that file gone: its bytes are the test
-  with pytest.raises(InputError, match="recorded before vqajax compared tensors"):
-    recorded.Extractor(gone, (HIDDEN,), "old.h5", str(tmp_path / "resaved.npz"))
+  del record["weights_tensors_sha256"]  # settings without the tensors' digest are refused
+  with pytest.raises(InputError, match="lack weights_tensors_sha256"):
+    recorded.Extractor(record, (HIDDEN,), "old.h5", str(tmp_path / "resaved.npz"))
   with pytest.raises(InputError, match="no extractor settings recorded"):
     recorded.Extractor(None, (HIDDEN,), "synthetic.h5")
 

@@ -4,8 +4,7 @@ side with the naive baselines, per source.
 
 A run is [NAME=]WORKDIR; its row is NAME, by default its `config.model.inputs` in capitals,
 after "ViLT " for a ViLT row (`row_name`; a mask run's followed by " from masks"). Each run's newest results/step_N/metrics.json is
-read; a workdir whose newest results lack its Table 4 metrics (none yet, or written before
-masks were scored as Table 4) has its newest checkpoint evaluated first, with its run.json
+read; a workdir whose newest results lack its Table 4 metrics has its newest checkpoint evaluated first, with its run.json
 (`evaluate_missing`, which the command drives and reports).
 The runs must have been evaluated on the same questions (the naive baselines agree).
 """

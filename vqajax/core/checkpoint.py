@@ -118,11 +118,8 @@ def _check_shapes(state_dir: str, target: Any) -> None:
 
 
 def metric_of(metrics: dict, name: str) -> float | None:
-  """`metrics[name]`; a checkpoint saved before `config.evals` named its val metric without
-  the evaluation (`accuracy` for `val/accuracy`)."""
+  """`metrics[name]` where it is a number."""
   value = metrics.get(name)
-  if value is None and name.startswith("val/"):
-    value = metrics.get(name[len("val/"):])
   return float(value) if isinstance(value, (int, float)) else None
 
 

@@ -25,7 +25,6 @@ from jax.experimental import multihost_utils
 from vqajax.core import (
   device_features,
   encoders,
-  evals,
   evaluate,
   files,
   phases,
@@ -267,7 +266,7 @@ def _loop(exp: Experiment, evaluators, workdir: str, record, ckpt, state: TrainS
   train_step = make_train_step(exp.model, exp.tx, mesh, task.make_loss(config), exp.features)
   arrays, store, keys = device_features.host_inputs(exp.data, exp.features, "train", task.TRAIN_KEYS)
   batches = pipeline.train_batches(arrays, store, config.batch_size, config.seed, start, keys, lengths=task.LENGTHS)
-  best_metric, _ = evals.best(config, task)
+  best_metric = config.best_metric
   log, profile, preemption = _Log(config, workdir, start), _Profile(config.profile_steps, workdir), _Preemption()
   metrics, eval_metrics = [], {}
   try:
