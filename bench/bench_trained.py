@@ -50,13 +50,13 @@ def child(argv: list[str]) -> tuple[float, float]:
 
 def make_run(data: str, workdir: str, config_arg: str) -> None:
   """A deeper LSTM Q + norm I run (`config_arg`) on `data` whose checkpoint is its initial state."""
-  import jax  # pylint: disable=g-import-not-at-top
+  import jax
 
-  from experiments.vqa import deeper_lstm_norm_i  # pylint: disable=g-import-not-at-top
-  from vqajax.core import checkpoint, run_record  # pylint: disable=g-import-not-at-top
-  from vqajax.core import config as config_lib  # pylint: disable=g-import-not-at-top
-  from vqajax.core.experiment import Experiment  # pylint: disable=g-import-not-at-top
-  from vqajax.vqa import task  # pylint: disable=g-import-not-at-top
+  from experiments.vqa import deeper_lstm_norm_i
+  from vqajax.core import checkpoint, run_record
+  from vqajax.core import config as config_lib
+  from vqajax.core.experiment import Experiment
+  from vqajax.vqa import task
   config = config_lib.override(deeper_lstm_norm_i.get_config(config_arg), {
       "data.dir": data, "data.synthetic": False, "data.val_mc_questions": ""})
   exp = Experiment.build(task, config, jax.devices()[:1])
@@ -69,11 +69,11 @@ def make_run(data: str, workdir: str, config_arg: str) -> None:
 
 def demo_answers(bundle: str, image_id: int, rounds: int) -> tuple[float, float]:
   """Median seconds of the demo's per-Ask work on a store image and on kept upload features."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
+  import numpy as np
 
-  import vqajax  # pylint: disable=g-import-not-at-top
+  import vqajax
   answerer = vqajax.load(bundle)
-  features = answerer._run.store.read(answerer._run.store.rows([image_id]))  # pylint: disable=protected-access
+  features = answerer._run.store.read(answerer._run.store.rows([image_id]))
   timed = {"store": lambda: answerer.answer(["what is in the picture?"], image_ids=[image_id]),
            "upload": lambda: answerer.answer(["what is in the picture?"], features=np.asarray(features))}
   out = {}

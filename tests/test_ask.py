@@ -227,7 +227,7 @@ def test_a_drawn_picture_is_answered_on_the_embedded_run_with_no_download(embedd
   """The embedded stores record their extractor (colour_cells, no weights file): a PNG drawn
   here is answered from features made as the store's were; unknown words and choices the
   answer table lacks are said, and an unreadable file in a folder is reported and skipped."""
-  from PIL import ImageDraw  # pylint: disable=g-import-not-at-top
+  from PIL import ImageDraw
   picture = Image.new("RGB", (320, 240), (102, 204, 102))
   ImageDraw.Draw(picture).ellipse((60, 50, 220, 190), fill=(153, 102, 51))
   folder = tmp_path / "drawn"

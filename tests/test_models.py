@@ -242,7 +242,7 @@ def test_image_norm_makes_the_model_invariant_to_image_scale():
 
 
 def test_multiple_choice_picks_the_best_choice_in_the_table_else_the_first():
-  from vqajax.vqa import task as vqa_task  # pylint: disable=g-import-not-at-top
+  from vqajax.vqa import task as vqa_task
   logits = jnp.array([[0.1, 0.9, 0.5, 0.2], [0.3, 0.2, 0.1, 0.0]])
   # question 0: choices are answers 2 and 0 and one outside the table (-1) -> answer 2 (0.5), choice 0;
   # question 1: no choice is in the table -> the first choice (file order)
@@ -253,7 +253,7 @@ def test_multiple_choice_picks_the_best_choice_in_the_table_else_the_first():
 
 
 def test_soft_target_losses_by_hand():
-  from vqajax.vqa import task as vqa_task  # pylint: disable=g-import-not-at-top
+  from vqajax.vqa import task as vqa_task
   logits = jnp.array([[0.0, np.log(2.0)], [1.0, -1.0]])
   # question 0: three annotators said answer 0, 1, 1 (one slot padded); question 1: only an
   # answer outside the table (-2), so it has no soft target and no weight

@@ -73,7 +73,7 @@ def _flip_unnoticed_by_orbax(checkpoints, step, config):
         ckpt.restore(step, target)
       except checkpoint.DamagedCheckpointError:
         return
-      except Exception:  # pylint: disable=broad-except  # orbax noticed: not the case under test
+      except Exception:  # orbax noticed: not the case under test
         pass
       _flip(largest, at)  # undo
   finally:
@@ -228,7 +228,7 @@ def test_empty_very_long_and_non_ascii_questions_train_and_evaluate(tiny_data, t
   config = _config(data, num_train_steps=2, log_every_steps=2, eval_every_steps=2)
   metrics = train.train_and_evaluate(cli.task_of(config), config, str(tmp_path / "run"))["val"]
   assert 0 <= metrics["accuracy"] <= 100
-  from vqajax.vqa import dataset as vqa_dataset  # pylint: disable=g-import-not-at-top
+  from vqajax.vqa import dataset as vqa_dataset
   lengths = vqa_dataset.load(config.data).val["length"][:3]
   # empty -> 0 words (encodes to zeros); 100 words -> cut at 26; unicode words are words:
   # de, qué, color, es, el, coche + the unspaced Chinese run as one word = 7

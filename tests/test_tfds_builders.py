@@ -210,7 +210,7 @@ def test_even_splits_give_each_host_its_share_in_order(vqa_v2):
 
 
 def test_tfds_never_looks_at_gcs(tiny_data, tmp_path, monkeypatch):
-  assert tfds.core.utils.gcs_utils._is_gcs_disabled  # pylint: disable=protected-access
+  assert tfds.core.utils.gcs_utils._is_gcs_disabled
 
   def no_network(*args):
     raise AssertionError(f"TFDS looked at GCS: {args}")

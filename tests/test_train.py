@@ -132,9 +132,9 @@ def test_each_log_step_records_its_throughput_and_learning_rate(tiny_lstm_run):
 
 
 def test_the_learning_rate_schedules_by_hand():
-  from ml_collections import ConfigDict  # pylint: disable=g-import-not-at-top
+  from ml_collections import ConfigDict
 
-  from vqajax.core.experiment import learning_rate  # pylint: disable=g-import-not-at-top
+  from vqajax.core.experiment import learning_rate
   adamw = learning_rate(ConfigDict({"name": "adamw", "learning_rate": 1e-4, "warmup": 0.1}), 100)
   # ViLT's: linear warmup over 10 updates, then linear decay to 0 at update 100
   assert [float(adamw(n)) for n in (0, 5, 10, 55, 100)] == pytest.approx([0, 5e-5, 1e-4, 5e-5, 0], rel=1e-6, abs=1e-12)

@@ -219,7 +219,7 @@ def test_a_bundle_answers_as_its_workdir_anywhere(run, capsys, tmp_path):
   assert _main(["submit", test_dev, "--workdir", run["workdir"], "--out", str(tmp_path / "s2")], capsys)[0] == 0
   assert _files(tmp_path / "s1") == _files(tmp_path / "s2")
   # the Python API, from a bucket path
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   for name in names:
     tf.io.gfile.copy(os.path.join(moved, name), f"ram://bundle/{name}")
   questions = ["what color is the car?", "is there a dog?"]

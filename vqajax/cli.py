@@ -38,13 +38,13 @@ _BASELINES = ("random", "prior", "q_type_prior", "nearest_neighbour")
 
 def tasks() -> dict:
   """`config.task` -> its task module (the registry sits above the core)."""
-  from vqajax.answertherapy import grounding_class, grounding_mask  # pylint: disable=g-import-not-at-top
-  from vqajax.vqa import task as vqa_task  # pylint: disable=g-import-not-at-top
+  from vqajax.answertherapy import grounding_class, grounding_mask
+  from vqajax.vqa import task as vqa_task
   return {"vqa": vqa_task, "grounding_class": grounding_class, "grounding_mask": grounding_mask}
 
 
 def task_of(config):
-  from vqajax.core.errors import InputError  # pylint: disable=g-import-not-at-top
+  from vqajax.core.errors import InputError
   known = tasks()
   if config.task not in known:
     raise InputError(f"config.task '{config.task}' is not one of {sorted(known)}")
@@ -104,8 +104,8 @@ def _split_overrides(parser: argparse.ArgumentParser, argv: Sequence[str]):
 
 
 def _initialise(args) -> None:
-  import jax  # pylint: disable=g-import-not-at-top
-  from absl import logging  # pylint: disable=g-import-not-at-top
+  import jax
+  from absl import logging
   runtime.use_compilation_cache(getattr(args, "compilation_cache_dir", ""))
   if getattr(args, "coordinator_address", None) or getattr(args, "distributed", False):
     # CPU processes (tests, CPU clusters) exchange collectives over gloo; no effect elsewhere.
@@ -138,9 +138,9 @@ def _add_verbosity_flag(parser: argparse.ArgumentParser, default: str) -> None:
 
 
 def _setup_logging(verbosity: str) -> None:
-  from absl import flags, logging  # pylint: disable=g-import-not-at-top
+  from absl import flags, logging
 
-  from vqajax.core import runtime  # pylint: disable=g-import-not-at-top
+  from vqajax.core import runtime
   if not flags.FLAGS.is_parsed():
     flags.FLAGS.mark_as_parsed()
   logging.set_verbosity(verbosity)
@@ -150,9 +150,9 @@ def _setup_logging(verbosity: str) -> None:
 
 
 def _resolved_config(verb: str, args, overrides):
-  from vqajax.core import config as config_lib  # pylint: disable=g-import-not-at-top
-  from vqajax.core import fs, run_record  # pylint: disable=g-import-not-at-top
-  from vqajax.core.errors import InputError  # pylint: disable=g-import-not-at-top
+  from vqajax.core import config as config_lib
+  from vqajax.core import fs, run_record
+  from vqajax.core.errors import InputError
   if verb == "eval" and not fs.isdir(args.workdir):
     raise InputError(f"--workdir {args.workdir}: no such run")
   if args.config is not None:
@@ -166,7 +166,7 @@ def _resolved_config(verb: str, args, overrides):
 
 def check_config(config):
   """`config` if each field holds what its task's configs declare (before anything is written)."""
-  from vqajax.core import evals  # pylint: disable=g-import-not-at-top
+  from vqajax.core import evals
   evals.check_config(config, task_of(config))
   return config
 
@@ -174,11 +174,11 @@ def check_config(config):
 def prepare_data(config) -> None:
   """The embedded dataset the config asks for, written first if absent (a visible step)."""
 
-  from vqajax.core import fs  # pylint: disable=g-import-not-at-top
-  from vqajax.synthetic import embedded  # pylint: disable=g-import-not-at-top
+  from vqajax.core import fs
+  from vqajax.synthetic import embedded
   embedded.prepare(config)
   _resolve_features(config.data)
-  from vqajax.core.config import file_names  # pylint: disable=g-import-not-at-top
+  from vqajax.core.config import file_names
   settings = [*config.data.values(), *(v for e in (config.get("evals") or {}).values() for v in e.get("data", {}).values())]
   given = [name for value in settings if isinstance(value, (str, tuple, list)) for name in file_names(value) if fs.isabs(name)]
   files.protect(config.data.dir, *given)  # no output goes into the data or over its files
@@ -188,8 +188,8 @@ def _resolve_features(data) -> None:
   """A relative `data.features` names a store in `data.dir` (as the configs' defaults do), else
   one in the current folder (where `vqajax features --out features/x.h5` wrote it), then made
   absolute, so the run records where it is; neither is an error saying where it looked."""
-  from vqajax.core import fs  # pylint: disable=g-import-not-at-top
-  from vqajax.core.errors import InputError  # pylint: disable=g-import-not-at-top
+  from vqajax.core import fs
+  from vqajax.core.errors import InputError
   name = data.get("features") or ""
   if not name or fs.isabs(name) or fs.exists(os.path.join(data.dir, name)):
     return
@@ -201,28 +201,28 @@ def _resolve_features(data) -> None:
 
 
 def _check_workdir(workdir: str) -> None:
-  from vqajax.core import run_record  # pylint: disable=g-import-not-at-top
+  from vqajax.core import run_record
   files.check_output(workdir, folder=True)
   run_record.check_workdir(workdir)
 
 
 def train_config(config, workdir: str, allow_changed_run: bool = False) -> dict:
   """`vqajax train` on a resolved config: its data, then training; returns the last metrics."""
-  from vqajax.core import train  # pylint: disable=g-import-not-at-top
+  from vqajax.core import train
   prepare_data(config)
   _check_workdir(workdir)
   return train.train_and_evaluate(task_of(config), config, workdir, allow_changed_run=allow_changed_run)
 
 
 def baselines_config(config, workdir: str, names: Sequence[str], word_vectors: str | None = None):
-  from vqajax.vqa import baselines  # pylint: disable=g-import-not-at-top
+  from vqajax.vqa import baselines
   prepare_data(config)
   _check_workdir(workdir)
   return baselines.run_and_write(config, workdir, names, word_vectors)
 
 
 def _print_config(config) -> None:
-  from vqajax.core import config as config_lib  # pylint: disable=g-import-not-at-top
+  from vqajax.core import config as config_lib
   prepare_data(config)
   task = task_of(config)
   print("\n".join(config_lib.to_text(config)))
@@ -235,7 +235,7 @@ def _run_verb(verb: str, argv: Sequence[str]) -> int:
   _setup_logging(args.verbosity)
 
   def run() -> int | None:
-    import jax  # pylint: disable=g-import-not-at-top
+    import jax
     config = _resolved_config(verb, args, overrides)
     if args.print_config:
       _print_config(config)
@@ -246,7 +246,7 @@ def _run_verb(verb: str, argv: Sequence[str]) -> int:
       if args.launcher != "local":
         return _launch(verb, args, argv)
     if verb == "baselines":
-      from vqajax.vqa import reports  # pylint: disable=g-import-not-at-top
+      from vqajax.vqa import reports
       names = [n for n in args.baselines.split(",") if n]
       print(reports.accuracy_table(baselines_config(config, args.workdir, names, args.word_vectors)))
       return
@@ -257,7 +257,7 @@ def _run_verb(verb: str, argv: Sequence[str]) -> int:
         for name, metrics in by_eval.items():
           print(task_of(config).table(config.name if len(by_eval) == 1 else f"{config.name} {name}", metrics))
       return
-    from vqajax.core import evals, evaluate  # pylint: disable=g-import-not-at-top
+    from vqajax.core import evals, evaluate
     prepare_data(config)
     _check_workdir(args.workdir)
     task = task_of(config)
@@ -333,7 +333,7 @@ def _submit(argv: Sequence[str]) -> int:
   _setup_logging(args.verbosity)
 
   def run() -> None:
-    from vqajax.core import submission, trained  # pylint: disable=g-import-not-at-top
+    from vqajax.core import submission, trained
     prepare_data(trained.read_config(args.workdir, tasks()))
     _initialise(args)
     step, paths = submission.write(args.workdir, tasks(), args.questions, args.out, args.step, args.best)
@@ -351,7 +351,7 @@ def _export(argv: Sequence[str]) -> int:
   _setup_logging(args.verbosity)
 
   def run() -> None:
-    from vqajax import export  # pylint: disable=g-import-not-at-top
+    from vqajax import export
     paths = export.export(args.workdir, tasks(), args.out, args.step, args.best, args.with_weights)
     size = sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
     print(f"bundle of {args.workdir} in {args.out} ({len(paths)} files, {size / 2**20:.1f} MiB):")
@@ -363,19 +363,19 @@ def _export(argv: Sequence[str]) -> int:
 def _delegate(verb: str) -> Callable[[Sequence[str], str], int]:
   """The `main(argv, prog)` of a verb with its own parser."""
   if verb == "sweep":
-    from vqajax import sweep_cli as main_module  # pylint: disable=g-import-not-at-top
+    from vqajax import sweep_cli as main_module
   elif verb == "ask":
-    from vqajax import ask_cli as main_module  # pylint: disable=g-import-not-at-top
+    from vqajax import ask_cli as main_module
   elif verb == "score":
-    from vqajax.vqa.accuracy import score_cli as main_module  # pylint: disable=g-import-not-at-top
+    from vqajax.vqa.accuracy import score_cli as main_module
   elif verb == "report":
-    from vqajax.vqa import report_cli as main_module  # pylint: disable=g-import-not-at-top
+    from vqajax.vqa import report_cli as main_module
   elif verb == "data":
-    from vqajax.synthetic import cli as main_module  # pylint: disable=g-import-not-at-top
+    from vqajax.synthetic import cli as main_module
   elif verb == "therapy":
-    from vqajax.answertherapy import cli as main_module  # pylint: disable=g-import-not-at-top
+    from vqajax.answertherapy import cli as main_module
   elif verb == "demo":
-    from vqajax import demo as main_module  # pylint: disable=g-import-not-at-top
+    from vqajax import demo as main_module
   else:
     return _pipeline(verb)
   return main_module.main
@@ -384,13 +384,13 @@ def _delegate(verb: str) -> Callable[[Sequence[str], str], int]:
 def _pipeline(verb: str) -> Callable[[Sequence[str], str], int]:
   """The `main(argv, prog)` of an offline pipeline (`data_pipeline/`, imported only here)."""
   if verb == "features":
-    from data_pipeline.features import cli as main_module  # pylint: disable=g-import-not-at-top
+    from data_pipeline.features import cli as main_module
   elif verb == "tfds":
-    from data_pipeline.tfds import cli as main_module  # pylint: disable=g-import-not-at-top
+    from data_pipeline.tfds import cli as main_module
   elif verb == "convert":
-    from data_pipeline.convert import cli as main_module  # pylint: disable=g-import-not-at-top
+    from data_pipeline.convert import cli as main_module
   else:  # therapy construct
-    from data_pipeline.answertherapy import cli as main_module  # pylint: disable=g-import-not-at-top
+    from data_pipeline.answertherapy import cli as main_module
   return main_module.main
 
 

@@ -43,7 +43,7 @@ def _run(argument: str) -> tuple[str, str, object]:
 def evaluate_missing(arguments: Sequence[str]) -> Iterator[str]:
   """Evaluates the newest checkpoint of each run whose newest results lack its Table 4
   metrics (module docstring), yielding the run's workdir before it does."""
-  from vqajax.core import evaluate  # pylint: disable=g-import-not-at-top  (jax only when needed)
+  from vqajax.core import evaluate  # jax only when needed
   for argument in arguments:
     _, path, config = _run(argument)
     task, prefix, _ = TASKS[config.task]

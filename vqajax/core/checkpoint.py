@@ -139,7 +139,7 @@ def orbax_path(directory: str) -> str:
 @functools.cache
 def _whole_arrays_per_replica() -> None:
   """Orbax saves without replica slices: CPU devices share one memory, and slicing costs a
-  compiled program per array shape and device count (64 for a tiny run on 8 devices)."""
+  compiled program per array shape and device count."""
   ocp.type_handlers.register_type_handler(jax.Array, ocp.type_handlers.ArrayHandler(use_replica_parallel=False),
                                           override=True)
 
@@ -240,7 +240,7 @@ class Checkpointer:
     for step in sorted(self.steps(), reverse=True):
       try:
         state, meta = self.restore(step, target)
-      except Exception as e:  # pylint: disable=broad-except  # orbax / tensorstore: many kinds
+      except Exception as e:  # orbax / tensorstore: many kinds
         failures.append((step, e))
         continue
       for bad, error in failures:
@@ -308,7 +308,7 @@ def read_params(directory: str, step: int, newest: bool = False) -> tuple[Any, d
   for attempt in range(_READ_TRIES):
     try:
       return (*_read_params(directory, step), step)
-    except Exception as e:  # pylint: disable=broad-except  # orbax / tensorstore: many kinds
+    except Exception as e:  # orbax / tensorstore: many kinds
       if not newest or attempt == _READ_TRIES - 1:
         if isinstance(e, DamagedCheckpointError):
           raise

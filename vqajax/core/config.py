@@ -45,7 +45,7 @@ def run_user_code(fn: Callable[[], Any], where: str) -> Any:
     return fn()
   except ValueError as e:
     raise InputError(f"{where}: {e}") from None
-  except (Exception, SystemExit) as e:  # pylint: disable=broad-except  # the user's code, not ours
+  except (Exception, SystemExit) as e:  # the user's code, not ours
     raise InputError(f"{where} ({type(e).__name__}: {e})") from None
 
 

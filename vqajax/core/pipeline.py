@@ -99,7 +99,7 @@ def _host_slice(global_batch: int) -> slice:
 
 @functools.lru_cache(maxsize=4)
 def _epoch_order(num_examples: int, seed: int, epoch: int) -> np.ndarray:
-  """The visiting order of one epoch, made once (not per batch: 443k questions take ~10 ms)."""
+  """The visiting order of one epoch, made once (not per batch)."""
   order = np.random.default_rng([seed, epoch]).permutation(num_examples)
   order.flags.writeable = False
   return order

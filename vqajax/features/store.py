@@ -86,10 +86,10 @@ def _runs(rows: np.ndarray) -> list[tuple[int, int]]:
 
 
 class _H5Rows:
-  """Rows of an HDF5 dataset, a slice per run (h5py's fancy indexing is ~10x slower).
+  """Rows of an HDF5 dataset, a slice per run (h5py's fancy indexing is much slower).
 
   Contiguous datasets (what `write_store` writes) read fastest; a dataset chunked one row
-  per chunk reads ~3x slower and HDF5 keeps ~130 MB of chunk index once 8 GB were read.
+  per chunk reads slower and HDF5 keeps its chunk index in memory.
   """
 
   def __init__(self, dataset):

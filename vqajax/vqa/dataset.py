@@ -86,7 +86,7 @@ def read_split(config_data, split: str):
     raise InputError(f"config.data.source '{config_data.source}' is not one of {DATA_SOURCES}")
   mc_name = config_data.get(f"{split}_mc_questions") or ""
   if config_data.source == "tfds":
-    from vqajax.vqa import tfds_records  # pylint: disable=g-import-not-at-top
+    from vqajax.vqa import tfds_records
     tfds_dir = resolve(config_data, "tfds_dir")
     with_choices = bool(mc_name)
     if mc_name == MC_AUTO:
