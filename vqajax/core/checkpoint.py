@@ -303,8 +303,7 @@ def _read_params(directory: str, step: int) -> tuple[Any, dict]:
 def read_params(directory: str, step: int, newest: bool = False) -> tuple[Any, dict, int]:
   """(host parameters, meta, step) of checkpoint `step`, read without changing anything.
   With `newest` (the caller asked for the latest), a failed read waits a moment and tries the
-  newest complete step again: a running training replaces its newest step (the new one's
-  manifest is written after the old one is deleted)."""
+  newest complete step again: a running training deletes old steps as it saves new ones."""
   for attempt in range(_READ_TRIES):
     try:
       return (*_read_params(directory, step), step)
