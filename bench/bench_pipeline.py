@@ -6,18 +6,18 @@ beside the model's consumption rate, and peak RSS while training from a feature 
                                    [--dir /tmp] [--train-steps 8] [--grid-steps 2] [--buckets 0]
 
 1. Device-resident global features (`core.device_features`): a random float16 fc7 table of
-   --rows images on the devices; the host's `pipeline.train_dataset` sends token ids, labels
+   --rows images on the devices; the host's `pipeline.train_batches` sends token ids, labels
    and row ids only (target >= 200k examples/s per host), beside deeper LSTM Q + norm I
    (the paper's config, the step of `vqajax.core.train` gathering the rows) consuming them.
 2. Streamed grids, 7x7x512 and 14x14x512 float16 `.npy` stores of --grid-rows images (random
    rows, one read per run of rows, float16 to the step): the host's examples/s (target
    >= 20k), beside the AnswerTherapy grounding classifier (attention over the cells)
    consuming them at its batch of 64.
-   Both with 1, 2 and all cores' worth of readers (`train_dataset(readers=)`, batches loaded
+   Both with 1, 2 and all cores' worth of readers (`train_batches(readers=)`, batches loaded
    at once). Beside the grids' rates, the ceiling this machine sets, measured on one core: one
    numpy copy of a batch's rows (memory bandwidth) and the store's read alone (`pread`s from
-   the page cache scattered straight into the batch, and the finite check); tf.data takes the
-   batch over without a copy. Every rate is checked to be positive and finite, and one batch of each mode
+   the page cache scattered straight into the batch, and the finite check); the batch reaches the
+   step without a copy. Every rate is checked to be positive and finite, and one batch of each mode
    against the arrays / store it came from.
 3. Peak RSS: a store of --store-gb GB of random 4096-d features (--dtype, --format) is
    written block by block under --dir (cut to what fits with 2 GB to spare, which is
@@ -92,8 +92,8 @@ def worker(store_path: str, train_steps: int, config_arg: str, batch: int, bucke
   tokens = arrays["tokens"]
 
   phases = {"imports and question arrays": rss("VmRSS")}
-  batches = pipeline.train_dataset(arrays, store, batch, seed=0, start_step=0, keys=vqa_task.TRAIN_KEYS,
-                                   lengths=vqa_task.LENGTHS).as_numpy_iterator()
+  batches = pipeline.train_batches(arrays, store, batch, seed=0, start_step=0, keys=vqa_task.TRAIN_KEYS,
+                                   lengths=vqa_task.LENGTHS)
   epoch = max(n // batch, 1)
   start = time.perf_counter()
   for _ in range(epoch):
@@ -137,13 +137,13 @@ def measured(rate: float) -> float:
 
 
 def host_rate(arrays, store, keys, batch: int, readers: int, check, min_batches: int) -> float:
-  """examples/s that `pipeline.train_dataset` hands over over an epoch and at least
+  """examples/s that `pipeline.train_batches` hands over over an epoch and at least
   `min_batches` batches (by default many more than tf.data prefetches), after its first batch;
   `check(rows, batch)` is called on that first batch."""
   from vqajax.core import pipeline
   from vqajax.vqa import task as vqa_task  # the token arrays are cut to buckets as every task's
-  batches = pipeline.train_dataset(arrays, store, batch, seed=0, start_step=0, keys=keys,
-                                   readers=readers, lengths=vqa_task.LENGTHS).as_numpy_iterator()
+  batches = pipeline.train_batches(arrays, store, batch, seed=0, start_step=0, keys=keys,
+                                   readers=readers, lengths=vqa_task.LENGTHS)
   check(pipeline.train_rows(len(arrays["label"]), batch, 0, 0), next(batches))
   count = max(len(arrays["label"]) // batch, min_batches)
   start = time.perf_counter()

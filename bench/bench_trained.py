@@ -9,8 +9,6 @@ answering reads), exports it as a bundle, then measures, each against its target
   ask of one question by store id from the bundle, whole process: wall s, peak RSS
       (target <= 5 s, <= 1.5 GiB), the first one compiling (cold) and then with its
       programs in the compilation cache (warm: the median), and the same from the workdir
-  today's path before runs kept their encoders (the workdir without encoders.json: the
-      vocabulary and answer table rebuilt from the train / val files), once: the ratio
   1,000 questions from a file, whole process (target <= 10 s)
   the demo's answer to a store image, and to an upload whose features it kept (both the
       `Answerer.answer` of one question in the server process; target <= 1 s each)
@@ -50,13 +48,13 @@ def child(argv: list[str]) -> tuple[float, float]:
 
 def make_run(data: str, workdir: str, config_arg: str) -> None:
   """A deeper LSTM Q + norm I run (`config_arg`) on `data` whose checkpoint is its initial state."""
-  import jax  # pylint: disable=g-import-not-at-top
+  import jax
 
-  from experiments.vqa import deeper_lstm_norm_i  # pylint: disable=g-import-not-at-top
-  from vqajax.core import checkpoint, run_record  # pylint: disable=g-import-not-at-top
-  from vqajax.core import config as config_lib  # pylint: disable=g-import-not-at-top
-  from vqajax.core.experiment import Experiment  # pylint: disable=g-import-not-at-top
-  from vqajax.vqa import task  # pylint: disable=g-import-not-at-top
+  from experiments.vqa import deeper_lstm_norm_i
+  from vqajax.core import checkpoint, run_record
+  from vqajax.core import config as config_lib
+  from vqajax.core.experiment import Experiment
+  from vqajax.vqa import task
   config = config_lib.override(deeper_lstm_norm_i.get_config(config_arg), {
       "data.dir": data, "data.synthetic": False, "data.val_mc_questions": ""})
   exp = Experiment.build(task, config, jax.devices()[:1])
@@ -69,11 +67,11 @@ def make_run(data: str, workdir: str, config_arg: str) -> None:
 
 def demo_answers(bundle: str, image_id: int, rounds: int) -> tuple[float, float]:
   """Median seconds of the demo's per-Ask work on a store image and on kept upload features."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
+  import numpy as np
 
-  import vqajax  # pylint: disable=g-import-not-at-top
+  import vqajax
   answerer = vqajax.load(bundle)
-  features = answerer._run.store.read(answerer._run.store.rows([image_id]))  # pylint: disable=protected-access
+  features = answerer._run.store.read(answerer._run.store.rows([image_id]))
   timed = {"store": lambda: answerer.answer(["what is in the picture?"], image_ids=[image_id]),
            "upload": lambda: answerer.answer(["what is in the picture?"], features=np.asarray(features))}
   out = {}
@@ -122,20 +120,10 @@ def main() -> None:
     for name, path in (("bundle", bundle), ("workdir", workdir)):
       runs = [child(["ask", f"--workdir={path}", *one]) for _ in range(args.rounds)]
       rows[name] = (statistics.median(w for w, _ in runs), max(r for _, r in runs))
-    old = os.path.join(tmp, "old")
-    shutil.copytree(workdir, old)
-    os.remove(os.path.join(old, "encoders.json"))  # today's path: the encoders rebuilt from the data
-    with open(os.path.join(old, "run.json")) as f:
-      record = json.load(f)
-    del record["encoders"]
-    with open(os.path.join(old, "run.json"), "w") as f:
-      json.dump(record, f)
-    rows["before"] = child(["ask", f"--workdir={old}", *one])
     for name, label in (("cold", "from the bundle, compiling"), ("bundle", "from the bundle"),
-                        ("workdir", "from the workdir"), ("before", "rebuilding from the data (before)")):
+                        ("workdir", "from the workdir")):
       wall, peak = rows[name]
-      print(f"ask one question {label:34} {wall:6.2f} s  {peak:5.2f} GiB peak RSS  "
-            f"{rows['before'][0] / wall:5.1f}x faster than before  (target <= 5 s, <= 1.5 GiB)")
+      print(f"ask one question {label:26} {wall:6.2f} s  {peak:5.2f} GiB peak RSS  (target <= 5 s, <= 1.5 GiB)")
     path = os.path.join(tmp, "questions.jsonl")
     with open(path, "w") as f:
       for q in questions[:1000]:

@@ -91,7 +91,7 @@ def split(rng: np.random.Generator, name: str, counts: dict, first_image: int, w
 
 def generate(out: str, scale: float = 1.0, seed: int = 0) -> dict[str, float]:
   """Writes the files into the new folder `out`; returns seconds per phase."""
-  from bench_pipeline import write_store  # pylint: disable=g-import-not-at-top
+  from bench_pipeline import write_store
   os.makedirs(os.path.join(out, "features"))
   rng, times = np.random.default_rng(seed), {}
   words, answers = _words(max(100, round(VOCAB * scale))), _answers(max(100, round(ANSWERS * scale)))

@@ -23,7 +23,7 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 # workers and their subprocesses share it.
 os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(16 * 2**30))
 
-import pytest  # pylint: disable=g-import-not-at-top
+import pytest
 
 # The modules whose setup or tests take minutes go first, so that pytest-xdist's workers
 # (one module each at a time, setup.cfg) do not end on them.
@@ -46,9 +46,9 @@ def pytest_collection_modifyitems(items):
 def _fresh_command_state():
   """Each test starts at absl's default verbosity (a `vqajax train` run in the same process
   raises it to INFO) and with no inputs protected (a command's own, `core/files.protect`)."""
-  from absl import logging  # pylint: disable=g-import-not-at-top
+  from absl import logging
 
-  from vqajax.core import files  # pylint: disable=g-import-not-at-top
+  from vqajax.core import files
   logging.set_verbosity(logging.WARNING)
   files.unprotect_all()
 
@@ -80,7 +80,7 @@ def _made_once(tmp_path_factory, name: str, make) -> str:
 @pytest.fixture(scope="session")
 def tiny_data(tmp_path_factory):
   """The embedded synthetic dataset at scale 'tiny', written once per pytest run."""
-  from vqajax.synthetic.vqa import write as synthetic  # pylint: disable=g-import-not-at-top
+  from vqajax.synthetic.vqa import write as synthetic
   return _made_once(tmp_path_factory, "synthetic_tiny", lambda out: synthetic.generate(out, seed=0, scale="tiny"))
 
 
@@ -90,10 +90,10 @@ def tiny_lstm_run(tiny_data, tmp_path_factory):
   trained once per pytest run: 4 steps, evaluated and checkpointed at steps 2 and 4
   (results/step_2, results/step_4). Returns (workdir, what the command printed). Only read
   it; a test that writes into a run (eval, damage) takes `tiny_lstm_run_copy`."""
-  import contextlib  # pylint: disable=g-import-not-at-top
-  import io  # pylint: disable=g-import-not-at-top
+  import contextlib
+  import io
 
-  from vqajax import cli  # pylint: disable=g-import-not-at-top
+  from vqajax import cli
 
   def train(folder):
     os.makedirs(folder)
@@ -120,7 +120,7 @@ def tiny_lstm_run_copy(tiny_lstm_run, tmp_path):
 @pytest.fixture(scope="session")
 def tiny_therapy(tmp_path_factory):
   """The synthetic VQA-AnswerTherapy dataset at scale 'tiny', written once per pytest run."""
-  from vqajax.synthetic.answertherapy import write as synthetic_therapy  # pylint: disable=g-import-not-at-top
+  from vqajax.synthetic.answertherapy import write as synthetic_therapy
   return _made_once(tmp_path_factory, "therapy_tiny", lambda out: synthetic_therapy.generate(out, seed=0, scale="tiny"))
 
 
@@ -129,7 +129,7 @@ def tiny_vizwiz(tiny_data, tmp_path_factory):
   """The tiny synthetic v2 train / val as VizWiz-VQA files (images named by their COCO
   id, so the tiny set's fc7 store serves them), and the test2015 questions as the test
   file (questions only, as VizWiz's test.json)."""
-  import json  # pylint: disable=g-import-not-at-top
+  import json
   out = tmp_path_factory.mktemp("vizwiz_tiny")
   files = {"train": ("v2_OpenEnded_mscoco_train2014_questions.json", "v2_mscoco_train2014_annotations.json"),
            "val": ("v2_OpenEnded_mscoco_val2014_questions.json", "v2_mscoco_val2014_annotations.json")}

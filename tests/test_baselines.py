@@ -185,7 +185,7 @@ def test_paper_ordering_on_the_small_set(small_runs):
 
 
 def test_run_and_write_gives_official_files_scored_like_the_reference(tiny_data, tmp_path):
-  from bench.reference import reference_accuracy  # pylint: disable=g-import-not-at-top
+  from bench.reference import reference_accuracy
   config = deeper_lstm_norm_i.get_config("runlocal")
   config.data.dir = tiny_data
   rows = baselines.run_and_write(config, str(tmp_path), ["prior", "q_type_prior"])

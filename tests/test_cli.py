@@ -112,7 +112,7 @@ def test_unknown_image_id(data_copy, tmp_path):
 def test_more_than_ten_answers_is_one_error_line(data_copy, tmp_path, capsys):
   """The official accuracy counts one answer per annotator (10): an eleventh is refused,
   naming the question, before anything is written (in process: the data is read first)."""
-  from vqajax import cli  # pylint: disable=g-import-not-at-top
+  from vqajax import cli
   path = os.path.join(data_copy, "v2_mscoco_train2014_annotations.json")
   with open(path) as f:
     data = json.load(f)

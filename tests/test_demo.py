@@ -243,11 +243,11 @@ def page(tiny_lstm_run, tiny_therapy, tmp_path_factory):
   two of them), else beside the runs."""
   if not (CHROMIUM and CHROMEDRIVER):
     pytest.skip("chromium / chromedriver not found (apt-get install -y chromium chromium-driver)")
-  from selenium import webdriver  # pylint: disable=g-import-not-at-top
-  from selenium.webdriver.chrome.service import Service  # pylint: disable=g-import-not-at-top
+  from selenium import webdriver
+  from selenium.webdriver.chrome.service import Service
 
-  from vqajax.answertherapy.ask import Grounder  # pylint: disable=g-import-not-at-top
-  from vqajax.vqa.ask import Answerer  # pylint: disable=g-import-not-at-top
+  from vqajax.answertherapy.ask import Grounder
+  from vqajax.vqa.ask import Answerer
   root = tmp_path_factory.mktemp("demo")
   workdir, mask_workdir = str(root / "run"), str(root / "mask")
   shutil.copytree(tiny_lstm_run[0], workdir)
@@ -287,8 +287,8 @@ def page(tiny_lstm_run, tiny_therapy, tmp_path_factory):
 
 
 def _open(driver, url):
-  from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
-  from selenium.webdriver.support.ui import WebDriverWait  # pylint: disable=g-import-not-at-top
+  from selenium.webdriver.common.by import By
+  from selenium.webdriver.support.ui import WebDriverWait
   driver.get(url)
   # Gradio renders the components one after another: wait for every one the tests use
   controls = ("#image input", "#question textarea", "#choices textarea", "#ask")
@@ -296,20 +296,20 @@ def _open(driver, url):
 
 
 def _wait(driver, condition, seconds=60):
-  from selenium.webdriver.support.ui import WebDriverWait  # pylint: disable=g-import-not-at-top
+  from selenium.webdriver.support.ui import WebDriverWait
   return WebDriverWait(driver, seconds).until(condition)
 
 
 def _text(driver, selector):
-  from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
+  from selenium.webdriver.common.by import By
   found = driver.find_elements(By.CSS_SELECTOR, selector)
   return found[0].text if found and found[0].is_displayed() else ""
 
 
 def _shown_pixels(driver, selector):
   """[H, W, 3] the pixels of the picture an <img> in `selector` holds (its file, not as scaled)."""
-  import base64  # pylint: disable=g-import-not-at-top
-  import io  # pylint: disable=g-import-not-at-top
+  import base64
+  import io
   url = driver.execute_script(
       "const img = document.querySelector(arguments[0] + ' img');"
       "if (!img || !img.complete || !img.naturalWidth) return null;"
@@ -320,7 +320,7 @@ def _shown_pixels(driver, selector):
 
 def _shows(driver, selector, expected):
   """Waits until the <img> in `selector` holds `expected`'s pixels, and asserts it."""
-  from selenium.common.exceptions import TimeoutException  # pylint: disable=g-import-not-at-top
+  from selenium.common.exceptions import TimeoutException
   try:
     _wait(driver, lambda d: (lambda p: p is not None and np.array_equal(p, expected))(_shown_pixels(d, selector)))
   except TimeoutException:
@@ -330,7 +330,7 @@ def _shows(driver, selector, expected):
 def _ask(driver, question, message="", choices=""):
   """Types the question (and choices), presses Ask and waits for the answers (message "")
   or that message."""
-  from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
+  from selenium.webdriver.common.by import By
   for selector, text in (("#question textarea", question), ("#choices textarea", choices)):
     box = driver.find_element(By.CSS_SELECTOR, selector)
     box.clear()
@@ -347,7 +347,7 @@ def _ask(driver, question, message="", choices=""):
 
 def _pick(driver, key, label):
   """Searches the picker for `key` and picks the option `label`."""
-  from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
+  from selenium.webdriver.common.by import By
   box = driver.find_element(By.CSS_SELECTOR, "#image input")
   box.click()
   box.send_keys(key)
@@ -357,7 +357,7 @@ def _pick(driver, key, label):
 
 @pytest.mark.slow
 def test_the_page_shows_a_store_picture_answers_it_and_says_which(page):
-  from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
+  from selenium.webdriver.common.by import By
   browser, answerer = page["browser"], page["answerer"]
   _open(browser, page["url"])
   _ask(browser, "   ", "type a question")
@@ -393,7 +393,7 @@ def test_the_page_shows_a_store_picture_answers_it_and_says_which(page):
 
 @pytest.mark.slow
 def test_an_upload_is_answered_and_its_masks_lie_over_it(page, tmp_path):
-  from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
+  from selenium.webdriver.common.by import By
   browser, answerer, grounder = page["browser"], page["answerer"], page["grounder"]
   key = next(k for k in grounder.image_ids if k < 10 ** 9)  # a COCO-like picture of the therapy set
   upload = tmp_path / "my_photo.png"  # a picture of the user's: lossless, another name
@@ -424,10 +424,10 @@ def test_an_upload_is_answered_and_its_masks_lie_over_it(page, tmp_path):
 
 @pytest.mark.slow
 def test_bad_uploads_are_messages_on_the_page_and_uploads_are_limited(page, tmp_path):
-  import urllib.error  # pylint: disable=g-import-not-at-top
-  import urllib.request  # pylint: disable=g-import-not-at-top
+  import urllib.error
+  import urllib.request
 
-  from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
+  from selenium.webdriver.common.by import By
   browser = page["browser"]
   (tmp_path / "notes.png").write_text("not pixels")  # the page takes image files only: a text named as one
   Image.new("1", (30000, 30000)).save(tmp_path / "bomb.png")  # under 1 MB, 900 million pixels

@@ -87,7 +87,7 @@ def test_one_device_steps_give_the_host_losses(tiny_data):
     arrays, store, keys = device_features.host_inputs(exp.data, exp.features, "train", exp.task.TRAIN_KEYS)
     assert ("image_row" in keys) == (exp is device)
     step = train.make_train_step(exp.model, exp.tx, exp.mesh, exp.task.make_loss(exp.config), exp.features)
-    batches, state, out = pipeline.train_dataset(arrays, store, 32, 0, 0, keys).as_numpy_iterator(), \
+    batches, state, out = pipeline.train_batches(arrays, store, 32, 0, 0, keys), \
         exp.initial_state(), []
     for _ in range(3):
       state, metrics = step(state, sharding.to_global(next(batches), exp.mesh))

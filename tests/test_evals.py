@@ -9,7 +9,6 @@ import os
 import re
 
 import jax
-import ml_collections
 import numpy as np
 import pytest
 
@@ -100,25 +99,6 @@ def test_the_kept_and_chosen_best_follow_the_rule_min_or_max(tmp_path):
     _save(directory, ("val/loss", mode), [(s, {"val/loss": v, "val/other": -v}) for s, v in values])
     assert checkpoint.complete_steps(directory) == sorted({best, 4})  # the last one and the best
     assert trained.chosen_step(directory, "run", None, ("val/loss", mode)) == best
-
-
-def test_checkpoints_from_before_config_evals_still_rank_and_read(tmp_path):
-  """Runs before `config.evals` saved the val metric without the evaluation's name."""
-  directory = str(tmp_path / "checkpoints")
-  _save(directory, ("accuracy", "max"), [(1, {"accuracy": 5.0}), (2, {"accuracy": 9.0}), (3, {"accuracy": 3.0})])
-  assert checkpoint.step_metric(directory, 2, "val/accuracy") == 9.0
-  assert trained.chosen_step(directory, "run", None, ("val/accuracy", "max")) == 2
-  _save(directory, ("val/accuracy", "max"), [(4, {"val/accuracy": 7.0})])  # resumed by this vqajax
-  assert checkpoint.complete_steps(directory) == [2, 4]  # 9 at step 2 is still the best
-  old = config_lib.override(deeper_lstm_norm_i.get_config("runlocal"), {})
-  recorded = old.to_dict()
-  for field in ("evals", "best_metric", "best_mode"):
-    del recorded[field]
-  recorded = ml_collections.ConfigDict(recorded)
-  spec, = evals.specs(recorded)
-  assert (spec.name, spec.every_steps, spec.results, spec.data) == ("val", old.eval_every_steps, "last", {})
-  assert spec.results_dir("w", 4) == os.path.join("w", "results", "step_4")
-  assert evals.best(recorded, vqa_task) == ("val/accuracy", "max")
 
 
 def _refused(tmp_path, capsys, body: str, *flags) -> str:

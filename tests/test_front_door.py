@@ -278,7 +278,7 @@ def test_a_budget_in_epochs_becomes_steps(tiny_data, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_a_full_disk_while_saving_is_one_line_and_not_finished(tiny_data, tmp_path, capsys, monkeypatch):
-  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+  import orbax.checkpoint as ocp
 
   def full(*args, **kwargs):
     raise ValueError("RESOURCE_EXHAUSTED: Failed to write 6402048 bytes to file 19: No space left on device")
@@ -344,7 +344,7 @@ def test_eval_all_skips_a_damaged_checkpoint_and_names_it(tiny_lstm_run_copy):
 
 
 def test_ctrl_c_is_one_line_and_exit_130(tiny_data, tmp_path, capsys, monkeypatch):
-  from vqajax.core import train  # pylint: disable=g-import-not-at-top
+  from vqajax.core import train
 
   def interrupted(*args, **kwargs):
     raise KeyboardInterrupt
@@ -355,8 +355,8 @@ def test_ctrl_c_is_one_line_and_exit_130(tiny_data, tmp_path, capsys, monkeypatc
 
 @pytest.mark.slow
 def test_a_damaged_store_chunk_mid_run_is_one_line(tiny_data, tmp_path, capsys):
-  import h5py  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
+  import h5py
+  import numpy as np
   with h5py.File(os.path.join(tiny_data, "features", "fc7.h5"), "r") as f:
     features, ids = f["features"][...], f["image_ids"][...]
   store = str(tmp_path / "chunked.h5")

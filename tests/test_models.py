@@ -100,6 +100,16 @@ def test_both_lstm_impls_encode_alike_with_the_same_gradients():
   jax.tree.map(functools.partial(np.testing.assert_allclose, rtol=1e-5, atol=1e-6), grads["scan"], grads["chunked"])
 
 
+@pytest.mark.parametrize("backend, expected", [("cpu", "chunked"), ("gpu", "scan"), ("tpu", "scan")])
+def test_the_default_lstm_impl_is_the_backends(backend, expected, monkeypatch):
+  monkeypatch.setattr(jax, "default_backend", lambda: backend)
+  for make in (deeper_lstm_norm_i.get_config, grounding_class.get_config):
+    model = make("runlocal").model
+    assert model.lstm_impl == "auto"
+    assert question.build("lstm", model, 10).impl == expected
+    assert question.build("lstm", config_lib.override(model, {"lstm_impl": "chunked"}), 10).impl == "chunked"
+
+
 def test_unknown_encoders_and_models_are_clear_errors():
   for make, fields in ((deeper_lstm_norm_i.get_config, vqa_configs.FIELDS),
                        (grounding_class.get_config, therapy_configs.FIELDS)):
@@ -232,7 +242,7 @@ def test_image_norm_makes_the_model_invariant_to_image_scale():
 
 
 def test_multiple_choice_picks_the_best_choice_in_the_table_else_the_first():
-  from vqajax.vqa import task as vqa_task  # pylint: disable=g-import-not-at-top
+  from vqajax.vqa import task as vqa_task
   logits = jnp.array([[0.1, 0.9, 0.5, 0.2], [0.3, 0.2, 0.1, 0.0]])
   # question 0: choices are answers 2 and 0 and one outside the table (-1) -> answer 2 (0.5), choice 0;
   # question 1: no choice is in the table -> the first choice (file order)
@@ -243,7 +253,7 @@ def test_multiple_choice_picks_the_best_choice_in_the_table_else_the_first():
 
 
 def test_soft_target_losses_by_hand():
-  from vqajax.vqa import task as vqa_task  # pylint: disable=g-import-not-at-top
+  from vqajax.vqa import task as vqa_task
   logits = jnp.array([[0.0, np.log(2.0)], [1.0, -1.0]])
   # question 0: three annotators said answer 0, 1, 1 (one slot padded); question 1: only an
   # answer outside the table (-2), so it has no soft target and no weight

@@ -75,7 +75,7 @@ def _flip_unnoticed_by_orbax(checkpoints, step, config):
         ckpt.restore(step, target)
       except checkpoint.DamagedCheckpointError:
         return
-      except Exception:  # pylint: disable=broad-except  # orbax noticed: not the case under test
+      except Exception:  # orbax noticed: not the case under test
         pass
       _flip(largest, at)  # undo
   finally:
@@ -123,12 +123,35 @@ def test_a_checkpoint_is_verified_and_shape_checked_before_orbax_reads_it(tmp_pa
   _damage(str(step))
   with pytest.raises(checkpoint.DamagedCheckpointError, match=r"/7/state/.*: its sha256 is not the one saved"):
     ckpt.restore(7, state)
-  os.remove(step / checkpoint.MANIFEST)  # killed between orbax's rename and the manifest
+  os.remove(step / checkpoint.MANIFEST)  # as a bucket's step killed before its manifest
   with pytest.raises(checkpoint.DamagedCheckpointError, match=r"no vqajax.sha256.json"):
     ckpt.restore(7, state)
   ckpt.close()
   gc.collect()
   assert unraisable == []
+
+
+def test_a_step_appears_with_its_manifest_and_keeps_what_it_was_given(tmp_path, monkeypatch):
+  """The save runs in the background: the manifest is written while the step is still orbax's
+  temporary folder (a kill -9 at any moment leaves no listed step without one), and the arrays
+  the step was given may go (a donated train state) before the save is complete."""
+  sealed, write = [], checkpoint.write_manifest
+
+  def sealing(step_dir):
+    sealed.append((os.path.basename(step_dir), checkpoint.complete_steps(str(tmp_path / "checkpoints"))))
+    write(step_dir)
+
+  monkeypatch.setattr(checkpoint, "write_manifest", sealing)
+  expected = {"w": np.arange(6.0).reshape(2, 3), "step": np.int32(7)}
+  state = jax.tree.map(jax.numpy.asarray, expected)
+  ckpt = checkpoint.Checkpointer(str(tmp_path / "checkpoints"))
+  ckpt.save(7, state, {"input_step": 7})
+  jax.tree.map(lambda x: x.delete(), state)
+  ckpt.wait()
+  assert len(sealed) == 1 and sealed[0][0].startswith("7.orbax-checkpoint-tmp") and sealed[0][1] == []
+  restored, _ = ckpt.restore(7, jax.tree.map(jax.numpy.zeros_like, expected))
+  jax.tree.map(np.testing.assert_array_equal, restored, expected)
+  ckpt.close()
 
 
 @pytest.mark.slow
@@ -207,7 +230,7 @@ def test_empty_very_long_and_non_ascii_questions_train_and_evaluate(tiny_data, t
   config = _config(data, num_train_steps=2, log_every_steps=2, eval_every_steps=2)
   metrics = train.train_and_evaluate(cli.task_of(config), config, str(tmp_path / "run"))["val"]
   assert 0 <= metrics["accuracy"] <= 100
-  from vqajax.vqa import dataset as vqa_dataset  # pylint: disable=g-import-not-at-top
+  from vqajax.vqa import dataset as vqa_dataset
   lengths = vqa_dataset.load(config.data).val["length"][:3]
   # empty -> 0 words (encodes to zeros); 100 words -> cut at 26; unicode words are words:
   # de, qué, color, es, el, coche + the unspaced Chinese run as one word = 7

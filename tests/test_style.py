@@ -1,5 +1,6 @@
 """One code style for the whole tree: ruff's checks (pyproject.toml) and 2-space blocks."""
 
+import ast
 import io
 import os
 import shutil
@@ -53,3 +54,19 @@ def test_every_block_is_indented_by_two_spaces():
 def test_ruff_finds_nothing():
   done = subprocess.run(["ruff", "check", "--no-cache", *FOLDERS], cwd=ROOT, capture_output=True, text=True)
   assert done.returncode == 0, done.stdout[-3000:]
+
+
+def test_no_function_in_core_is_over_60_lines():
+  """vqajax/core stays readable a function at a time (decorators and docstrings counted)."""
+  long = {}
+  for parent, _, names in os.walk(os.path.join(ROOT, "vqajax", "core")):
+    for name in (n for n in names if n.endswith(".py")):
+      path = os.path.join(parent, name)
+      with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+      for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+          first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+          if node.end_lineno - first + 1 > 60:
+            long[f"{os.path.relpath(path, ROOT)}:{node.name}"] = node.end_lineno - first + 1
+  assert long == {}

@@ -110,7 +110,7 @@ def test_pixel_iou_at_the_largest_image_side_without_image_size_masks():
 
 @pytest.mark.parametrize("shape", [(1, 1), (5, 7), (13, 30), (75, 101)])
 def test_upsampled_rle_decodes_to_each_pixels_cell(shape):
-  from pycocotools import mask as coco_mask  # pylint: disable=g-import-not-at-top
+  from pycocotools import mask as coco_mask
   rng = np.random.default_rng(sum(shape))
   for p in (0.0, 0.5, 1.0):
     grid = rng.random((14, 14)) < p
@@ -163,7 +163,7 @@ def _rasterised(polygon, height, width):
 
 @pytest.mark.slow
 def test_mask_run_scores_table4_from_its_masks_and_the_pixel_level(mask_run, tiny_therapy):
-  from pycocotools import mask as coco_mask  # pylint: disable=g-import-not-at-top
+  from pycocotools import mask as coco_mask
   workdir, metrics = mask_run
   out = os.path.join(workdir, "results", f"step_{STEPS}")
   records = iter(_read(os.path.join(out, "results.json")))

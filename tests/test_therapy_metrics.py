@@ -135,9 +135,9 @@ def test_rle_export_decodes_to_the_predicted_mask():
 
 
 def test_task_registry_names_its_tasks_and_rejects_others():
-  from vqajax import cli  # pylint: disable=g-import-not-at-top
-  from vqajax.core.errors import InputError  # pylint: disable=g-import-not-at-top
-  from vqajax.core.task import Task  # pylint: disable=g-import-not-at-top
+  from vqajax import cli
+  from vqajax.core.errors import InputError
+  from vqajax.core.task import Task
   assert sorted(cli.tasks()) == ["grounding_class", "grounding_mask", "vqa"]
   assert all(isinstance(task, Task) for task in cli.tasks().values())  # the contract's members
   assert cli.task_of(types.SimpleNamespace(task="grounding_mask")) is grounding_mask

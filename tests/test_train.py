@@ -1,5 +1,6 @@
 """End-to-end training on the tiny synthetic set: sharding, checkpoints, resume, results."""
 
+import glob
 import json
 import os
 
@@ -64,6 +65,26 @@ def test_resume_continues_from_the_last_checkpoint_exactly(tiny_data, tmp_path):
 
 
 @pytest.mark.slow
+def test_checkpoints_at_their_cadence_and_a_profiled_window(tiny_data, tmp_path):
+  """Checkpoints at every evaluation (steps 6 and the final 7) and, with checkpoint_every_steps 2,
+  at 2 and 4 too, each complete with its manifest; the saves in the background change no loss;
+  profile_steps (2, 3) leaves a trace where TensorBoard's profile tab looks."""
+  steps = {"num_train_steps": 7, "log_every_steps": 1, "eval_every_steps": 6, "keep_checkpoints": 10}
+  default = _config(tiny_data, **steps)
+  cadence = _config(tiny_data, **steps, checkpoint_every_steps=2, profile_steps=(2, 3))
+  saved = {}
+  for name, config in (("default", default), ("cadence", cadence)):
+    train.train_and_evaluate(cli.task_of(config), config, str(tmp_path / name))
+    saved[name] = checkpoint.complete_steps(str(tmp_path / name / "checkpoints"))
+    for step in saved[name]:
+      checkpoint.verify(str(tmp_path / name / "checkpoints" / str(step)))
+  assert saved == {"default": [6, 7], "cadence": [2, 4, 6, 7]}
+  assert _losses(tmp_path / "cadence") == _losses(tmp_path / "default")
+  assert glob.glob(str(tmp_path / "cadence" / "plugins" / "profile" / "*" / "*.xplane.pb"))
+  assert not os.path.exists(tmp_path / "default" / "plugins")
+
+
+@pytest.mark.slow
 def test_results_files_are_official_and_scored_like_the_device(tiny_data, tmp_path):
   config = _config(tiny_data, num_train_steps=10, eval_every_steps=10, log_every_steps=5)
   workdir = str(tmp_path / "run")
@@ -111,9 +132,9 @@ def test_each_log_step_records_its_throughput_and_learning_rate(tiny_lstm_run):
 
 
 def test_the_learning_rate_schedules_by_hand():
-  from ml_collections import ConfigDict  # pylint: disable=g-import-not-at-top
+  from ml_collections import ConfigDict
 
-  from vqajax.core.experiment import learning_rate  # pylint: disable=g-import-not-at-top
+  from vqajax.core.experiment import learning_rate
   adamw = learning_rate(ConfigDict({"name": "adamw", "learning_rate": 1e-4, "warmup": 0.1}), 100)
   # ViLT's: linear warmup over 10 updates, then linear decay to 0 at update 100
   assert [float(adamw(n)) for n in (0, 5, 10, 55, 100)] == pytest.approx([0, 5e-5, 1e-4, 5e-5, 0], rel=1e-6, abs=1e-12)

@@ -6,6 +6,7 @@ import collections
 import hashlib
 import json
 import os
+import pathlib
 import re
 import shutil
 import signal
@@ -151,25 +152,32 @@ def test_other_encoders_are_refused_on_resume_and_eval(run, capsys):
       f.write(original)
 
 
-def test_a_workdir_from_before_encoders_were_recorded(run, capsys):
-  before = _asked(run["workdir"], run, capsys)
-  old = str(run["root"] / "old")
-  shutil.copytree(run["workdir"], old)
-  os.remove(os.path.join(old, "encoders.json"))
-  with open(os.path.join(old, "run.json")) as f:
+@pytest.mark.parametrize("verb", ["ask", "eval", "train"])
+def test_a_run_json_of_another_format_is_one_line(verb, run, capsys):
+  with open(os.path.join(run["workdir"], "run.json")) as f:
     record = json.load(f)
-  digest = record.pop("encoders")
-  with open(os.path.join(old, "run.json"), "w") as f:
-    json.dump(record, f)
-  status, out, err = _main(["ask", "--workdir", old, *run["ask"]], capsys)
-  assert status == 0 and out == before and "recorded before runs kept their encoders" in err
-  assert not os.path.exists(os.path.join(old, "encoders.json"))  # asking changes nothing
-  assert _main(["eval", "--workdir", old], capsys)[0] == 0  # eval records them once
-  with open(os.path.join(old, "encoders.json"), "rb") as f, open(os.path.join(run["workdir"], "encoders.json"),
-                                                                   "rb") as g:
-    assert f.read() == g.read()
-  with open(os.path.join(old, "run.json")) as f:
-    assert json.load(f)["encoders"] == digest
+  assert record["format"] == 1
+  for name, changed in (("none", {k: v for k, v in record.items() if k != "format"}), ("old", {**record, "format": 0})):
+    other = str(run["root"] / f"{verb}-{name}")
+    shutil.copytree(run["workdir"], other)
+    with open(os.path.join(other, "run.json"), "w") as f:
+      json.dump(changed, f)
+    before = _tree(other)
+    argv = {"ask": ["ask", "--workdir", other, *run["ask"]], "eval": ["eval", "--workdir", other],
+            "train": ["train", f"--config={ROOT}/experiments/vqa/bow_q_i.py:runlocal", "--workdir", other,
+                      f"--config.data.dir={run['data']}", "--config.data.synthetic=false"]}[verb]
+    status, _, err = _main(argv, capsys)
+    found = changed.get("format")
+    assert status == 2 and err.strip().splitlines()[-1] == (
+        f'vqajax {verb}: error: {other}/run.json: expected "format": 1, got {found!r} (a run recorded by another '
+        "version of vqajax: train it again, or use that version)"), err[-2000:]
+    assert _tree(other) == before
+
+
+def _tree(folder):
+  """{path: bytes} of every file under `folder`."""
+  return {os.path.join(top, name): pathlib.Path(top, name).read_bytes()
+          for top, _, names in os.walk(folder) for name in names}
 
 
 def test_a_bundle_answers_as_its_workdir_anywhere(run, capsys, tmp_path):
@@ -214,7 +222,7 @@ def test_a_bundle_answers_as_its_workdir_anywhere(run, capsys, tmp_path):
   assert _main(["submit", test_dev, "--workdir", run["workdir"], "--out", str(tmp_path / "s2")], capsys)[0] == 0
   assert _files(tmp_path / "s1") == _files(tmp_path / "s2")
   # the Python API, from a bucket path
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   for name in names:
     tf.io.gfile.copy(os.path.join(moved, name), f"ram://bundle/{name}")
   questions = ["what color is the car?", "is there a dog?"]

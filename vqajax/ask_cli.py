@@ -270,7 +270,7 @@ def _slug(answer: str) -> str:
 
 def ground_all(grounder, items: list[dict], out: str) -> list[dict]:
   """Grounds every item; writes its PNGs and masks.json into `out` (all or none)."""
-  from pycocotools import mask as coco_mask  # pylint: disable=g-import-not-at-top
+  from pycocotools import mask as coco_mask
   features = _features(grounder, items)
   outputs, records = {}, []
   for n, item in enumerate(items):
@@ -322,14 +322,14 @@ def run(args) -> None:
   data_dir = commands.prepare_run_data(config, args.workdir) if any("image" not in i for i in items) else None
   runtime.use_compilation_cache(args.compilation_cache_dir)
   if config.task == "vqa":
-    from vqajax.vqa.ask import Answerer  # pylint: disable=g-import-not-at-top
+    from vqajax.vqa.ask import Answerer
     answerer = Answerer.from_workdir(args.workdir, args.step, best=args.best, weights=args.weights, data_dir=data_dir)
     _print_answers(answerer, items, answer_all(answerer, items, args.top_k), args.json)
     return
   if not args.out:
     raise InputError("a grounding_mask run writes masks: give --out FOLDER")
   files.check_output(args.out, folder=True)
-  from vqajax.answertherapy.ask import Grounder  # pylint: disable=g-import-not-at-top
+  from vqajax.answertherapy.ask import Grounder
   grounder = Grounder.from_workdir(args.workdir, args.step, best=args.best, class_workdir=args.class_workdir,
                                   weights=args.weights, data_dir=data_dir)
   _print_groundings(ground_all(grounder, items, args.out), args.out, args.json)

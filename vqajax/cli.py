@@ -101,8 +101,8 @@ def _split_overrides(parser: argparse.ArgumentParser, argv: Sequence[str]):
 
 
 def _initialise(args) -> None:
-  import jax  # pylint: disable=g-import-not-at-top
-  from absl import logging  # pylint: disable=g-import-not-at-top
+  import jax
+  from absl import logging
   runtime.use_compilation_cache(getattr(args, "compilation_cache_dir", ""))
   if getattr(args, "coordinator_address", None) or getattr(args, "distributed", False):
     # CPU processes (tests, CPU clusters) exchange collectives over gloo; no effect elsewhere.
@@ -135,9 +135,9 @@ def _add_verbosity_flag(parser: argparse.ArgumentParser, default: str) -> None:
 
 
 def _setup_logging(verbosity: str) -> None:
-  from absl import flags, logging  # pylint: disable=g-import-not-at-top
+  from absl import flags, logging
 
-  from vqajax.core import runtime  # pylint: disable=g-import-not-at-top
+  from vqajax.core import runtime
   if not flags.FLAGS.is_parsed():
     flags.FLAGS.mark_as_parsed()
   logging.set_verbosity(verbosity)
@@ -147,9 +147,9 @@ def _setup_logging(verbosity: str) -> None:
 
 
 def _resolved_config(verb: str, args, overrides):
-  from vqajax.core import config as config_lib  # pylint: disable=g-import-not-at-top
-  from vqajax.core import fs, run_record  # pylint: disable=g-import-not-at-top
-  from vqajax.core.errors import InputError  # pylint: disable=g-import-not-at-top
+  from vqajax.core import config as config_lib
+  from vqajax.core import fs, run_record
+  from vqajax.core.errors import InputError
   if verb == "eval" and not fs.isdir(args.workdir):
     raise InputError(f"--workdir {args.workdir}: no such run")
   if args.config is not None:
@@ -162,7 +162,7 @@ def _resolved_config(verb: str, args, overrides):
 
 
 def _print_config(config) -> None:
-  from vqajax.core import config as config_lib  # pylint: disable=g-import-not-at-top
+  from vqajax.core import config as config_lib
   prepare_data(config)
   task = task_of(config)
   print("\n".join(config_lib.to_text(config)))
@@ -175,7 +175,7 @@ def _run_verb(verb: str, argv: Sequence[str]) -> int:
   _setup_logging(args.verbosity)
 
   def run() -> int | None:
-    import jax  # pylint: disable=g-import-not-at-top
+    import jax
     config = _resolved_config(verb, args, overrides)
     if args.print_config:
       _print_config(config)
@@ -186,12 +186,12 @@ def _run_verb(verb: str, argv: Sequence[str]) -> int:
       if args.launcher != "local":
         return _launch(verb, args, argv)
     if verb == "baselines":
-      from vqajax.vqa import reports  # pylint: disable=g-import-not-at-top
+      from vqajax.vqa import reports
       names = [n for n in args.baselines.split(",") if n]
       print(reports.accuracy_table(baselines_config(config, args.workdir, names, args.word_vectors)))
       return
     _initialise(args)
-    from vqajax.core import evals, evaluate  # pylint: disable=g-import-not-at-top
+    from vqajax.core import evals, evaluate
     task, specs = task_of(config), {spec.name: spec for spec in evals.specs(config)}
     table = lambda name, title, metrics: evals.TYPES[specs[name].type].table(task, title, metrics)
     if verb == "train":
@@ -267,7 +267,7 @@ def _submit(argv: Sequence[str]) -> int:
   _setup_logging(args.verbosity)
 
   def run() -> None:
-    from vqajax.core import submission, trained  # pylint: disable=g-import-not-at-top
+    from vqajax.core import submission, trained
     data_dir = prepare_run_data(trained.read_config(args.workdir, tasks(), args.data_dir), args.workdir)
     _initialise(args)
     step, paths = submission.write(args.workdir, tasks(), args.questions, args.out, args.step, args.best, data_dir)
@@ -285,7 +285,7 @@ def _export(argv: Sequence[str]) -> int:
   _setup_logging(args.verbosity)
 
   def run() -> None:
-    from vqajax import export  # pylint: disable=g-import-not-at-top
+    from vqajax import export
     paths = export.export(args.workdir, tasks(), args.out, args.step, args.best, args.with_weights)
     size = sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
     print(f"bundle of {args.workdir} in {args.out} ({len(paths)} files, {size / 2**20:.1f} MiB):")
@@ -297,19 +297,19 @@ def _export(argv: Sequence[str]) -> int:
 def _delegate(verb: str) -> Callable[[Sequence[str], str], int]:
   """The `main(argv, prog)` of a verb with its own parser."""
   if verb == "sweep":
-    from vqajax import sweep_cli as main_module  # pylint: disable=g-import-not-at-top
+    from vqajax import sweep_cli as main_module
   elif verb == "ask":
-    from vqajax import ask_cli as main_module  # pylint: disable=g-import-not-at-top
+    from vqajax import ask_cli as main_module
   elif verb == "score":
-    from vqajax.vqa.accuracy import score_cli as main_module  # pylint: disable=g-import-not-at-top
+    from vqajax.vqa.accuracy import score_cli as main_module
   elif verb == "report":
-    from vqajax.vqa import report_cli as main_module  # pylint: disable=g-import-not-at-top
+    from vqajax.vqa import report_cli as main_module
   elif verb == "data":
-    from vqajax.synthetic import cli as main_module  # pylint: disable=g-import-not-at-top
+    from vqajax.synthetic import cli as main_module
   elif verb == "therapy":
-    from vqajax.answertherapy import cli as main_module  # pylint: disable=g-import-not-at-top
+    from vqajax.answertherapy import cli as main_module
   elif verb == "demo":
-    from vqajax import demo as main_module  # pylint: disable=g-import-not-at-top
+    from vqajax import demo as main_module
   else:
     return _pipeline(verb)
   return main_module.main
@@ -318,16 +318,16 @@ def _delegate(verb: str) -> Callable[[Sequence[str], str], int]:
 def _pipeline(verb: str) -> Callable[[Sequence[str], str], int]:
   """The `main(argv, prog)` of an offline pipeline (`data_pipeline/`, imported only here, from
   its folder: inside the installed vqajax, or beside it in a checkout)."""
-  from vqajax.core import config as config_lib  # pylint: disable=g-import-not-at-top
+  from vqajax.core import config as config_lib
   config_lib.import_shipped("data_pipeline")
   if verb == "features":
-    from data_pipeline.features import cli as main_module  # pylint: disable=g-import-not-at-top
+    from data_pipeline.features import cli as main_module
   elif verb == "tfds":
-    from data_pipeline.tfds import cli as main_module  # pylint: disable=g-import-not-at-top
+    from data_pipeline.tfds import cli as main_module
   elif verb == "convert":
-    from data_pipeline.convert import cli as main_module  # pylint: disable=g-import-not-at-top
+    from data_pipeline.convert import cli as main_module
   else:  # therapy construct
-    from data_pipeline.answertherapy import cli as main_module  # pylint: disable=g-import-not-at-top
+    from data_pipeline.answertherapy import cli as main_module
   return main_module.main
 
 

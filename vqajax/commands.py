@@ -57,7 +57,7 @@ def add_data_dir_flag(parser: argparse.ArgumentParser) -> None:
 def prepare_run_data(config, path: str) -> str | None:
   """`prepare_data` for a trained run's config where it names data (a bundle may name none);
   a bundle's data folder as resolved here (None for a workdir, which records its own)."""
-  from vqajax.core import bundle  # pylint: disable=g-import-not-at-top
+  from vqajax.core import bundle
   if config.data.get("synthetic") or config.data.dir:
     prepare_data(config)
   return (config.data.dir or None) if bundle.is_bundle(path) else None

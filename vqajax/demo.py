@@ -186,7 +186,7 @@ def _label(key: str, caption: str | None) -> str:
 
 def _pixels(path: str) -> np.ndarray:
   """[H, W, 3] uint8 of an image file; an InputError in words when it is none or too large."""
-  from PIL import Image, UnidentifiedImageError  # pylint: disable=g-import-not-at-top
+  from PIL import Image, UnidentifiedImageError
   name = os.path.basename(path)
   try:
     with Image.open(path) as image:
@@ -203,14 +203,14 @@ def _pixels(path: str) -> np.ndarray:
 
 def _resized(mask, shape) -> np.ndarray:
   """A grid of probabilities stretched to an image's [H, W] (bilinear), in [0, 1]."""
-  from PIL import Image  # pylint: disable=g-import-not-at-top
+  from PIL import Image
   grid = Image.fromarray(np.asarray(mask, np.float32), mode="F")
   return np.clip(np.asarray(grid.resize((shape[1], shape[0]), Image.BILINEAR)), 0.0, 1.0)
 
 
 def build(page: Page):
   """The Gradio Blocks of the page (not launched)."""
-  import gradio as gr  # pylint: disable=g-import-not-at-top
+  import gradio as gr
   grounding = page.grounder is not None
 
   def show(choice, upload):
@@ -298,15 +298,15 @@ def main(argv: Sequence[str], prog: str = "vqajax demo") -> int:
     nonlocal folder
     folder = _private_gradio_folder()
     try:
-      import gradio  # noqa: F401  # pylint: disable=g-import-not-at-top,unused-import
+      import gradio  # noqa: F401
     except ImportError:
       raise InputError("the demo needs Gradio: pip install 'vqajax[demo]'") from None
     runtime.use_compilation_cache(args.compilation_cache_dir)
-    from vqajax.vqa.ask import Answerer  # pylint: disable=g-import-not-at-top
+    from vqajax.vqa.ask import Answerer
     answerer = Answerer.from_workdir(args.workdir, step=args.step)
     grounder = None
     if args.therapy_workdir:
-      from vqajax.answertherapy.ask import Grounder  # pylint: disable=g-import-not-at-top
+      from vqajax.answertherapy.ask import Grounder
       grounder = Grounder.from_workdir(args.therapy_workdir, class_workdir=args.therapy_class_workdir)
     elif args.therapy_class_workdir:
       raise InputError("--therapy-class-workdir decides single / multiple beside --therapy-workdir: give both")

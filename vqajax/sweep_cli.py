@@ -32,7 +32,7 @@ import time
 from typing import Sequence
 
 from vqajax import commands, launch
-from vqajax.core import evals, files, fs, official_files, tables
+from vqajax.core import files, fs, official_files, tables
 from vqajax.core.errors import InputError, RunFailed, exit_status
 from vqajax.vqa import sweep
 
@@ -242,7 +242,7 @@ def _status(points: Sequence[sweep.Point], configs: dict, workdir: str) -> str:
       started = fs.exists(os.path.join(sweep.point_dir(workdir, point), "run.json"))
       row["state"] = "stopped" if started else "not started"
     if config is not None and point.command == "train":
-      metric, mode = evals.best(config, commands.task_of(config))
+      metric, mode = config.best_metric, config.best_mode
       step, best = sweep.progress(point, workdir, metric, mode)
       row.update(step=step, best=None if best is None else f"{metric} {best:.2f}")
     rows.append(row)

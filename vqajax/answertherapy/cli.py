@@ -53,7 +53,7 @@ def analyze(args) -> None:
 
 
 def table4(args) -> None:
-  from vqajax.answertherapy import report  # pylint: disable=g-import-not-at-top  (jax, the models)
+  from vqajax.answertherapy import report  # jax, the models
   files.check_output(args.out, folder=True)  # refused before any run is evaluated
   for path in report.evaluate_missing(args.runs):
     print(f"{path}: no Table 4 results yet, evaluating the newest checkpoint")

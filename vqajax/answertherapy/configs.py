@@ -30,7 +30,7 @@ FIELDS = {
     "data.vocab_min_count": integer(),
     "model.name": one_of(*therapy_models.MODELS), "model.question": one_of(*question.ENCODERS),
     "model.inputs": TEXT, "model.embed_dim": integer(), "model.lstm_dim": integer(), "model.lstm_layers": integer(),
-    "model.lstm_impl": one_of(*lstm.IMPLS), "model.dropout": number(0, 1, hi_open=True),
+    "model.lstm_impl": one_of("auto", *lstm.IMPLS), "model.dropout": number(0, 1, hi_open=True),
     "model.fused_dim": integer(), "model.attention_dim": integer(), "model.mlp_dims": dims(),
     "model.cell_dim": integer(), **question.FIELDS, **vilt_run.FIELDS,
     "model.dtype": one_of("float32", "bfloat16", "float16"), "model.mask_grid": integer(1, 1024),
@@ -84,7 +84,7 @@ def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.Co
   m.embed_dim = 300
   m.lstm_dim = 512
   m.lstm_layers = 1
-  m.lstm_impl = "chunked"               # the recurrence: "chunked" (CPU) | "scan" (TPU / GPU; nn/lstm.py)
+  m.lstm_impl = "auto"                  # the recurrence: "chunked" (CPU) | "scan" (TPU / GPU) | "auto": by backend
   m.dropout = 0.5 if task == "grounding_class" else 0.1
   if task == "grounding_class":
     m.fused_dim = 512
@@ -114,6 +114,8 @@ def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.Co
   config.log_every_steps = 100
   config.eval_every_steps = 1000
   config.keep_checkpoints = 3
+  config.checkpoint_every_steps = 0    # > 0: also a checkpoint every that many steps (saved asynchronously)
+  config.profile_steps = ()             # (first, last): a profiler trace of those steps in the workdir (TensorBoard)
   config.evals = evals.default()        # the evaluations (vqajax/core/evals.py): `val`, on data.val_files
   config.best_metric = "val/" + ("balanced_accuracy" if task == "grounding_class" else "iou_pq")  # EVAL/METRIC
   config.best_mode = "max"              # the best checkpoint: its highest ("max") or lowest ("min")

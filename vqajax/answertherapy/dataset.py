@@ -99,7 +99,7 @@ def _read(config_data, files: str) -> list[therapy_files.Sample]:
   if config_data.source == "raw":
     return [s for name in names for s in therapy_files.read_therapy(
         name if fs.isabs(name) else os.path.join(config_data.dir, name))]
-  from vqajax.answertherapy import tfds_records  # pylint: disable=g-import-not-at-top
+  from vqajax.answertherapy import tfds_records
   tfds_dir = config_data.tfds_dir if fs.isabs(config_data.tfds_dir) else os.path.join(
       config_data.dir, config_data.tfds_dir)
   splits = [os.path.splitext(os.path.basename(name))[0] for name in names]

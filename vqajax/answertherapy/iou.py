@@ -6,7 +6,7 @@ The dataset's rule (`single_grounding`): a question has a single grounding when 
 of its groundings has IoU > EQUAL_IOU = 0.9 (`analysis` on the annotated polygons,
 `from_masks` on predicted masks).
 `xp` is jax.numpy (default, jittable) or numpy. Under jax the pixel counts come from
-masks packed 32 pixels to a word and `population_count` (bench/bench_iou.py: ~18x
+masks packed 32 pixels to a word and `population_count` (far
 fewer bytes moved than summing booleans, which XLA widens to int32).
 """
 

@@ -105,7 +105,7 @@ def to_grid(mask: np.ndarray, size: int = 14) -> np.ndarray:
   [..., size, size]. Threshold it (e.g. >= 0.5) for a binary grid target."""
   rows = _cell_weights(mask.shape[-2], size)
   cols = _cell_weights(mask.shape[-1], size)
-  # C order: a Fortran-ordered mask (pycocotools decodes to one) makes the product ~30x slower.
+  # C order: a Fortran-ordered mask (pycocotools decodes to one) makes the product far slower.
   return (rows @ np.ascontiguousarray(mask, np.float64) @ cols.T).astype(np.float32)
 
 

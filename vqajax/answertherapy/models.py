@@ -158,13 +158,13 @@ _TASK_MODELS = {"grounding_class": "grounding_classifier", "grounding_mask": "ma
 
 def build(cfg, enc, task: str) -> nn.Module:
   """The model `config.model` names for `task` ('grounding_class' | 'grounding_mask')."""
-  name = cfg.get("name") or _TASK_MODELS[task]  # runs recorded before names: the task's model
+  name = cfg.name
   if name == "vilt":
     return _vilt(cfg, enc, task)
   if name != _TASK_MODELS[task]:
     raise InputError(f"config.model.name '{name}': the {task} task trains a '{_TASK_MODELS[task]}' or 'vilt'")
   allowed = CLASSIFIER_INPUTS if task == "grounding_class" else MASK_INPUTS
-  encoder = cfg.get("question", "lstm")  # names and values checked with the config (configs.FIELDS)
+  encoder = cfg.question  # names and values checked with the config (configs.FIELDS)
   if cfg.inputs not in allowed:
     raise InputError(f"config.model.inputs '{cfg.inputs}' is not one of {allowed} ({task})")
   if "i" in cfg.inputs.split("+") and enc.image_shape is None:

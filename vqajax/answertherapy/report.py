@@ -4,8 +4,7 @@ side with the naive baselines, per source.
 
 A run is [NAME=]WORKDIR; its row is NAME, by default its `config.model.inputs` in capitals,
 after "ViLT " for a ViLT row (`row_name`; a mask run's followed by " from masks"). Each run's newest results/step_N/metrics.json is
-read; a workdir whose newest results lack its Table 4 metrics (none yet, or written before
-masks were scored as Table 4) has its newest checkpoint evaluated first, with its run.json
+read; a workdir whose newest results lack its Table 4 metrics has its newest checkpoint evaluated first, with its run.json
 (`evaluate_missing`, which the command drives and reports).
 The runs must have been evaluated on the same questions (the naive baselines agree).
 """
@@ -44,7 +43,7 @@ def _run(argument: str) -> tuple[str, str, object]:
 def evaluate_missing(arguments: Sequence[str]) -> Iterator[str]:
   """Evaluates the newest checkpoint of each run whose newest results lack its Table 4
   metrics (module docstring), yielding the run's workdir before it does."""
-  from vqajax.core import evaluate  # pylint: disable=g-import-not-at-top  (jax only when needed)
+  from vqajax.core import evaluate  # jax only when needed
   for argument in arguments:
     _, path, config = _run(argument)
     task, prefix, _ = TASKS[config.task]

@@ -8,13 +8,15 @@ a checkpoint records that metric when its evaluation ran at its step. Orbax writ
 a temporary directory and renames it when complete, so a half-written checkpoint is never
 listed.
 
-Once orbax has completed a step, the sha256 of each of its files goes into `MANIFEST` beside
-them. Every restore verifies the files against it before orbax reads a byte: a checkpoint
-damaged later (truncated, missing or flipped bytes, which orbax may read back without
-complaint), or one whose manifest is missing (killed between the two writes), is refused
-whole, and orbax never starts reads that fail halfway (it would leave their tasks behind,
-unretrieved). The arrays' shapes are checked against the restore target the same way, from
-the checkpoint's metadata, before anything is read.
+Saves are asynchronous: `save` returns once the arrays are copied off the devices and orbax
+writes them in the background, one save at a time. When every process has written a step, and
+before orbax renames it into place, the sha256 of each of its files goes into `MANIFEST` inside
+it (orbax's post-finalization callback), so a step appears with its manifest. Every restore
+verifies the files against it before orbax reads a byte: a checkpoint damaged later
+(truncated, missing or flipped bytes, which orbax may read back without complaint), or one
+without a manifest, is refused whole, and orbax never starts reads that fail halfway (it would
+leave their tasks behind, unretrieved). The arrays' shapes are checked against the restore
+target the same way, from the checkpoint's metadata, before anything is read.
 
 Only the process that holds the workdir (training, eval) opens a `Checkpointer`, which
 removes temporary steps left by a kill. Readers (ask, submit, demo, export) go through
@@ -49,6 +51,7 @@ from vqajax.core.files import write_json_atomic
 from vqajax.core.official_files import load_json
 
 MANIFEST = "vqajax.sha256.json"  # {file: sha256} of a completed step, in its folder
+_LATER = ("_CHECKPOINT_METADATA", "metrics")  # what orbax (re)writes after the manifest: not in it
 _READ_TRIES = 4  # a reader racing a training that deletes the step it chose tries the newest again ...
 _RETRY_SECONDS = 0.25  # ... after 0.25, 0.5, 0.75 s
 _MANIFEST_WAIT = 10.0  # seconds a reader waits for the manifest of a step orbax has just completed
@@ -60,7 +63,7 @@ class DamagedCheckpointError(RunFailed):
 
 
 def _files(step_dir: str) -> list[str]:
-  """The files of a checkpoint step, relative to it, sorted (the manifest aside)."""
+  """The files of a checkpoint step, relative to it, sorted (the manifest and `_LATER` aside)."""
   found, folders = [], [""]
   while folders:
     folder = folders.pop()
@@ -68,7 +71,7 @@ def _files(step_dir: str) -> list[str]:
       rel = os.path.join(folder, name) if folder else name
       if fs.isdir(os.path.join(step_dir, rel)):
         folders.append(rel)
-      elif rel != MANIFEST:
+      elif rel != MANIFEST and rel.split(os.sep)[0] not in _LATER:
         found.append(rel)
   return sorted(found)
 
@@ -120,11 +123,8 @@ def _check_shapes(state_dir: str, target: Any) -> None:
 
 
 def metric_of(metrics: dict, name: str) -> float | None:
-  """`metrics[name]`; a checkpoint saved before `config.evals` named its val metric without
-  the evaluation (`accuracy` for `val/accuracy`)."""
+  """`metrics[name]` where it is a number."""
   value = metrics.get(name)
-  if value is None and name.startswith("val/"):
-    value = metrics.get(name[len("val/"):])
   return float(value) if isinstance(value, (int, float)) else None
 
 
@@ -144,7 +144,7 @@ def orbax_path(directory: str) -> str:
 @functools.cache
 def _whole_arrays_per_replica() -> None:
   """Orbax saves without replica slices: CPU devices share one memory, and slicing costs a
-  compiled program per array shape and device count (64 for a tiny run on 8 devices)."""
+  compiled program per array shape and device count."""
   ocp.type_handlers.register_type_handler(jax.Array, ocp.type_handlers.ArrayHandler(use_replica_parallel=False),
                                           override=True)
 
@@ -169,6 +169,7 @@ class Checkpointer:
 
   def __init__(self, directory: str, keep: int = 3, best_metric: str = "val/accuracy", best_mode: str = "max"):
     self._best_metric = best_metric
+    self._saving: Optional[int] = None  # the step being written in the background
     worst = -np.inf if best_mode == "max" else np.inf
 
     def rank(metrics):  # a checkpoint without the metric (another rule's) is never the best
@@ -181,29 +182,51 @@ class Checkpointer:
     ])
     options = ocp.CheckpointManagerOptions(preservation_policy=policy, create=True,
                                            best_fn=rank, best_mode=best_mode,  # kept on disk
-                                           enable_async_checkpointing=False,
+                                           async_options=ocp.AsyncOptions(post_finalization_callback=self._seal),
                                            cleanup_tmp_directories=True)  # left by a kill / Ctrl-C
     self.directory = directory = orbax_path(directory)
     if jax.default_backend() == "cpu":
       _whole_arrays_per_replica()
     self.manager = ocp.CheckpointManager(directory, options=options, item_names=("state", "meta"))
 
+  def _seal(self) -> None:
+    """Orbax's callback on process 0 once every process has written the step, before it is
+    renamed into place (a bucket's step is written in place): its manifest goes in with it."""
+    names = fs.listdir(self.directory)
+    tmp = [n for n in names if n.rstrip("/").startswith(f"{self._saving}.orbax-checkpoint-tmp")]
+    write_manifest(os.path.join(self.directory, (tmp or [str(self._saving)])[0].rstrip("/")))
+
   def save(self, step: int, state: Any, meta: dict, metrics: Optional[dict] = None) -> None:
-    """Saves `state` and `meta` at `step`, with `metrics`' best metric where it has it
-    (`EVAL/METRIC` names: the metrics of the evaluations that ran at `step`)."""
+    """Starts saving `state` and `meta` at `step`, with `metrics`' best metric where it has it
+    (`EVAL/METRIC` names: the metrics of the evaluations that ran at `step`), once the previous
+    save is complete; `wait` (or `close`) for it."""
     metrics = {self._best_metric: float(metrics[self._best_metric])} if self._best_metric in (metrics or {}) else None
+    self.wait()
     _check_space(self.directory, step, state)
-    try:
+    self._saving = step
+    with self._failing():
       self.manager.save(step, args=ocp.args.Composite(
           state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), metrics=metrics, force=True)
+
+  def wait(self) -> None:
+    """Returns when the save in progress, if any, is complete (its manifest written)."""
+    with self._failing():
       self.manager.wait_until_finished()
-      if jax.process_index() == 0:
-        write_manifest(os.path.join(self.directory, str(step)))
+    self._saving = None
+
+  @contextlib.contextmanager
+  def _failing(self):
+    """A save that fails (a full disk, say) as RunFailed naming its step; its temporary folder goes."""
+    try:
+      yield
     except (OSError, ValueError) as e:  # tensorstore reports a full disk as ValueError(RESOURCE_EXHAUSTED)
+      step, self._saving = self._saving, None
       if "://" not in self.directory:
-        shutil.rmtree(os.path.join(self.directory, f"{step}.orbax-checkpoint-tmp"), ignore_errors=True)
+        for name in os.listdir(self.directory):
+          if name.startswith(f"{step}.orbax-checkpoint-tmp"):
+            shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
       raise RunFailed(f"{self.directory}: cannot save the checkpoint of step {step} "
-                       f"({str(e).splitlines()[0][:300]}); free space and rerun to resume") from None
+                      f"({str(e).splitlines()[0][:300]}); free space and rerun to resume") from None
 
   def steps(self) -> list[int]:
     return list(self.manager.all_steps())
@@ -218,6 +241,7 @@ class Checkpointer:
   def restore(self, step: int, target: Any) -> tuple[Any, dict]:
     """Restores `step` straight onto the shardings of `target` (arrays or shape structs), its
     files verified first (DamagedCheckpointError) and its shapes checked (InputError)."""
+    self.wait()
     step_dir = os.path.join(self.directory, str(step))
     verify(step_dir)
     abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
@@ -238,7 +262,7 @@ class Checkpointer:
     for step in sorted(self.steps(), reverse=True):
       try:
         state, meta = self.restore(step, target)
-      except Exception as e:  # pylint: disable=broad-except  # orbax / tensorstore: many kinds
+      except Exception as e:  # orbax / tensorstore: many kinds
         failures.append((step, e))
         continue
       for bad, error in failures:
@@ -260,7 +284,10 @@ class Checkpointer:
     logging.warning(message)
 
   def close(self) -> None:
-    self.manager.close()
+    try:
+      self.wait()
+    finally:
+      self.manager.close()
 
 
 # ------------------------------------------------------------------- readers
@@ -326,12 +353,11 @@ def _read_params(directory: str, step: int) -> tuple[Any, dict]:
 def read_params(directory: str, step: int, newest: bool = False) -> tuple[Any, dict, int]:
   """(host parameters, meta, step) of checkpoint `step`, read without changing anything.
   With `newest` (the caller asked for the latest), a failed read waits a moment and tries the
-  newest complete step again: a running training replaces its newest step (the new one's
-  manifest is written after the old one is deleted)."""
+  newest complete step again: a running training deletes old steps as it saves new ones."""
   for attempt in range(_READ_TRIES):
     try:
       return (*_read_params(directory, step), step)
-    except Exception as e:  # pylint: disable=broad-except  # orbax / tensorstore: many kinds
+    except Exception as e:  # orbax / tensorstore: many kinds
       if not newest or attempt == _READ_TRIES - 1:
         if isinstance(e, DamagedCheckpointError):
           raise

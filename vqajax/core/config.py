@@ -70,7 +70,7 @@ def run_user_code(fn: Callable[[], Any], where: str) -> Any:
     return fn()
   except ValueError as e:
     raise InputError(f"{where}: {e}") from None
-  except (Exception, SystemExit) as e:  # pylint: disable=broad-except  # the user's code, not ours
+  except (Exception, SystemExit) as e:  # the user's code, not ours
     raise InputError(f"{where} ({type(e).__name__}: {e})") from None
 
 
@@ -235,7 +235,10 @@ TRAINING = {
     "seed": integer(0, 2**32 - 1),
     "batch_size": integer(), "eval_batch_size": integer(), "num_train_steps": integer(),
     "num_epochs": number(0, 1e6), "log_every_steps": integer(), "eval_every_steps": integer(),
-    "keep_checkpoints": integer(),
+    "keep_checkpoints": integer(), "checkpoint_every_steps": integer(0),
+    "profile_steps": Rule("() or a pair of steps (first, last), 1 <= first <= last",
+                          lambda v: isinstance(v, (tuple, list)) and (len(v) == 0 or (
+                              len(v) == 2 and all(type(x) is int for x in v) and 1 <= v[0] <= v[1]))),
     "best_metric": TEXT, "best_mode": one_of("max", "min"),  # and config.evals: core/evals.py
     "optimizer.name": one_of("rmsprop", "adam", "adamw"),
     "optimizer.weight_decay": number(0), "optimizer.warmup": number(0, 1, hi_open=True),

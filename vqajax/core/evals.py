@@ -19,8 +19,7 @@ Its metrics are named `NAME/METRIC` in metrics.jsonl and TensorBoard, its result
 `results/NAME/step_N/` (those of the evaluation named `val`, the default one: to
 `results/step_N/`, as always). A checkpoint is saved at every step where an evaluation
 runs. The best checkpoint is the one with the highest (`best_mode` "max") or lowest
-("min") `best_metric`, `NAME/METRIC`. A run recorded before these fields existed has one
-evaluation, `val` on its val split, and its best is the task's `BEST_METRIC` there, max.
+("min") `best_metric`, `NAME/METRIC`.
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ from vqajax.core import fs, task_eval
 from vqajax.core.config import file_names
 from vqajax.core.errors import InputError
 
-DEFAULT = "val"  # the evaluation of a run recorded before config.evals; results/step_N
+DEFAULT = "val"  # the default evaluation; its results go to results/step_N
 TASK = "task"    # the default evaluator type
 TYPES = {TASK: task_eval.Evaluator}  # config.evals.NAME.type -> its evaluator class
 RESULTS = ("last", "every")
@@ -76,16 +75,10 @@ def default() -> ml_collections.ConfigDict:
 
 def specs(config) -> list[Spec]:
   """The evaluations of `config`, in the order of their names (checked by `check`)."""
-  groups = config.get("evals")
-  groups = default() if groups is None else groups
+  groups = config.evals
   return [Spec(name, group.get("every_steps", 0) or config.eval_every_steps, group.get("results", "last"),
                dict(group.get("data") or {}), group.get("type", TASK))
           for name, group in groups.items()]
-
-
-def best(config, task) -> tuple[str, str]:
-  """(`EVAL/METRIC`, "max" | "min") of the best checkpoint."""
-  return config.get("best_metric") or f"{DEFAULT}/{task.BEST_METRIC}", config.get("best_mode") or "max"
 
 
 def check_config(config, task) -> None:
@@ -107,7 +100,7 @@ def check(config, task) -> None:
       raise InputError("config.evals: expected a group of named evaluations, e.g. config.evals.val")
     for name, group in groups.items():
       _check_one(name, group, task)
-  metric, mode = best(config, task)
+  metric, mode = config.best_metric, config.best_mode
   config_lib.check_value("config.best_mode", mode, config_lib.one_of(*MODES))
   types = {s.name: TYPES[s.type] for s in specs(config)}
   names = list(types)

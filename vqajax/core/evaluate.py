@@ -70,7 +70,7 @@ def _evaluate(task: Task, config, workdir: str, step: int | None, every: bool) -
     for s in steps:
       try:
         state, _ = ckpt.restore(s, target)
-      except Exception as e:  # pylint: disable=broad-except  # orbax / tensorstore: many kinds
+      except Exception as e:  # orbax / tensorstore: many kinds
         failures.append(f"step {s}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
         logging.warning("checkpoint at step %d cannot be restored, skipped (%s)", s, failures[-1])
         continue

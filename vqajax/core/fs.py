@@ -49,14 +49,14 @@ def isabs(path: str) -> bool:
 
 
 def _gfile():
-  from vqajax.core import runtime  # pylint: disable=import-outside-toplevel  # heavy: only for URLs
+  from vqajax.core import runtime  # heavy: only for URLs
   tf = runtime.tensorflow()
   return tf.io.gfile
 
 
 @contextlib.contextmanager
 def _as_oserror() -> Iterator[None]:
-  from vqajax.core import runtime  # pylint: disable=import-outside-toplevel
+  from vqajax.core import runtime
   tf = runtime.tensorflow()
   try:
     yield

@@ -10,10 +10,9 @@ and `vqajax score` both validate through here. Checks go a field at a time over 
 records (C-level map/set), and record by record only to name the first bad one: on 200k
 annotations they cost a small fraction of parsing the JSON.
 
-JSON is parsed by msgspec (about 2x the standard library's speed on the official files;
-typed, `decode_as`, 3-4x). The training data's annotations are decoded typed
-(`load_annotations`): each answer an `Answer` in slots instead of a dict, 2-5x faster and
-less than half the memory at VQA v2's size. Where msgspec refuses a file, the standard library's
+JSON is parsed by msgspec (faster than the standard library; typed, `decode_as`, more so).
+The training data's annotations are decoded typed (`load_annotations`): each answer an
+`Answer` in slots instead of a dict, faster and in less memory. Where msgspec refuses a file, the standard library's
 `json` decides: it accepts what msgspec alone refuses (NaN, lone surrogates) with the
 same values, and words every error, so values and messages are the standard library's.
 """

@@ -1,35 +1,28 @@
-"""Per-host tf.data input: deterministic, resumable train stream and padded eval batches.
+"""Per-host input: a deterministic, resumable train stream and padded eval batches.
 
 The train stream is a function of (seed, step): epoch e visits the questions in the
 order of a permutation seeded by (seed, e), so the input position of a checkpoint is
-just its step. Each host reads its own slice of every global batch. TensorFlow is imported
-when the first dataset is made (`runtime.tensorflow`), so a bad input fails before it.
+just its step. Each host reads its own slice of every global batch.
+
+A batch is numpy fancy indexing plus a feature store's reads (h5py, `pread`s), so it is
+loaded by a few threads, in order, some batches ahead (`Batches`); tf.data could only wrap
+the same Python in `numpy_function`, with a copy, and its iterators hang the exit when
+Python's teardown destroys them. A loader's InputError comes out of `next` as itself.
 """
 
 from __future__ import annotations
 
-import atexit
+import collections
+import concurrent.futures
 import functools
-import threading
-import weakref
-from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
+import itertools
+import os
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import jax
 import numpy as np
 
-from vqajax.core import runtime
-from vqajax.core.errors import InputError
 from vqajax.core.task import IMAGE_ROW, LABEL
-
-if TYPE_CHECKING:
-  import tensorflow as tf
-
-# InputErrors raised by loaders inside tf.data's threads, newest last.
-_FAILED: list[InputError] = []
-_FAILED_LOCK = threading.Lock()
-
-# `numpy_batches` not run to their end yet, closed at exit (`_close_open_batches`).
-_OPEN: weakref.WeakSet = weakref.WeakSet()
 
 LENGTH_BUCKETS = (8, 12, 16)  # and the padded length itself
 
@@ -64,66 +57,33 @@ class _Loader:
       batch["image"] = self.store.read(self.arrays[IMAGE_ROW][rows], self.store.dtype)  # float32 in the step
     return batch
 
-  def tf_map(self, make_rows, host: slice):
-    """A tf.data map fn: step -> this host's batch, from the global `make_rows(step)`."""
-    tf = runtime.tensorflow()
-    example = self(make_rows(np.int64(0)), host)
-    names = list(example)
 
-    def load(step):
-      try:
-        batch = self(make_rows(step), host)
-      except InputError as e:  # kept, to come out of tf.data as itself (`numpy_batches`)
-        with _FAILED_LOCK:
-          _FAILED.append(e)
-        raise
-      return [batch[k] for k in names]
+class Batches(Iterator[dict[str, np.ndarray]]):
+  """`load(step)` for each of `steps`, in order, `readers` threads loading up to twice as many
+  batches ahead; `close()` (or the end) drops what is ahead. At a program's exit the threads
+  finish the batches they hold and end, so a batches left open never holds the exit."""
 
-    def fn(step):
-      values = tf.numpy_function(load, [step], [tf.as_dtype(example[k].dtype) for k in names])
-      for v, k in zip(values, names):
-        v.set_shape((None,) * example[k].ndim if k in self.lengths else example[k].shape)
-      return dict(zip(names, values))
+  def __init__(self, load: Callable[[int], dict], steps: Iterable[int], readers: int | None = None):
+    readers = readers or min(8, os.cpu_count() or 1)
+    self._load, self._steps = load, iter(steps)
+    self._pool = concurrent.futures.ThreadPoolExecutor(readers, thread_name_prefix="vqajax-input")
+    self._ahead = collections.deque(self._pool.submit(load, s) for s in itertools.islice(self._steps, 2 * readers))
 
-    return fn
-
-
-def numpy_batches(ds: tf.data.Dataset) -> Iterator[dict[str, np.ndarray]]:
-  """`ds.as_numpy_iterator()`, except that bad input met inside tf.data (an `InputError`
-  raised by a loader, e.g. NaN features) comes out as that one-line error again rather
-  than as a TensorFlow error wrapping a traceback; closed at exit if still open."""
-  batches = _numpy_batches(ds)
-  _OPEN.add(batches)
-  return batches
-
-
-@atexit.register
-def _close_open_batches() -> None:
-  """Closes the batches a program leaves open (a script's globals), letting their tf.data
-  iterators go while the interpreter is whole: destroyed by Python's teardown, an iterator
-  whose map calls Python (`numpy_function`) hangs the exit (tensorflow/tensorflow#21277)."""
-  for batches in list(_OPEN):
-    batches.close()
-
-
-def _numpy_batches(ds: tf.data.Dataset) -> Iterator[dict[str, np.ndarray]]:
-  tf = runtime.tensorflow()
-  batches = ds.as_numpy_iterator()
-  while True:
+  def __next__(self) -> dict[str, np.ndarray]:
+    if not self._ahead:
+      raise StopIteration
+    step = next(self._steps, None)
+    if step is not None:
+      self._ahead.append(self._pool.submit(self._load, step))
     try:
-      batch = next(batches)
-    except StopIteration:
-      return
-    except tf.errors.OpError:
-      with _FAILED_LOCK:
-        failed = _FAILED.pop() if _FAILED else None
-        _FAILED.clear()
-      if failed is None:
-        raise
-      break
-    yield batch
-  del batches  # raised from here, the error's traceback does not keep the iterator to the exit
-  raise failed
+      return self._ahead.popleft().result()
+    except BaseException:
+      self.close()
+      raise
+
+  def close(self) -> None:
+    self._ahead.clear()
+    self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def example_batch(arrays, store, n: int, keys: Sequence[str], lengths: Mapping[str, str] | None = None
@@ -139,7 +99,7 @@ def _host_slice(global_batch: int) -> slice:
 
 @functools.lru_cache(maxsize=4)
 def _epoch_order(num_examples: int, seed: int, epoch: int) -> np.ndarray:
-  """The visiting order of one epoch, made once (not per batch: 443k questions take ~10 ms)."""
+  """The visiting order of one epoch, made once (not per batch)."""
   order = np.random.default_rng([seed, epoch]).permutation(num_examples)
   order.flags.writeable = False
   return order
@@ -155,38 +115,24 @@ def train_rows(num_examples: int, global_batch: int, seed: int, step: int) -> np
   return rows
 
 
-def train_dataset(arrays, store, global_batch: int, seed: int, start_step: int, keys: Sequence[str],
-                  readers: int | None = None, lengths: Mapping[str, str] | None = None) -> tf.data.Dataset:
-  """This host's train batches from `start_step` on (endless), `readers` batches loaded at once
-  (default: tf.data's autotuning); `lengths`: the token arrays cut to length buckets (`_Loader`).
-  Iterate it with `numpy_batches`: a program's exit can hang on its own iterator left open."""
-  tf = runtime.tensorflow()
+def train_batches(arrays, store, global_batch: int, seed: int, start_step: int, keys: Sequence[str],
+                  readers: int | None = None, lengths: Mapping[str, str] | None = None) -> Batches:
+  """This host's train batches from `start_step` on (endless), loaded by `readers` threads
+  (`Batches`); `lengths`: the token arrays cut to length buckets (`_Loader`)."""
   n, host = len(arrays[LABEL]), _host_slice(global_batch)
   loader = _Loader(arrays, store, keys, lengths)
-  make_rows = lambda step: train_rows(n, global_batch, seed, int(step))
-  return (tf.data.Dataset.range(start_step, np.iinfo(np.int64).max)
-          .map(loader.tf_map(make_rows, host), num_parallel_calls=readers or tf.data.AUTOTUNE, deterministic=True)
-          .prefetch(tf.data.AUTOTUNE))
+  return Batches(lambda step: loader(train_rows(n, global_batch, seed, step), host), itertools.count(start_step),
+                 readers)
 
 
 def eval_batches(arrays, store, global_batch: int, keys: Sequence[str], lengths: Mapping[str, str] | None = None
-                 ) -> Iterator[dict[str, np.ndarray]]:
+                 ) -> Batches:
   """This host's slices of the eval batches, in file order; the last one padded, with `mask`."""
-  tf = runtime.tensorflow()
   n, host = len(next(iter(arrays.values()))), _host_slice(global_batch)  # one row per example
   loader = _Loader(arrays, store, keys, lengths)
 
-  def make_rows(step):
-    positions = int(step) * global_batch + np.arange(global_batch)
-    return np.minimum(positions, n - 1)
+  def load(step: int) -> dict[str, np.ndarray]:
+    positions = step * global_batch + np.arange(global_batch)
+    return {**loader(np.minimum(positions, n - 1), host), "mask": (positions < n)[host]}
 
-  def with_mask(step, batch):
-    positions = step * global_batch + tf.range(global_batch, dtype=tf.int64)
-    batch["mask"] = (positions < n)[host.start:host.stop]
-    return batch
-
-  num_batches = -(-n // global_batch)
-  ds = tf.data.Dataset.range(num_batches)
-  ds = tf.data.Dataset.zip(ds, ds.map(loader.tf_map(make_rows, host), num_parallel_calls=tf.data.AUTOTUNE,
-                                      deterministic=True))
-  return numpy_batches(ds.map(with_mask).prefetch(tf.data.AUTOTUNE))
+  return Batches(load, range(-(-n // global_batch)))

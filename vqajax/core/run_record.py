@@ -1,6 +1,7 @@
 """A workdir is one run: its record (`run.json`) and its lock.
 
-`run.json` holds the run's config, the sizes of its data, the sha256 of its encoders
+`run.json` holds its `format` (`FORMAT`: a run.json of another format is refused, never
+read as this one), the run's config, the sizes of its data, the sha256 of its encoders
 (`encoders.json`, `core/encoders.py`), its feature extractor's settings (when its store
 records them) and, once the final checkpoint
 and the final results are both written, `finished_step`. Every later command on the
@@ -27,7 +28,6 @@ import socket
 import time
 
 import ml_collections
-from absl import logging
 
 from vqajax.core import encoders, files, fs
 from vqajax.core.errors import InputError
@@ -35,11 +35,13 @@ from vqajax.core.files import write_json_atomic
 from vqajax.core.official_files import load_json
 
 RUN_FILE = "run.json"
+FORMAT = 1  # run.json's layout; a change to it (or to what a config field means) makes it 2
 LOCK_FILE = "lock"
 LAUNCH_DIR = "launch"  # a launcher's logs of the run's jobs (`vqajax/launch.py`), made before run.json
 # Fields a rerun may change: how long it trains, how often it logs / evaluates / keeps, which
 # evaluations it makes (`evals.*`) and where its features live (the same values either way).
 BUDGET_FIELDS = ("num_train_steps", "num_epochs", "log_every_steps", "eval_every_steps", "keep_checkpoints",
+                 "checkpoint_every_steps", "profile_steps",
                  "eval_batch_size", "data.features_on_device")
 BUDGET_GROUPS = ("evals.",)
 
@@ -54,6 +56,9 @@ def read_record(workdir: str) -> dict | None:
   if not (isinstance(record, dict) and isinstance(record.get("config"), dict)):
     raise InputError(f'{path}: not a vqajax run record (expected an object with a "config" object); '
                      "is this folder a vqajax workdir?")
+  if record.get("format") != FORMAT:
+    raise InputError(f'{path}: expected "format": {FORMAT}, got {record.get("format")!r:.20} (a run recorded by '
+                     "another version of vqajax: train it again, or use that version)")
   return record
 
 
@@ -72,7 +77,7 @@ def write_run_file(workdir: str, config, sizes: dict, encoders_sha256: str | Non
   """workdir/run.json: the config of a run, the sizes of its data (its task's `sizes`), its
   encoders' sha256, the settings its image features were extracted with (`extractor`,
   when its store records them) and, when it is complete, its final step."""
-  record = {"config": config.to_dict(), "data": sizes}
+  record = {"format": FORMAT, "config": config.to_dict(), "data": sizes}
   if encoders_sha256 is not None:
     record["encoders"] = encoders_sha256
   if extractor is not None:
@@ -149,15 +154,10 @@ def check_encoders(workdir: str, task: str, tables: dict, hint: str) -> None:
 
 
 def record_encoders(workdir: str, task: str, tables: dict) -> str:
-  """Writes `workdir`/encoders.json unless the run records these already (and, for a run
-  recorded before runs kept them, adds their sha256 to its run.json); returns it."""
-  record = read_record(workdir) or {}
+  """Writes `workdir`/encoders.json unless the run records these already; returns their sha256."""
   digest = encoders.digest(task, tables)
-  if record.get("encoders") != digest or not fs.exists(os.path.join(workdir, encoders.FILE)):
+  if (read_record(workdir) or {}).get("encoders") != digest or not fs.exists(os.path.join(workdir, encoders.FILE)):
     encoders.write(workdir, task, tables)
-    if record and "encoders" not in record:
-      write_json_atomic(os.path.join(workdir, RUN_FILE), {**record, "encoders": digest})
-      logging.warning("%s: recorded the run's encoders (%s), rebuilt from its data", workdir, encoders.FILE)
   return digest
 
 

@@ -8,7 +8,7 @@ import os
 
 import jax
 
-from vqajax.core import checkpoint, evals, run_record
+from vqajax.core import checkpoint, run_record
 from vqajax.core.experiment import Experiment
 
 
@@ -29,6 +29,6 @@ def experiment(task, config, workdir: str, devices=None, hint: str | None = None
 
 
 def checkpointer(workdir: str, config, task) -> checkpoint.Checkpointer:
-  """The run's checkpoints: the last `config.keep_checkpoints` and the best (`evals.best`)."""
-  metric, mode = evals.best(config, task)
-  return checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints, metric, mode)
+  """The run's checkpoints: the last `config.keep_checkpoints` and the best by `config.best_metric`."""
+  return checkpoint.Checkpointer(os.path.join(workdir, "checkpoints"), config.keep_checkpoints, config.best_metric,
+                                 config.best_mode)

@@ -1,8 +1,8 @@
 """Process setup, called once by every entry point (nothing happens at import time).
 
 `init()` quiets the libraries' notices: TFDS's deprecation notes and orbax's per-checkpoint
-INFO lines (shown with `--verbosity=debug`). vqajax uses TensorFlow (tf.data,
-TFDS, bucket paths) through `tensorflow()`, which keeps it off the accelerators (they belong
+INFO lines (shown with `--verbosity=debug`). vqajax uses TensorFlow (TFDS,
+bucket paths) through `tensorflow()`, which keeps it off the accelerators (they belong
 to JAX); clu's summary writer also imports it during training, so `init()` sets its quiet
 environment first. Commands that need none of it (ask, submit, demo, export) never load it.
 """
@@ -46,9 +46,9 @@ def tensorflow():
   """The `tensorflow` module, set up on first use: no accelerators, no start-up notices,
   no TFDS progress bars."""
   _quiet_tensorflow_environment()
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   tf.config.set_visible_devices([], "GPU")
-  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  import tensorflow_datasets as tfds
   tfds.display_progress_bar(False)
   return tf
 
@@ -64,14 +64,14 @@ def use_compilation_cache(directory: str) -> None:
   """Compiled programs are stored in and loaded from `directory` ("" : not at all), so a
   second run of a command loads what the first compiled."""
   if directory:
-    import jax  # pylint: disable=g-import-not-at-top
+    import jax
     jax.config.update("jax_compilation_cache_dir", os.path.expanduser(directory))
 
 
 def init(verbose: bool = False) -> None:
   """Quiets the libraries (idempotent)."""
   _quiet_tensorflow_environment()
-  from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
+  from absl import logging as absl_logging
   handler = absl_logging.get_absl_handler()  # every library's records pass through it
   for f in [f for f in handler.filters if isinstance(f, _Quiet)]:
     handler.removeFilter(f)

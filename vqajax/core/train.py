@@ -2,8 +2,10 @@
 
 Restarting with the same workdir resumes from the newest checkpoint, including the
 input position, so the resumed run sees the batches the interrupted one would have.
-The evaluations of `config.evals` (`core/evals.py`) run at their steps, each saving a
-checkpoint; the final step's write their results files (results/step_N/ for `val`).
+The evaluations of `config.evals` (`core/evals.py`) run at their steps; the final step's
+write their results files (results/step_N/ for `val`). A checkpoint is saved, in the
+background, at every evaluation step, every `config.checkpoint_every_steps` (0: no more),
+at the final step and on SIGTERM; `config.profile_steps` traces a window of steps.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from jax.experimental import multihost_utils
 from vqajax.core import (
   device_features,
   encoders,
-  evals,
   evaluate,
   files,
   phases,
@@ -156,87 +157,155 @@ def train_and_evaluate(task: Task, config, workdir: str, devices=None, allow_cha
 
 
 def _train(exp: Experiment, evaluators: list, workdir: str) -> dict:
-  mesh, data, task, config = exp.mesh, exp.data, exp.task, exp.config
-  sizes = task.sizes(data)
-  extractor = getattr(data.store, "settings", None)  # how the features were made (run.json)
+  record = _run_record(exp, workdir)
+  ckpt = runs.checkpointer(workdir, exp.config, exp.task)
+  try:
+    restored = ckpt.restore_latest(exp.initial_state(abstract=True))
+    if restored is None:
+      state, start = exp.initial_state(), 0
+    else:
+      state, meta, start = restored
+      logging.info("resumed from checkpoint at step %d (input position %d)", start, meta["input_step"])
+    if start >= exp.config.num_train_steps:  # nothing to train: say so, and finish what a failure left undone
+      return _finish(evaluators, state.params, start, exp.config.num_train_steps, workdir, record)
+    if jax.process_index() == 0:
+      record()
+    return _loop(exp, evaluators, workdir, record, ckpt, state, start)
+  finally:
+    ckpt.close()  # after the save in progress
+
+
+def _run_record(exp: Experiment, workdir: str):
+  """run.json written first of all for a new run (a folder holding run.json is a run:
+  `run_record.check_workdir`), the encoders recorded; returns `record(**fields)`, which rewrites it."""
   for folder in ("checkpoints", "results"):  # through a link into an input? refused before training
     files.check_output(os.path.join(workdir, folder), folder=True)
+  config, data = exp.config, exp.data
   digest = encoders.digest(config.task, data.encoders.tables())
-  record = functools.partial(run_record.write_run_file, workdir, config, sizes, digest, extractor=extractor)
+  extractor = getattr(data.store, "settings", None)  # how the features were made
+  record = functools.partial(run_record.write_run_file, workdir, config, exp.task.sizes(data), digest,
+                             extractor=extractor)
   if jax.process_index() == 0:
     if run_record.read_record(workdir) is None:
-      record()  # first of all: a folder holding run.json is a run (`run_record.check_workdir`)
+      record()
     run_record.record_encoders(workdir, config.task, data.encoders.tables())
-  ckpt = runs.checkpointer(workdir, config, task)
-  restored = ckpt.restore_latest(exp.initial_state(abstract=True))
-  if restored is None:
-    state, start = exp.initial_state(), 0
-  else:
-    state, meta, start = restored
-    logging.info("resumed from checkpoint at step %d (input position %d)", start, meta["input_step"])
-  final = config.num_train_steps
-  if start >= final:  # nothing to train: say so, and finish what a failure left undone
-    try:
-      if run_record.finished_step(workdir) == start:
-        logging.info("already finished at step %d (num_train_steps %d)", start, final)
-        return evaluate.run_all(evaluators, state.params, start)
-      metrics = evaluate.run_all(evaluators, state.params, start, workdir)
-      if jax.process_index() == 0:
-        record(finished_step=start)
-      return metrics
-    finally:
-      ckpt.close()
+  return record
+
+
+def _finish(evaluators, params, step: int, final: int, workdir: str, record) -> dict:
+  """The evaluations of a run trained to its end; their results files and `finished_step` too
+  if a failure left them undone."""
+  if run_record.finished_step(workdir) == step:
+    logging.info("already finished at step %d (num_train_steps %d)", step, final)
+    return evaluate.run_all(evaluators, params, step)
+  metrics = evaluate.run_all(evaluators, params, step, workdir)
   if jax.process_index() == 0:
-    record()
-  writer = writers.create(workdir)
-  if start == 0:
-    writer.write_hparams({k: v for k, v in config.to_dict().items() if not isinstance(v, dict)})
-  from clu import periodic_actions  # pylint: disable=g-import-not-at-top  (TensorFlow, as `writers.create`)
-  report = periodic_actions.ReportProgress(num_train_steps=final, writer=writer, every_steps=config.log_every_steps)
+    record(finished_step=step)
+  return metrics
+
+
+class _Log:
+  """The run's metric writers: train means, learning rate and rates at log steps, evaluations."""
+
+  def __init__(self, config, workdir: str, start: int):
+    from clu import periodic_actions  # TensorFlow, as `writers.create`
+    self.writer = writers.create(workdir)
+    if start == 0:
+      self.writer.write_hparams({k: v for k, v in config.to_dict().items() if not isinstance(v, dict)})
+    self.every, self.final = config.log_every_steps, config.num_train_steps
+    self.report = periodic_actions.ReportProgress(num_train_steps=self.final, writer=self.writer,
+                                                  every_steps=self.every)
+    self.progress = _Progress(start, self.final, config.batch_size)
+    self.schedule = learning_rate(config.optimizer, config.num_train_steps)
+
+  def due(self, step: int) -> bool:
+    return step % self.every == 0 or step == self.final
+
+  def train(self, step: int, metrics: list[dict]) -> None:
+    means = {f"train/{k}": float(np.mean([m[k] for m in metrics])) for k in metrics[0]}
+    lr = self.schedule(step - 1) if callable(self.schedule) else self.schedule  # the last update's
+    means["train/learning_rate"] = float(lr)
+    self.writer.write_scalars(step, {**means, **self.progress.log(step, means["train/loss"])})
+
+  def evaluations(self, step: int, metrics: dict, best_metric: str) -> dict[str, float]:
+    named = evaluate.prefixed(metrics)
+    self.writer.write_scalars(step, named)
+    if best_metric in named:
+      logging.info("step %d: %s %.2f", step, best_metric, named[best_metric])
+    return named
+
+
+class _Profile:
+  """A profiler trace of the steps `config.profile_steps` (first, last), or of those a resumed run
+  reaches, into `workdir`/plugins/profile/ (TensorBoard's profile tab); () traces nothing."""
+
+  def __init__(self, steps, workdir: str):
+    self.first, self.last = tuple(steps) or (0, -1)
+    self.workdir, self.on = workdir, False
+
+  def before(self, step: int) -> None:
+    if not self.on and self.first <= step <= self.last:
+      jax.profiler.start_trace(self.workdir)
+      self.on = True
+
+  def after(self, step: int, state) -> None:
+    if step == self.last:
+      jax.block_until_ready(state)
+      self.stop()
+
+  def stop(self) -> None:
+    if self.on:
+      jax.profiler.stop_trace()
+      self.on = False
+
+
+def _loop(exp: Experiment, evaluators, workdir: str, record, ckpt, state: TrainState, start: int) -> dict:
+  """Steps `start` + 1 to the end or a SIGTERM: logs, evaluations and checkpoints at their steps."""
+  config, task, mesh = exp.config, exp.task, exp.mesh
+  final, every = config.num_train_steps, config.checkpoint_every_steps
   train_step = make_train_step(exp.model, exp.tx, mesh, task.make_loss(config), exp.features)
-  arrays, store, keys = device_features.host_inputs(data, exp.features, "train", task.TRAIN_KEYS)
-  batches = pipeline.numpy_batches(pipeline.train_dataset(arrays, store, config.batch_size, config.seed, start, keys,
-                                                          lengths=task.LENGTHS))
-  schedule = learning_rate(config.optimizer, config.num_train_steps)
-  best_metric, _ = evals.best(config, task)
-  preemption, metrics, eval_metrics, progress = _Preemption(), [], {}, _Progress(start, final, config.batch_size)
-  meta = lambda step: {"input_step": step, "seed": config.seed}
+  arrays, store, keys = device_features.host_inputs(exp.data, exp.features, "train", task.TRAIN_KEYS)
+  batches = pipeline.train_batches(arrays, store, config.batch_size, config.seed, start, keys, lengths=task.LENGTHS)
+  best_metric = config.best_metric
+  log, profile, preemption = _Log(config, workdir, start), _Profile(config.profile_steps, workdir), _Preemption()
+  metrics, eval_metrics = [], {}
   try:
     for step in range(start + 1, final + 1):
+      profile.before(step)
       if step == start + 1:
         state, step_metrics = _first_step(train_step, state, batches, mesh)
       else:
         state, step_metrics = train_step(state, sharding.to_global(next(batches), mesh))
+      profile.after(step, state)
       metrics.append(step_metrics)
-      report(step)
+      log.report(step)
       last, stop = step == final, preemption.requested(step)
-      log = step % config.log_every_steps == 0 or last
       due = [e for e in evaluators if e.spec.runs_at(step, final)]
-      if log or due or stop:  # never log or save past a NaN
+      save = bool(due) or stop or last or (every > 0 and step % every == 0)
+      if log.due(step) or save:  # never log or save past a NaN
         metrics = jax.device_get(metrics)
         _check_finite(metrics, step - len(metrics) + 1, ckpt.latest_step())
-      if log:
-        means = {f"train/{k}": float(np.mean([m[k] for m in metrics])) for k in metrics[0]}
-        means["train/learning_rate"] = float(schedule(step - 1) if callable(schedule) else schedule)  # the last update's
-        writer.write_scalars(step, {**means, **progress.log(step, means["train/loss"])})
+      if log.due(step):
+        log.train(step, metrics)
         metrics = []
+      named = {}
       if due:  # the final step (and evaluations with results "every") also write results files
         now = evaluate.run_all(due, state.params, step, workdir, results=last)
         eval_metrics.update(now)
-        named = evaluate.prefixed(now)
-        writer.write_scalars(step, named)
-        if best_metric in named:
-          logging.info("step %d: %s %.2f", step, best_metric, named[best_metric])
-        ckpt.save(step, state, meta(step), named)
-      if last and jax.process_index() == 0:  # the final checkpoint and results are written
-        record(finished_step=step)
+        named = log.evaluations(step, now, best_metric)
+      if save:
+        ckpt.save(step, state, {"input_step": step, "seed": config.seed}, named)
+      if last:
+        ckpt.wait()  # the run is finished once its final checkpoint is complete
+        if jax.process_index() == 0:
+          record(finished_step=step)
       if stop:
-        if ckpt.latest_step() != step:
-          ckpt.save(step, state, meta(step))
+        ckpt.wait()
         logging.warning("SIGTERM: saved checkpoint at step %d; rerun the same command to resume", step)
         break
   finally:
+    batches.close()
+    profile.stop()
     preemption.restore()
-    writer.flush()
-    ckpt.close()
+    log.writer.flush()
   return eval_metrics

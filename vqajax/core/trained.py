@@ -3,9 +3,7 @@ export): a workdir or an export bundle (`core/bundle.py`), read, never changed.
 
 `open_run(path, tasks)` reads the run's config, its encoders (`core/encoders.py`) and one
 checkpoint's parameters, and builds the model: no training data, no optimizer, no
-training feature table, no TensorFlow. Workdirs recorded before runs kept their encoders
-get them rebuilt from their data, as before (slower; said in one line). A checkpoint is
-read with `checkpoint.read_params`, which is safe beside a training writing the workdir.
+training feature table, no TensorFlow. A checkpoint is read with `checkpoint.read_params`, which is safe beside a training writing the workdir.
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ from typing import Any, Mapping
 
 import jax
 import numpy as np
-from absl import logging
 from flax import errors as flax_errors
 
 from vqajax.core import bundle, checkpoint, encoders, evals, fs, run_record, sharding
@@ -49,7 +46,7 @@ def read_config(path: str, tasks: Mapping[str, Any], data_dir: str | None = None
 
 def chosen_step(directory: str, path: str, step: int | None, best: tuple[str, str] | None) -> int:
   """The complete checkpoint to use: `step`, the best by `best` ((metric, "max" | "min"),
-  `evals.best`), or the latest."""
+  `config.best_metric`, `config.best_mode`), or the latest."""
   saved = checkpoint.complete_steps(directory)
   if not saved:
     raise InputError(f"{path}: no checkpoint (train the run first)")
@@ -131,18 +128,6 @@ class Trained:
     return jax.tree.map(lambda *parts: np.concatenate(parts)[:n], *jax.device_get(dispatched))
 
 
-def _workdir_tables(workdir: str, config, task, record: dict) -> dict:
-  """The encoders' tables a workdir recorded, or for an older workdir, rebuilt from its data."""
-  if "encoders" in record:
-    return encoders.read(workdir, config.task, record["encoders"])
-  logging.warning("%s: recorded before runs kept their encoders; rebuilding them from its data (slow; "
-                  "`vqajax eval --workdir %s` records them once)", workdir, workdir)
-  data = task.load(config)
-  run_record.check_same_run(workdir, config, task.sizes(data),
-                            "its data changed since it was trained; asking needs the run's own data")
-  return data.encoders.tables()
-
-
 @dataclasses.dataclass
 class Checkpoint:
   """What a run records for one checkpoint, read from a workdir or a bundle (host arrays)."""
@@ -169,9 +154,9 @@ def read(path: str, tasks: Mapping[str, Any], step: int | None = None, best: boo
     return Checkpoint(config, task, record, tables, params, record["step"], record.get("metrics") or {})
   record = run_record.read_record(path)
   directory = os.path.join(path, "checkpoints")
-  rule = evals.best(config, task)
+  rule = config.best_metric, config.best_mode
   chosen = chosen_step(directory, path, step, rule if best else None)
-  tables = _workdir_tables(path, config, task, record)
+  tables = encoders.read(path, config.task, record["encoders"])
   params, _, chosen = checkpoint.read_params(directory, chosen, newest=step is None and not best)
   metrics = run_record.step_metrics(path, chosen)
   if not metrics and (value := checkpoint.step_metric(directory, chosen, rule[0])) is not None:

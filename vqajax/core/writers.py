@@ -44,7 +44,7 @@ class JsonlWriter:
 
 def create(workdir: str, name: str = "metrics.jsonl") -> metric_writers.MetricWriter:
   """Only the first process writes files."""
-  from clu import metric_writers  # pylint: disable=g-import-not-at-top
+  from clu import metric_writers
   if jax.process_index() > 0:
     return metric_writers.MultiWriter([])
   fs.makedirs(workdir)

@@ -2,9 +2,7 @@
 computes the features of new images with exactly those settings (`vqajax ask`).
 
 The weights are identified by the digest of their tensors (`weights_tensors_sha256`), so a
-`.pth` and its `.npz` conversion are the same weights; stores recorded before that digest
-existed are checked by the file's sha256, or by the tensors of the recorded file where it
-still is. The model, with its weights, is built once per
+`.pth` and its `.npz` conversion are the same weights. The model, with its weights, is built once per
 process and file (`_forward`): the demo's uploads and repeated asks reuse it.
 """
 
@@ -19,7 +17,7 @@ import numpy as np
 from vqajax.core.errors import InputError
 from vqajax.features import forward, models, weights
 
-KEYS = ("model", "layer", "preprocess", "image_size", "dtype", "weights", "weights_sha256")
+KEYS = ("model", "layer", "preprocess", "image_size", "dtype", "weights", "weights_sha256", "weights_tensors_sha256")
 
 
 def settings(model: str, layer: str, preprocess: str, image_size: int, dtype: str, weights_file: str | None,
@@ -35,34 +33,18 @@ def settings(model: str, layer: str, preprocess: str, image_size: int, dtype: st
           "weights_tensors_sha256": weights.tensors_sha256(state)}
 
 
-def _expected_tensors(recorded_path: str, file_sha256: str) -> str | None:
-  """For settings recorded before the tensors' digest: the digest of the recorded file's
-  tensors, when that very file (its sha256) is still where it was recorded."""
-  if not os.path.isfile(recorded_path) or weights.sha256(recorded_path) != file_sha256:
-    return None
-  return weights.tensors_sha256(weights.read_state(recorded_path))
-
-
 @functools.lru_cache(maxsize=2)
-def _forward(model_name: str, layer: str, path: str, identity: tuple, tensors_sha256: str | None,
-             recorded_path: str, file_sha256: str, batch: int) -> forward.Forward:
+def _forward(model_name: str, layer: str, path: str, identity: tuple, tensors_sha256: str, batch: int
+             ) -> forward.Forward:
   """The jitted model with the weights of `path` (`identity`: its mtime and size, so a
-  replaced file is read again), verified against the recorded digest."""
+  replaced file is read again), verified against the recorded digest of their tensors."""
   del identity
   model = models.MODELS[model_name](layer=layer)
-  if tensors_sha256 is None and weights.sha256(path) == file_sha256:  # the recorded file itself
-    state = weights.read_state(path)
-  else:
-    expected = tensors_sha256 or _expected_tensors(recorded_path, file_sha256)
-    if expected is None:
-      raise InputError(f"{path}: its sha256 differs from {file_sha256[:12]}..., the weights file the features "
-                       "were extracted with (recorded before vqajax compared tensors: give that file, or keep "
-                       "it at its recorded path beside a conversion)")
-    state = weights.read_state(path)
-    found = weights.tensors_sha256(state)
-    if found != expected:
-      raise InputError(f"{path}: the sha256 of its tensors {found[:12]}... differs from {expected[:12]}..., the "
-                       "weights the features were extracted with: new images would not get comparable features")
+  state = weights.read_state(path)
+  found = weights.tensors_sha256(state)
+  if found != tensors_sha256:
+    raise InputError(f"{path}: the sha256 of its tensors {found[:12]}... differs from {tensors_sha256[:12]}..., the "
+                     "weights the features were extracted with: new images would not get comparable features")
   return forward.Forward(model, weights.load_params(state, model, model_name, where=path), batch)
 
 
@@ -100,8 +82,7 @@ class Extractor:
                        f"(or its .npz conversion) with sha256 {recorded['weights_sha256']} (--weights)")
     stat = os.stat(path)
     self._forward = _forward(recorded["model"], recorded["layer"], path, (stat.st_mtime_ns, stat.st_size),
-                             recorded.get("weights_tensors_sha256"), recorded["weights"], recorded["weights_sha256"],
-                             batch)
+                             recorded["weights_tensors_sha256"], batch)
 
   def batches(self, paths: list[str]) -> Iterator[np.ndarray]:
     """The features of image files, one forward batch at a time (`forward.feature_batches`)."""

@@ -42,7 +42,6 @@ from vqajax.core.official_files import load_json
 _DTYPES = (np.float16, np.float32, np.uint8)
 _EXPONENT_BITS = {np.dtype(np.float16): (np.uint16, 0x7C00), np.dtype(np.float32): (np.uint32, 0x7F800000)}
 _CHECK_BLOCK_BYTES = 2**20
-_ALIGN = 64  # bytes: TensorFlow takes over a numpy array aligned so (tf.data's numpy_function)
 _IOV_MAX = os.sysconf("SC_IOV_MAX")  # buffers one preadv fills
 
 
@@ -67,15 +66,6 @@ def _finite_rows(features: np.ndarray) -> np.ndarray:
   return finite
 
 
-def _aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-  """`np.empty` whose data is `_ALIGN`-byte aligned: the pipeline's numpy_function hands such
-  an array to TensorFlow as it is, and copies any other (a batch of 14x14 grids: 51 MB)."""
-  nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-  raw = np.empty(nbytes + _ALIGN, np.uint8)
-  start = -raw.ctypes.data % _ALIGN
-  return raw[start:start + nbytes].view(dtype).reshape(shape)
-
-
 def settings_path(npy_path: str) -> str:
   return npy_path[: -len(".npy")] + ".settings.json"
 
@@ -96,10 +86,10 @@ def _runs(rows: np.ndarray) -> list[tuple[int, int]]:
 
 
 class _H5Rows:
-  """Rows of an HDF5 dataset, a slice per run (h5py's fancy indexing is ~10x slower).
+  """Rows of an HDF5 dataset, a slice per run (h5py's fancy indexing is much slower).
 
   Contiguous datasets (what `write_store` writes) read fastest; a dataset chunked one row
-  per chunk reads ~3x slower and HDF5 keeps ~130 MB of chunk index once 8 GB were read.
+  per chunk reads slower and HDF5 keeps its chunk index in memory.
   """
 
   def __init__(self, dataset):
@@ -255,7 +245,7 @@ class FeatureStore:
     Each row is read once, straight to its place (a repeated row is copied there)."""
     rows = np.asarray(rows, np.int64).reshape(-1)
     unique, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
-    features = _aligned_empty((len(rows),) + self.shape, self.dtype)
+    features = np.empty((len(rows),) + self.shape, self.dtype)
     self._features.read_into(features, unique, first)
     repeated = np.flatnonzero(first[inverse] != np.arange(len(rows)))
     features[repeated] = features[first[inverse[repeated]]]

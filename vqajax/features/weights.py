@@ -105,13 +105,13 @@ def read_state(path: str) -> dict[str, np.ndarray]:
   if not path.endswith((".pth", ".pt")):
     raise WeightsError(f"{path}: unknown weights file type (expected .pth, .pt or .npz)")
   try:
-    import torch  # pylint: disable=g-import-not-at-top
+    import torch
   except ImportError:
     raise WeightsError(f"{path}: reading .pth files needs torch (pip install torch), or convert "
                        "it once elsewhere: vqajax features convert IN.pth OUT.npz") from None
   try:
     state = torch.load(path, map_location="cpu", weights_only=True)
-  except Exception as e:  # pylint: disable=broad-except  (torch raises many kinds)
+  except Exception as e:  # torch raises many kinds
     reason = next((line for line in str(e).splitlines() if line.strip()), "")  # not its paragraphs of advice
     raise WeightsError(f"{path}: not a readable torch state dict ({type(e).__name__}: {reason})") from None
   if not isinstance(state, Mapping) or not all(isinstance(v, torch.Tensor) for v in state.values()):

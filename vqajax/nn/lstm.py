@@ -18,7 +18,8 @@ state. What makes it fast (bench/bench_train.py measures it):
 That shape suits a CPU, where a step costs its FLOPs. On accelerators (WORKSPACE.md, "The
 LSTM on accelerators") `scan_lstm` is the plain one: every step on the whole batch, the
 same fused-gate matmul, `lax.scan` over all T steps, autodiff's backward
-(`config.model.lstm_impl = "scan"`; the outputs and gradients are the same).
+(`config.model.lstm_impl = "scan"`; the outputs and gradients are the same). The default,
+"auto", takes the chunked one on the CPU and the scan on GPU / TPU (`resolve`).
 
 `dtype` is the matmul input type (bfloat16: f32 accumulation, state and gate math in f32).
 Gate order i, f, g, o as in flax's LSTM cells.
@@ -32,7 +33,14 @@ import jax
 import jax.numpy as jnp
 
 CHUNK_ROWS = 32
-IMPLS = ("chunked", "scan")  # config.model.lstm_impl
+IMPLS = ("chunked", "scan")  # config.model.lstm_impl, or "auto"
+
+
+def resolve(impl: str) -> str:
+  """`impl`, with "auto" made the backend's: "chunked" on the CPU, "scan" on accelerators."""
+  if impl != "auto":
+    return impl
+  return "chunked" if jax.default_backend() == "cpu" else "scan"
 
 
 def _dot(a, b, dtype):
@@ -118,7 +126,7 @@ def _masked_lstm_bwd(dtype, chunk, residuals, cotangents):
   batch, embed = x.shape[1], x.shape[2]
   chunk_steps = _chunk_steps(lengths, chunk)
   # dpre x w^T below: XLA:CPU's f32 kernels are fastest reading w^T in place, its bf16
-  # ones on a converted copy laid out once before the loop (~1.15x the step, measured).
+  # ones on a converted copy laid out once before the loop.
   w_t = None if dtype == jnp.float32 else w.T.astype(dtype)
 
   def body(j, carry):

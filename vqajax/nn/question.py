@@ -133,9 +133,8 @@ class TransformerEncoder(nn.Module):
 
 
 def _lstm(cfg, vocab_size: int) -> LSTMEncoder:
-  impl = cfg.get("lstm_impl", "chunked")  # runs recorded before the switch: chunked
   return LSTMEncoder(vocab_size, cfg.embed_dim, cfg.lstm_dim, cfg.lstm_layers, jnp.dtype(cfg.get("dtype", "float32")),
-                     impl, initializers.RULES[cfg.get("init", "default")])
+                     lstm.resolve(cfg.lstm_impl), initializers.RULES[cfg.get("init", "default")])
 
 
 def _transformer(cfg, vocab_size: int) -> TransformerEncoder:

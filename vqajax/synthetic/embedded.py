@@ -26,7 +26,7 @@ from vqajax.synthetic.answertherapy import write as therapy_write
 from vqajax.synthetic.vqa import write as vqa_write
 
 CACHE = os.path.join("~", ".cache", "vqajax")
-# v2: with test splits; v3 (therapy v2): with pictures (an older cache is left as it is)
+# the cache folders, named by their format (a cache of another format is left as it is)
 _KINDS = {"vqa": (vqa_write, "synthetic-v3")}
 _THERAPY = (therapy_write, "synthetic_therapy-v2")
 PIXEL_STORE = re.compile(r"features/pixels(\d+)\.npy")

@@ -43,7 +43,7 @@ FIELDS = {
     "model.fusion": one_of(*vqa_models.FUSIONS), "model.fused_dim": integer(), "model.mlp_dims": dims(),
     "model.dropout": number(0, 1, hi_open=True), "model.glimpses": integer(0), "model.attention_dim": integer(),
     "model.attention_dropout": number(0, 1, hi_open=True), "model.dtype": one_of("float32", "bfloat16", "float16"),
-    "model.lstm_impl": one_of(*lstm.IMPLS), "model.init": one_of(*initializers.RULES),
+    "model.lstm_impl": one_of("auto", *lstm.IMPLS), "model.init": one_of(*initializers.RULES),
     "model.targets": one_of("answer", "soft", "bce"), **question.FIELDS, **vilt_run.FIELDS,
 }
 
@@ -110,7 +110,7 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   m.attention_dim = 512                 # its 1x1 convolution's width
   m.attention_dropout = 0.2             # on the attention's inputs
   m.dtype = "float32"                   # matmul inputs; "bfloat16": parameters stay float32
-  m.lstm_impl = "chunked"               # the recurrence: "chunked" (CPU) | "scan" (TPU / GPU; nn/lstm.py)
+  m.lstm_impl = "auto"                  # the recurrence: "chunked" (CPU) | "scan" (TPU / GPU) | "auto": by backend
   m.targets = "answer"                  # the loss: "answer" (the paper's: the most common
                                         # answer) or "soft" (the annotators' answers' distribution)
   m.init = "paper"                      # every parameter U(-0.08, 0.08) as the paper's code, or
@@ -137,6 +137,8 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   config.log_every_steps = 100
   config.eval_every_steps = 1000        # each evaluation also saves a checkpoint
   config.keep_checkpoints = 3           # the last k, plus the best by best_metric
+  config.checkpoint_every_steps = 0    # > 0: also a checkpoint every that many steps (saved asynchronously)
+  config.profile_steps = ()             # (first, last): a profiler trace of those steps in the workdir (TensorBoard)
   config.evals = evals.default()        # the evaluations (vqajax/core/evals.py): `val`, on data.val_*
   config.best_metric = "val/accuracy"   # EVAL/METRIC that picks the best checkpoint ...
   config.best_mode = "max"              # ... its highest ("max") or lowest ("min")

@@ -1,7 +1,7 @@
 """Official VQA files -> numeric arrays, the only place where strings become ids.
 
 Every split is a dict of numpy arrays with one row per question (annotation-file
-order); the tf.data pipeline slices them and adds the image features.
+order); the input pipeline (core/pipeline.py) slices them and adds the image features.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def read_split(config_data, split: str):
   mc_name = config_data.get(f"{split}_mc_questions") or ""
   data_format = formats.FORMATS[config_data.format]
   if config_data.source == "tfds":
-    from vqajax.vqa import tfds_records  # pylint: disable=g-import-not-at-top
+    from vqajax.vqa import tfds_records
     tfds_dir = resolve(config_data, "tfds_dir")
     with_choices = bool(mc_name)
     if mc_name == MC_AUTO:

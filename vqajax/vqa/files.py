@@ -46,7 +46,7 @@ def read_vizwiz(path: str, data: list | None = None, answer_fields: dict[str, ty
   question_id is the record's position; image_id the number in the image file name
   (`VizWiz_train_00000012.jpg` -> 12); question_type is the VQA-style type of the text.
   """
-  from vqajax.vqa.question_types import question_type  # pylint: disable=g-import-not-at-top
+  from vqajax.vqa.question_types import question_type
 
   if data is None:
     data = load_json(path)

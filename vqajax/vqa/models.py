@@ -153,7 +153,7 @@ class AttentionVQA(nn.Module):
 
 def _init_rule(cfg, supported: bool, model: str):
   """`config.model.init`'s initialiser; "paper" only where every layer takes it (`supported`)."""
-  rule = cfg.get("init", "default")  # runs recorded before the field: their checkpoints hold the parameters
+  rule = cfg.init
   if rule != "default" and not supported:
     raise InputError(f"config.model.init '{rule}' is for the late-fusion rows with an LSTM or BoW question; "
                      f"{model} takes 'default'")
@@ -203,11 +203,6 @@ def _vilt(cfg, enc) -> vilt_run.ViltOnBatch:
 MODELS = {"late_fusion": _late_fusion, "attention": _attention, "vilt": _vilt}  # config.model.name -> builder
 
 
-def model_name(cfg) -> str:
-  """`config.model.name`; runs recorded before it existed: attention where they had glimpses."""
-  return cfg.get("name") or ("attention" if cfg.get("glimpses", 0) else "late_fusion")
-
-
 def build(cfg, enc) -> nn.Module:
   """The model `config.model` names, sized by the run's encoders (`dataset.Encoders`)."""
-  return MODELS[model_name(cfg)](cfg, enc)  # names and values checked with the config (configs.FIELDS)
+  return MODELS[cfg.name](cfg, enc)  # names and values checked with the config (configs.FIELDS)

@@ -31,7 +31,7 @@ def _evaluate_if_needed(path: str) -> None:
   if (config is None or fs.isdir(os.path.join(path, "results"))
       or not fs.isdir(os.path.join(path, "checkpoints"))):
     return
-  from vqajax.core import evaluate  # pylint: disable=g-import-not-at-top
+  from vqajax.core import evaluate
   print(f"{path}: no results yet, evaluating the newest checkpoint")
   evaluate.evaluate_checkpoints(vqa_task, config, path)
 
