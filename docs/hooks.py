@@ -28,17 +28,18 @@ RECORDS = os.path.join(ROOT, "bench", "records")
 # the fields those lack, and the sources whose `alias.field = value  # comment` lines explain a field.
 CONFIGS = {
     "vqa": {
-        "columns": [("paper (`\"\"`)", "experiments/vqa/deeper_lstm_norm_i.py:"),
+        "columns": [('paper (`""`)', "experiments/vqa/deeper_lstm_norm_i.py:"),
                     ("`:cpu`", "experiments/vqa/deeper_lstm_norm_i.py:cpu"),
                     ("`:runlocal`", "experiments/vqa/deeper_lstm_norm_i.py:runlocal")],
         "others": ["experiments/vqa/transformer_q_norm_i.py", "experiments/vqa/vilt.py"],
         "sources": ["vqajax/vqa/configs.py", "experiments/vqa/transformer_q_norm_i.py", "vqajax/nn/vilt_run.py"],
     },
     "therapy": {
-        "columns": [("grounding_class `\"\"`", "experiments/therapy/grounding_class.py:"),
-                    ("grounding_mask `\"\"`", "experiments/therapy/grounding_mask.py:"),
+        "columns": [('grounding_class `""`', "experiments/therapy/grounding_class.py:"),
+                    ('grounding_mask `""`', "experiments/therapy/grounding_mask.py:"),
                     ("grounding_class `:real`", "experiments/therapy/grounding_class.py:real")],
-        "others": ["experiments/therapy/vilt_class.py", "experiments/vqa/transformer_q_norm_i.py"],
+        "others": ["experiments/therapy/vilt_class.py", "experiments/therapy/vilt_mask.py",
+                   "experiments/vqa/transformer_q_norm_i.py"],
         "sources": ["vqajax/answertherapy/configs.py", "vqajax/vqa/configs.py", "vqajax/nn/vilt_run.py"],
     },
 }
@@ -99,7 +100,7 @@ def config_table(paper: str) -> str:
     args = [s.partition(":")[2] for _, s in spec["columns"]]
     leaves = [load(f"{other}:{arg}") if _accepts(other, arg) else {} for arg in args]
     for key in dict.fromkeys(k for values in leaves for k in values):
-      if key not in keys and key not in elsewhere:
+      if key in rules and key not in keys and key not in elsewhere:
         elsewhere[key] = (other, leaves)
   notes = comments(spec["sources"])
   head = "| field | holds | " + " | ".join(label for label, _ in columns) + " | what it is |"

@@ -160,6 +160,7 @@ def _init_rule(cfg, supported: bool, model: str):
 
 
 def _attention(cfg, enc) -> AttentionVQA:
+  """Show, Ask, Attend, and Answer: question-guided glimpses over a grid store (`AttentionVQA`)."""
   _init_rule(cfg, False, "the attention model")
   if cfg.question not in question.ENCODERS or cfg.glimpses < 1 or not cfg.use_image or cfg.caption:
     raise InputError(f"config.model.name 'attention' (over the image grid) needs a question encoder of "
@@ -174,6 +175,7 @@ def _attention(cfg, enc) -> AttentionVQA:
 
 
 def _late_fusion(cfg, enc) -> LateFusionVQA:
+  """Every Table II row: question, image and caption inputs fused late (`LateFusionVQA`)."""
   unknown = set(cfg.project) - {"question", "image", "caption"}
   if unknown:
     raise InputError(f"config.model.project names unknown inputs {sorted(unknown)}")
