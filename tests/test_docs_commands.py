@@ -54,7 +54,7 @@ def commands(text: str) -> list[tuple[int, str, bool]]:
       pending = line[:-1] + " "
       continue
     pending = ""
-    found += [(number, " ".join(m.group(1).split()), True) for m in IN_SHELL.finditer(line)]
+    found += [(number, " ".join(m.group(1).rstrip('"').split()), True) for m in IN_SHELL.finditer(line)]
   return found
 
 
