@@ -54,8 +54,13 @@ def commands(text: str) -> list[tuple[int, str, bool]]:
       pending = line[:-1] + " "
       continue
     pending = ""
-    found += [(number, " ".join(m.group(1).rstrip('"').split()), True) for m in IN_SHELL.finditer(line)]
+    found += [(number, " ".join(_balanced(m.group(1)).split()), True) for m in IN_SHELL.finditer(line)]
   return found
+
+
+def _balanced(command: str) -> str:
+  """`command` without the closing quote of the string it was quoted in (`--command="... vqajax ..."`)."""
+  return command[:-1] if command.endswith('"') and command.count('"') % 2 else command
 
 
 class _Parsed(Exception):
