@@ -366,6 +366,12 @@ def test_the_readme_five_commands_train_evaluate_export_and_ask(tiny_data, tmp_p
   assert len(answers) >= 3, outputs[3]
 
 
+def test_ci_runs_the_readme_test_command():
+  command = _readme_block("The tests (")
+  assert len(command) == 1 and "pytest" in command[0]
+  assert command[0] in open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8").read().splitlines()
+
+
 def test_the_site_builds_strictly_with_the_demo_picture(tmp_path):
   pytest.importorskip("mkdocs")
   pytest.importorskip("material")
