@@ -360,7 +360,8 @@ def test_the_readme_five_commands_train_evaluate_export_and_ask(tiny_data, tmp_p
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, (line, done.stderr[-3000:])
     outputs.append(done.stdout)
-  assert "accuracy" in outputs[1].lower() or "overall" in outputs[1].lower(), outputs[1]
+  assert re.search(r"\| open-ended \| \d+\.\d\d \|", outputs[1]), outputs[1]
+  assert glob.glob(str(tmp_path / "workdirs" / "quick" / "results" / "step_*" / "v2_OpenEnded_*_results.json"))
   assert os.path.isfile(tmp_path / "workdirs" / "quick-bundle" / "vqajax.json")
   answers = [line for line in outputs[3].splitlines() if re.match(r"\s*\S.*\s0\.\d+\s*$", line)]
   assert len(answers) >= 3, outputs[3]
