@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import glob
 import io
+import json
 import os
 import re
 import shlex
@@ -373,14 +374,20 @@ def test_ci_runs_the_readme_test_command():
   assert command[0] in open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8").read().splitlines()
 
 
-def test_the_site_builds_strictly_with_the_demo_picture(tmp_path):
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+  """The documentation site, built strictly (a broken link, anchor or generated table fails)."""
   pytest.importorskip("mkdocs")
   pytest.importorskip("material")
-  site = tmp_path / "site"
+  folder = tmp_path_factory.mktemp("docs") / "site"
   done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-f",
-                         os.path.join(ROOT, "docs", "mkdocs.yml"), "-d", str(site)],
+                         os.path.join(ROOT, "docs", "mkdocs.yml"), "-d", str(folder)],
                         capture_output=True, text=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
   assert done.returncode == 0, done.stderr[-3000:]
+  return folder
+
+
+def test_the_site_builds_strictly_with_the_demo_picture(site):
   for page in ("index.html", "inference.html"):
     html = (site / page).read_text(encoding="utf-8")
     assert re.search(r'<img[^>]+src="images/demo\.png"', html), page
@@ -388,4 +395,34 @@ def test_the_site_builds_strictly_with_the_demo_picture(tmp_path):
   assert (site / "images" / "demo.png").read_bytes() == open(picture, "rb").read()
   configs = (site / "configs.html").read_text(encoding="utf-8")
   assert "model.lstm_impl" in configs and "data.features_on_device" in configs  # the generated reference
-  assert "bench_iou" in (site / "performance.html").read_text(encoding="utf-8")
+  performance = (site / "performance.html").read_text(encoding="utf-8")
+  for path in glob.glob(os.path.join(ROOT, "bench", "records", "*.json")):  # every record, with its date
+    with open(path, encoding="utf-8") as f:
+      record = json.load(f)
+    assert record["bench"] in performance and record["date"] in performance
+
+
+@pytest.mark.slow
+def test_the_site_shows_the_demo_picture_in_a_browser(site):
+  """Headless Chromium (as tests/test_demo.py drives it) loads the home page and its picture."""
+  chromium = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
+  if not (chromium and shutil.which("chromedriver")):
+    pytest.skip("chromium / chromedriver not found (apt-get install -y chromium chromium-driver)")
+  from selenium import webdriver  # pylint: disable=g-import-not-at-top
+  from selenium.webdriver.chrome.service import Service  # pylint: disable=g-import-not-at-top
+  options = webdriver.ChromeOptions()
+  options.binary_location = chromium
+  for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000"):
+    options.add_argument(flag)
+  driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+  try:
+    driver.get((site / "index.html").as_uri())
+    width, height = driver.execute_script(
+        "const img = document.querySelector('img[src=\"images/demo.png\"]');"
+        "return img && img.complete ? [img.naturalWidth, img.naturalHeight] : [0, 0];")
+    from PIL import Image  # pylint: disable=g-import-not-at-top
+    with Image.open(os.path.join(ROOT, "docs", "pages", "images", "demo.png")) as picture:
+      assert (width, height) == picture.size
+    assert "vqajax" in driver.title
+  finally:
+    driver.quit()
