@@ -175,6 +175,11 @@ def benchmarks() -> str:
     out += [f"| {_cell(r['what'])} | {_number(r['value'])} {r['unit']} | {_cell(r['target'])} |"
             for r in record["rows"]]
     out.append("")
+  recorded = {os.path.basename(p)[:-len(".json")] for p in paths}
+  scripts = sorted(os.path.basename(p)[:-len(".py")] for p in glob.glob(os.path.join(ROOT, "bench", "bench_*.py")))
+  missing = [name for name in scripts if name not in recorded]
+  if missing:
+    out.append("No record yet: " + ", ".join(f"`{n}`" for n in missing) + ".")
   return "\n".join(out)
 
 
