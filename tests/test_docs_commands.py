@@ -374,6 +374,21 @@ def test_ci_runs_the_readme_test_command():
   assert command[0] in open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8").read().splitlines()
 
 
+@pytest.mark.slow
+def test_the_answertherapy_construction_runs_as_documented(tmp_path, one_device_env):
+  """docs/pages/real-data.md's construction block, run as written with /tmp/ moved into a test folder."""
+  text = open(os.path.join(ROOT, "docs", "pages", "real-data.md"), encoding="utf-8").read()
+  block = text[text.index("vqajax data therapy-raw --out /tmp/raw"):].split("```", 1)[0]
+  lines = [command.replace("/tmp/", f"{tmp_path}/") for _, command, _ in commands(f"```bash\n{block}```")]
+  assert [shlex.split(line)[1] for line in lines] == ["data", "therapy"]
+  for line in lines:
+    done = subprocess.run([sys.executable, "-m", "vqajax", *shlex.split(line)[1:]], cwd=tmp_path,
+                          env={**one_device_env, "PYTHONPATH": ROOT}, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (line, done.stderr[-3000:])
+  written = set(os.listdir(tmp_path / "therapy"))  # the released files and the reports beside them
+  assert {"VQA_train.json", "VQA_val.json", "VQA_test.json", "construction.md", "splits.md"} <= written, written
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
   """The documentation site, built strictly (a broken link, anchor or generated table fails)."""
