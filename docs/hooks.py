@@ -172,7 +172,8 @@ def benchmarks() -> str:
             f"JAX {m['jax']} on {m['devices']} {m['platform']} device(s) ({m['device']}), Python {m['python']}:", "",
             f"```bash\n{record['command']}\n```", "",
             "| what | measured | target |", "|---|---:|---:|"]
-    out += [f"| {_cell(r['what'])} | {_number(r['value'])} {r['unit']} | {_cell(r['target'])} |"
+    out += [f"| {_cell(r['what'])} | {_number(r['value'])}{'' if r['unit'] in ('x', '%') else ' '}{r['unit']} | "
+            f"{_cell(r['target'])} |"
             for r in record["rows"]]
     out.append("")
   recorded = {os.path.basename(p)[:-len(".json")] for p in paths}
