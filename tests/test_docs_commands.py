@@ -190,7 +190,28 @@ def check(command: str, where: str = "", whole: bool = True) -> list[str]:
     extras = [] if parsed is None else parsed.extras
     stray = [t for t in extras if not (verb in RUN_VERBS and (t.startswith("--config.") or not t.startswith("-")))]
     problems = [f"{where}: unrecognized arguments {stray}"] if stray else []
-  return problems + _check_overrides(tokens, config, where)
+  return problems + _check_overrides(tokens, config, where) + _check_sets(tokens, where)
+
+
+def _check_sets(tokens: list[str], where: str) -> list[str]:
+  """The problems of a sweep's `--set FIELD=VALUE`: the field must be in every point's config."""
+  from vqajax.core import config as config_lib  # pylint: disable=g-import-not-at-top
+  from vqajax.core.errors import InputError  # pylint: disable=g-import-not-at-top
+  from vqajax.vqa import sweep  # pylint: disable=g-import-not-at-top
+  sets = [value for flag, value in zip(tokens, tokens[1:]) if flag == "--set"]
+  sets += [t[len("--set="):] for t in tokens if t.startswith("--set=")]
+  if tokens[1] != "sweep" or not sets or PLACEHOLDER.search(tokens[2]):
+    return []
+  points, _ = sweep.load_sweep(tokens[2])
+  problems = []
+  for key in {item.partition("=")[0] for item in sets}:
+    for point in points:
+      try:
+        config_lib._field(config_lib.load_config(point.config), key)  # pylint: disable=protected-access
+      except InputError as e:
+        problems.append(f"{where}: --set {key}: point {point.name}: {e}")
+        break
+  return problems
 
 
 def _check_synopsis(tokens: list[str], where: str) -> list[str]:
@@ -255,6 +276,8 @@ def test_every_documented_command_parses():
     ("vqajax report table9 RUN... --out DIR", "unknown sub-verb 'table9'"),
     ("vqajax fit --config=experiments/vqa/bow_q.py", "unknown verb 'fit'"),
     # a config field that is not there, or a value its rule refuses
+    ("vqajax sweep experiments/sweeps/vqa_table2.py:runlocal --workdir=/tmp/t --set data.syntetic=False",
+     "--set data.syntetic: point"),
     ("vqajax train --config=experiments/vqa/bow_q.py:runlocal --workdir=/tmp/w --config.model.lstm_dims=3",
      "the config has no field 'model.lstm_dims'"),
     ("vqajax train --config=experiments/vqa/bow_q.py --workdir=DIR --config.data.glimpses=N",
