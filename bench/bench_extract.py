@@ -26,6 +26,7 @@ import time
 
 import jax
 import numpy as np
+import record
 import torch  # before anything imports TensorFlow (see bench_train)
 import torch_models
 from absl import logging as absl_logging
@@ -93,6 +94,7 @@ def main():
   parser.add_argument("--images", type=int, default=96, help="generated files for the whole extractor")
   parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                       help="cores and threads for both sides (default: all this process may use)")
+  record.add_flag(parser)
   args = parser.parse_args()
   threads = pin_threads(args.threads)
 
@@ -138,6 +140,15 @@ def main():
         f"forward, store)")
   print(f"first ETA {predicted:.1f} s vs {took:.1f} s taken: {predicted / took:5.2f}x of the real time "
         "(target 0.75-1.25x)")
+  what = f"VGG16 fc7 at {args.size} px, batch {ours.batch}"
+  record.write(args.json, "bench_extract", [
+    *(record.row(f"{what}, the model alone: {name}", np.median(values), "images/s") for name, values in rates.items()),
+    record.row(f"{what}: vqajax vs PyTorch, the same weights and threads", ratio, "x", ">= 1.0x"),
+    record.row(f"{what}: useful FLOP/s, share of the f32 matmul peak", 100 * share, "%", ">= 50%"),
+    record.row(f"the whole extractor on {args.images} generated JPEGs (decode, preprocess, forward, store)", whole,
+               "images/s"),
+    record.row("`vqajax features`' first ETA vs the time the rest took", predicted / took, "x", "0.75-1.25x"),
+  ])
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
+import record  # noqa: E402
 
 from vqajax.answertherapy import groups as therapy_groups  # noqa: E402
 from vqajax.answertherapy import iou  # noqa: E402
@@ -85,10 +86,11 @@ def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--rounds", type=int, default=5)
   parser.add_argument("--scale", type=float, default=1.0)
+  record.add_flag(parser)
   args = parser.parse_args()
   rng = np.random.default_rng(0)
   kernel = jax.jit(iou.group_sums)
-  lines = []
+  lines, rows = [], []
   for name, questions, size in SETTINGS:
     questions = max(1, round(questions * args.scale))
     host = masks(rng, questions, size)
@@ -113,9 +115,14 @@ def main() -> None:
           + f"; numpy copy {copy_bandwidth(host[0]) / 1e9:.1f} GB/s", flush=True)
     lines.append(f"{name:14s} device vs numpy vectorised {t['numpy'] / t['device']:7.1f}x (target >= 20x)")
     lines.append(f"{name:14s} device vs numpy loop       {t['loop'] / t['device']:7.1f}x (target >= 20x)")
+    rows += [record.row(f"{name}, {questions} questions: device vs numpy vectorised", t["numpy"] / t["device"], "x",
+                         ">= 20x"),
+             record.row(f"{name}, {questions} questions: device vs a per-mask numpy loop", t["loop"] / t["device"], "x",
+                         ">= 20x")]
   print(f"\n{args.rounds} rounds, medians; device: {jax.devices()[0].platform}; "
         f"each side computes iou.group_sums over {len(therapy_groups.BY_SOURCE_AND_LABEL)} groups")
   print("\n".join(lines))
+  record.write(args.json, "bench_iou", rows)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import tempfile
 import time
 
 import numpy as np
+import record
 from PIL import Image
 
 from vqajax.core import runtime
@@ -64,6 +65,7 @@ def main() -> None:
   parser.add_argument("--batch", type=int, default=32)
   parser.add_argument("--rounds", type=int, default=3)
   parser.add_argument("--step-rate", type=float, default=1500.0)
+  record.add_flag(parser)
   args = parser.parse_args()
   tf = runtime.tensorflow()
   tf.config.threading.set_intra_op_parallelism_threads(1)
@@ -105,6 +107,11 @@ def main() -> None:
   print(f"store / JPEG: {store_rate / jpeg_rate:.1f}x; at VQA v2's 123,287 images: store "
         f"{123287 * row_mb / 1e3:.0f} GB, JPEGs {123287 * jpeg_bytes / 1e9:.1f} GB "
         f"(the store's read is page cache or disk: {args.step_rate * row_mb:.0f} MB/s at the step's rate)")
+  record.write(args.json, "bench_pixels", [
+    record.row(f"the pixel store at {args.size} px, one core", store_rate, "images/s"),
+    record.row(f"JPEG decoding through tf.data at {args.size} px, one core", jpeg_rate, "images/s"),
+    record.row("the pixel store vs JPEG decoding", store_rate / jpeg_rate, "x"),
+  ])
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
+import record  # noqa: E402
 import vqa_v2_files  # noqa: E402
 
 TARGETS = {"first step s": 30.0, "peak GiB": 3.0, "eval/train": 0.5}
@@ -96,6 +97,7 @@ def main() -> None:
   parser.add_argument("--config-arg", default="cpu", help="deeper_lstm_norm_i's argument ('': the paper's sizes)")
   parser.add_argument("--steps", type=int, default=21, help="training steps per run (default: %(default)s)")
   parser.add_argument("--small", action="store_true", help="a tiny share and the toy model: seconds")
+  record.add_flag(parser)
   args = parser.parse_args()
   if args.small:
     args.fractions, args.config_arg, args.steps = "0.002", "runlocal", 3
@@ -124,6 +126,13 @@ def main() -> None:
     row["train ex/s"], row["eval ex/s"] = row["train steps/s"] * batch, row["val"] / row["eval s"]
     print(f"| {row['fraction']:g} | {row['train']:,} | {row['val']:,} | "
           + " | ".join(f"{row.get(c, 0.0):.{0 if c.endswith('ex/s') else 2}f}" for c in columns) + " |")
+  record.write(args.json, "bench_scale", [
+    row for r in rows for at in [f"`vqajax train` at {r['fraction']:g} x VQA v2 ({r['train']:,} / {r['val']:,} questions)"]
+    for row in (
+      record.row(f"{at}: seconds to the end of the first step", r["first step s"], "s",
+                 f"<= {TARGETS['first step s']:g} s"),
+      record.row(f"{at}: peak RSS", r["peak GiB"], "GiB", f"<= {TARGETS['peak GiB']:g} GiB"),
+      record.row(f"{at}: evaluation vs training examples/s", r["eval/train"], "x", f">= {TARGETS['eval/train']:g}x"))])
   print("| target | | | " + " | ".join(
       ("<= " if c != "eval/train" else ">= ") + f"{TARGETS[c]:g}" if c in TARGETS else "" for c in columns) + " |")
 

@@ -45,6 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import msgspec  # noqa: E402
 import numpy as np  # noqa: E402
+import record  # noqa: E402
 
 from bench.reference import reference_accuracy  # noqa: E402
 from vqajax.core import official_files  # noqa: E402
@@ -306,6 +307,7 @@ def main() -> None:
   parser.add_argument("--questions", type=int, default=200_000)
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--rounds", type=int, default=3)
+  record.add_flag(parser)
   args = parser.parse_args()
 
   times: dict[str, list[float]] = {k: [] for k in ("plain", "cold", "warm", "ref", "ref_gc", "loop")}
@@ -365,6 +367,14 @@ def main() -> None:
       f"end-to-end speedup, {name:8s} {ratio(key):5.1f}x (target >= 10x); "
       f"vs the reference with the GC on {ratio(key, 'ref_gc'):5.1f}x"
     )
+  n = f"{args.questions} questions"
+  record.write(args.json, "bench_score", [
+    record.row(f"the accuracy kernel alone vs the official loop alone, {n}", med["loop"] / t_kernel, "x", ">= 1000x"),
+    *(record.row(f"`vqajax score` {name} vs the official loop, end to end, {n}", ratio(key), "x", ">= 10x")
+      for name, key in (("without its cache", "plain"), ("with a cold cache", "cold"), ("with a warm cache", "warm"))),
+    record.row(f"`vqajax score` with a warm cache, {n}", med["warm"], "s"),
+    record.row(f"the official loop, end to end, {n}", med["ref"], "s"),
+  ])
 
 
 if __name__ == "__main__":

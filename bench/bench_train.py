@@ -38,6 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
+import record  # noqa: E402
 import torch  # noqa: E402  (torch and its compiler stack first: the triton extension
 import torch._dynamo  # noqa: E402,F401  that torch.optim loads segfaults when loaded after TensorFlow)
 from jax_vqa import MAX_LEN, JaxTrainer, make_batches, peak_device_memory, timed, vqa_lengths  # noqa: E402
@@ -167,6 +168,7 @@ def main():
   parser.add_argument("--lstm-impls", default="chunked",
                       help="comma-separated config.model.lstm_impl values: the first is vqajax's main contender, "
                            "each other one an f32 contender beside it")
+  record.add_flag(parser)
   args = parser.parse_args()
   threads = pin_threads(args.threads)
   impl, *others = args.lstm_impls.split(",")
@@ -242,6 +244,19 @@ def main():
   print(f"vs torch packed          {ratio('vqajax f32', 'torch packed'):5.2f}x (target >= 1.2x)")
   print(f"vs torch padded, compiled {ratio('vqajax f32', 'torch padded, compiled'):5.2f}x (reported, no target)")
   print(f"peak device memory       {peak_device_memory()}")
+  setting = f"deeper LSTM Q + norm I, {args.config_arg or 'the paper'}'s sizes, batch {args.batch}"
+  record.write(args.json, "bench_train", [
+    *(record.row(f"training, {setting}: {name}", median(rates[name]), "examples/s") for name in contenders),
+    record.row(f"training, {setting}: vqajax vs PyTorch padded to 26 (the paper's code)",
+               ratio("vqajax f32", "torch padded"), "x", ">= 2.0x"),
+    record.row(f"training, {setting}: vqajax vs PyTorch pack_padded_sequence", ratio("vqajax f32", "torch packed"),
+               "x", ">= 1.2x"),
+    record.row(f"training, {setting}: vqajax vs PyTorch padded under torch.compile",
+               ratio("vqajax f32", "torch padded, compiled"), "x"),
+    record.row(f"training, {setting}: bf16 vs f32 (vqajax)", ratio("vqajax bf16", "vqajax f32"), "x"),
+    record.row("useful FLOP/s at question length 26, share of the f32 matmul peak", 100 * share26, "%", ">= 60%"),
+    record.row("the f32 matmul peak", median(peaks) / 1e9, "GFLOP/s"),
+  ])
 
 
 if __name__ == "__main__":

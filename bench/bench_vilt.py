@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
+import record  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 from bench_train import matmul_peak, pin_threads  # noqa: E402
@@ -119,7 +120,8 @@ class Torch:
       self.opt.step()
 
 
-def bench(size: str, batch: int, args) -> list[str]:
+def bench(size: str, batch: int, args) -> tuple[list[str], list[dict]]:
+  """(the printed lines, the record's rows) of one size."""
   config = transformers.ViltConfig(num_labels=args.labels, **SIZES[size])
   torch.manual_seed(0)
   model = transformers.ViltForQuestionAnswering(config)
@@ -161,10 +163,13 @@ def bench(size: str, batch: int, args) -> list[str]:
     share = median(flops / np.array(seconds[name]) / np.array(peaks))
     lines.append(f"  {name:12s} {1 / median(seconds[name]):7.2f} steps/s (median step {median(seconds[name]) * 1e3:.0f}"
                  f" ms), {share:4.0%} of the f32 matmul peak ({median(peaks) / 1e9:.0f} GFLOP/s)")
+  what = f"ViLT {size} (hidden {ours.hidden_size}, {ours.image_size} px), batch {batch}"
+  rows = [record.row(f"{what}: {name}", 1 / median(seconds[name]), "steps/s") for name in runs]
   for name in contenders:
     ratio = median(np.array(seconds["torch eager"]) / np.array(seconds[name]))
     lines.append(f"  {name} vs torch eager: {ratio:5.2f}x steps/s (reported)")
-  return lines
+    rows.append(record.row(f"{what}: {name} vs PyTorch eager, the same weights and threads", ratio, "x"))
+  return lines, rows
 
 
 def main():
@@ -177,12 +182,15 @@ def main():
   parser.add_argument("--labels", type=int, default=3129, help="VQA v2's answer classes")
   parser.add_argument("--bf16", action="store_true", help="also time bfloat16 matmul inputs (reported)")
   parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+  record.add_flag(parser)
   args = parser.parse_args()
   threads = pin_threads(args.threads)
-  report = [f"threads: {threads}; devices: {jax.devices()[0].platform}"]
+  report, rows = [f"threads: {threads}; devices: {jax.devices()[0].platform}"], []
   for size in args.sizes.split(","):
-    report += bench(size, getattr(args, f"batch_{size}"), args)
+    lines, size_rows = bench(size, getattr(args, f"batch_{size}"), args)
+    report, rows = report + lines, rows + size_rows
   print("\n" + "\n".join(report))
+  record.write(args.json, "bench_vilt", rows)
 
 
 if __name__ == "__main__":

@@ -239,8 +239,8 @@ def _free_port() -> int:
 def page(tiny_lstm_run, tiny_therapy, tmp_path_factory):
   """`vqajax demo` serving tiny trained VQA and mask runs on the embedded datasets (a copy of
   the session's `tiny_lstm_run`, a 2-step mask run), the runs' Answerer and Grounder and a
-  headless Chromium: a dict; the screenshots go to $VQAJAX_SCREENSHOTS when set (docs/ holds
-  two of them), else beside the runs."""
+  headless Chromium: a dict; the screenshots go to $VQAJAX_SCREENSHOTS when set
+  (docs/pages/images/ holds two of them), else beside the runs."""
   if not (CHROMIUM and CHROMEDRIVER):
     pytest.skip("chromium / chromedriver not found (apt-get install -y chromium chromium-driver)")
   from selenium import webdriver

@@ -1,4 +1,4 @@
-"""The import rules of the layout (DESIGN.md): folders never import upward or sideways.
+"""The import rules of the layout (WORKSPACE.md, "Layout"): folders never import upward or sideways.
 
   core/, nn/       no paper package, no synthetic/, no features, no front door; nn/ no core/ but
                    core/errors (a Hub folder's reader, nn/vilt_hub.py, raises InputError) and

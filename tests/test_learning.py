@@ -3,7 +3,7 @@
 Runs the real Table II sweep file through `vqajax sweep` in a subprocess on one real CPU
 device (long runs with 8 fake devices on 2 cores can starve XLA's CPU collectives; see
 WORKSPACE.md), for the rows that the orderings need, with 400 steps of the cpu setting
-(~17 epochs of the small set's 3,000 training questions). Measured on 2026-12-02 (OE All):
+(~17 epochs of the small set's 3,000 training questions). Measured (OE All, one run):
 prior 25.5 < q_type_prior 41.4 < LSTM Q 49.3 < deeper LSTM Q + norm I 59.2; I 23.4 <
 BoW Q 48.4 < BoW Q + I 62.4; the same orderings held at 200 and 600 steps, and on the
 default (medium) set at 600.

@@ -11,12 +11,12 @@ Cyanogenoid/pytorch-vqa reproduction). Adam 1e-3, halved every 50k steps, batch 
 Arguments: "" (the paper's setting), "cpu" (a few minutes on a 2-core CPU: LSTM 256,
 attention 128, fc 256, 1500 steps) and "runlocal" (seconds: the tiny set, a toy-sized
 model). It reads a grid store [N, H, W, C]: the synthetic `features/conv5_grid.npy`
-(7x7x64), or what `vqajax features extract` writes for conv5 / ViT patches:
+(7x7x64), or what `vqajax features` writes with `--layer conv5` (VGG) or `--layer patches` (ViT):
 
   vqajax train --config=experiments/vqa/attention.py:cpu --workdir=/tmp/attention
   vqajax train --config=experiments/vqa/attention.py --workdir=gs://bucket/attention \
       --config.data.synthetic=False --config.data.dir=/data/VQA \
-      --config.data.features=features/resnet152_grid.h5
+      --config.data.features=features/vgg19_conv5.npy
 """
 
 from vqajax.vqa import configs

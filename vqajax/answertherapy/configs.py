@@ -61,7 +61,7 @@ def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.Co
   config.data = data = ml_collections.ConfigDict()
   data.synthetic = True                 # generate the synthetic therapy set into `dir` if missing
   data.synthetic_scale = "tiny" if "runlocal" in flags else "medium"
-  data.dir = ""                         # "" -> ~/.cache/vqajax/synthetic_therapy/<scale>-seed<seed>
+  data.dir = ""                         # "" -> ~/.cache/vqajax/synthetic_therapy-v2/<scale>-seed<seed>
   data.train_files = "VQA_train.json,VizWiz_train.json"  # comma-separated, relative to dir
   data.val_files = "VQA_val.json,VizWiz_val.json"        # "" -> a held-out share of train
   data.holdout = 0.2                    # that share (seeded by config.seed), without val_files

@@ -71,6 +71,7 @@ class _TextInputs(nn.Module):
 
 
 class GroundingClassifier(_TextInputs):
+  """Single vs multiple grounding: the encoded text, a text-guided attention over the grid, an MLP, 2 classes."""
   fused_dim: int = 512
   attention_dim: int = 256
   mlp_dims: tuple[int, ...] = (512,)
@@ -97,6 +98,7 @@ class GroundingClassifier(_TextInputs):
 
 
 class MaskPredictor(_TextInputs):
+  """A mask per answer slot: the slot's text FiLM-modulates each projected grid cell into a logit per cell."""
   cell_dim: int = 256
   dropout: float = 0.1
 

@@ -133,11 +133,13 @@ class TransformerEncoder(nn.Module):
 
 
 def _lstm(cfg, vocab_size: int) -> LSTMEncoder:
+  """The masked LSTM over word embeddings, its last (cell, hidden) of every layer (`nn/lstm.py`)."""
   return LSTMEncoder(vocab_size, cfg.embed_dim, cfg.lstm_dim, cfg.lstm_layers, jnp.dtype(cfg.get("dtype", "float32")),
                      lstm.resolve(cfg.lstm_impl), initializers.RULES[cfg.get("init", "default")])
 
 
 def _transformer(cfg, vocab_size: int) -> TransformerEncoder:
+  """A pre-LN Transformer over the words, the mean of their states (config.model.transformer)."""
   t = cfg.transformer  # experiments/vqa/transformer_q_norm_i.py
   return TransformerEncoder(vocab_size, t.width, t.layers, t.heads, t.dropout, t.positions,
                             jnp.dtype(cfg.get("dtype", "float32")))

@@ -63,7 +63,7 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   config.data = data = ml_collections.ConfigDict()
   data.synthetic = True                 # generate the embedded dataset into `dir` if missing
   data.synthetic_scale = "tiny" if arg == "runlocal" else "medium"
-  data.dir = ""                         # "" -> ~/.cache/vqajax/synthetic-v2/<scale>-seed<seed>
+  data.dir = ""                         # "" -> ~/.cache/vqajax/synthetic-v3/<scale>-seed<seed>
   data.format = "vqa"                   # or "vizwiz" (one JSON list per split)
   data.source = "raw"                   # or "tfds": the records of a prepared TFDS dataset ...
   data.tfds_dir = ""                    # ... in this directory (data_pipeline/tfds), relative to dir
