@@ -177,6 +177,12 @@ def test_the_weights_must_be_the_recorded_ones(photo_run, tmp_path, capsys):
     np.savez(tmp_path / "resaved.npz", **{k: state[k] for k in reversed(state.files)})
   assert weights.sha256(str(tmp_path / "resaved.npz")) != record["weights_sha256"]
   assert _ask(ask + ["--weights", str(tmp_path / "resaved.npz")], capsys)[1] == out
+  bundle = str(tmp_path / "bundle")  # exported without the weights: it names no file, --weights gives it
+  assert cli.main(["export", "--workdir", photo_run["workdir"], "--out", bundle]) == 0
+  assert _read(os.path.join(bundle, "vqajax.json"))["extractor"]["weights"] is None
+  bundled = ["--workdir", bundle, *ask[2:]]
+  _one_line_error(bundled, capsys, "names no weights file of its extractor")
+  assert _ask(bundled + ["--weights", str(moved)], capsys)[1] == out
   del record["weights_tensors_sha256"]  # settings without the tensors' digest are refused
   with pytest.raises(InputError, match="lack weights_tensors_sha256"):
     recorded.Extractor(record, (HIDDEN,), "old.h5", str(tmp_path / "resaved.npz"))
