@@ -142,11 +142,11 @@ def _rules(paper: str) -> dict:
 
 def registries() -> str:
   """The registries a config names its parts from: name, what it builds (the builder's docstring)."""
-  from vqajax import cli
+  from vqajax import commands
   from vqajax.answertherapy import models as therapy_models
   from vqajax.nn import question
   from vqajax.vqa import models as vqa_models
-  tables = [("`config.task`", "`vqajax.cli.tasks()`", cli.tasks()),
+  tables = [("`config.task`", "`vqajax.commands.tasks()`", commands.tasks()),
             ("`config.model.name` (VQA)", "`vqajax.vqa.models.MODELS`", vqa_models.MODELS),
             ("`config.model.name` (AnswerTherapy)", "`vqajax.answertherapy.models.MODELS`", therapy_models.MODELS),
             ("`config.model.question` (both)", "`vqajax.nn.question.ENCODERS`", question.ENCODERS)]
