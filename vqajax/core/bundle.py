@@ -68,16 +68,6 @@ def read_record(path: str) -> dict:
   return record
 
 
-def _at_home(value):
-  """`value` with every `~/...` string (a path the bundle records under the home folder,
-  `export.portable`) expanded for this machine."""
-  if isinstance(value, dict):
-    return {key: _at_home(item) for key, item in value.items()}
-  if isinstance(value, list):
-    return [_at_home(item) for item in value]
-  return os.path.expanduser(value) if isinstance(value, str) and value.startswith("~/") else value
-
-
 def _inside(name) -> bool:
   """A relative path that stays inside the bundle (no '..', not absolute, no URL)."""
   return (isinstance(name, str) and bool(name) and "://" not in name and not os.path.isabs(name)
@@ -98,7 +88,9 @@ def read_config(path: str):
   value = load_json(os.path.join(path, CONFIG), _verified(path, CONFIG, record["files"]))
   if not isinstance(value, dict) or value.get("task") != record["task"]:
     raise InputError(f'{os.path.join(path, CONFIG)}: expected the config object of a {record["task"]} run')
-  config = ml_collections.ConfigDict(_at_home(value))
+  # a path recorded under the home folder (`~/...`, `export.portable`) expanded for this machine
+  config = ml_collections.ConfigDict(jax.tree.map(
+      lambda v: os.path.expanduser(v) if isinstance(v, str) and v.startswith("~/") else v, value))
   config.lock()
   return config
 

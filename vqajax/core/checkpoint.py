@@ -153,14 +153,11 @@ def _check_space(directory: str, step: int, state: Any) -> None:
   """RunFailed before orbax writes a byte when the local disk has less room than the state's
   arrays take (an upper bound of what orbax writes): orbax's own threads would fail halfway,
   each logging its traceback, and leave their tasks behind."""
-  if fs.is_url(directory):
-    return
-  needed = sum(leaf.nbytes for leaf in jax.tree.leaves(state))
   existing = directory
-  while not os.path.isdir(existing):
+  while not fs.is_url(existing) and not os.path.isdir(existing):
     existing = os.path.dirname(existing)
-  free = shutil.disk_usage(existing).free
-  if free < needed:
+  needed = sum(leaf.nbytes for leaf in jax.tree.leaves(state))
+  if not fs.is_url(existing) and (free := shutil.disk_usage(existing).free) < needed:
     raise RunFailed(f"{directory}: cannot save the checkpoint of step {step} (it takes up to {needed / 2**20:.1f} "
                     f"MiB, {free / 2**20:.1f} MiB free); free space and rerun to resume")
 
@@ -228,15 +225,8 @@ class Checkpointer:
       raise RunFailed(f"{self.directory}: cannot save the checkpoint of step {step} "
                       f"({str(e).splitlines()[0][:300]}); free space and rerun to resume") from None
 
-  def steps(self) -> list[int]:
-    return list(self.manager.all_steps())
-
   def latest_step(self) -> Optional[int]:
     return self.manager.latest_step()
-
-  def best_step(self) -> Optional[int]:
-    """The kept step with the best `best_metric` (None if no kept step has metrics)."""
-    return self.manager.best_step()
 
   def restore(self, step: int, target: Any) -> tuple[Any, dict]:
     """Restores `step` straight onto the shardings of `target` (arrays or shape structs), its
@@ -259,7 +249,7 @@ class Checkpointer:
     nothing is moved and the error names each failure (typically a changed config).
     """
     failures = []
-    for step in sorted(self.steps(), reverse=True):
+    for step in sorted(self.manager.all_steps(), reverse=True):
       try:
         state, meta = self.restore(step, target)
       except Exception as e:  # orbax / tensorstore: many kinds
@@ -320,22 +310,17 @@ def _pinned(step_dir: str):
     return
   private = tempfile.mkdtemp(prefix="vqajax-read-")
   try:
-    for parent, _, names in os.walk(step_dir):
-      folder = os.path.join(private, os.path.relpath(parent, step_dir))
-      os.makedirs(folder, exist_ok=True)
-      for name in names:
-        os.link(os.path.join(parent, name), os.path.join(folder, name))
-  except FileNotFoundError:
+    shutil.copytree(step_dir, private, copy_function=os.link, dirs_exist_ok=True)
+  except OSError:  # deleted meanwhile, or no hard links here (another file system)
     shutil.rmtree(private)
-    raise DamagedCheckpointError(f"{step_dir}: deleted while it was being read") from None
-  except OSError:  # no hard links across file systems (or on this one)
-    shutil.rmtree(private)
-    yield step_dir
-    return
+    if not os.path.isdir(step_dir):
+      raise DamagedCheckpointError(f"{step_dir}: deleted while it was being read") from None
+    private = None
   try:
-    yield private
+    yield private or step_dir
   finally:
-    shutil.rmtree(private, ignore_errors=True)
+    if private:
+      shutil.rmtree(private, ignore_errors=True)
 
 
 def _read_params(directory: str, step: int) -> tuple[Any, dict]:
