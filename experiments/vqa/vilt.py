@@ -6,7 +6,8 @@ decay, 10 epochs, batch 256. The images are a pixel store (`vqajax features --mo
 384 px, padded, normalised on the device.
 
 Arguments (`vqajax/vqa/configs.py:vilt_config`): "" (ViLT-B/32, 384 px, 40 tokens), "cpu" (a
-4-layer 128-wide ViLT on 64 px pictures, 8 px patches, 24 tokens: minutes on 2 cores) and
+4-layer 128-wide ViLT on 64 px pictures, 8 px patches, 24 tokens, AdamW 1e-3 over 3000 steps:
+about 25 minutes on 2 cores) and
 "runlocal" (1 layer, 32 px, 4 steps: seconds). On the embedded data the pixel store is made from
 its pictures on first use; from scratch the tokenizer is the training questions' words
 (`vqajax/nn/vilt_run.py`). From a Hub checkpoint folder (architecture, WordPiece tokenizer and

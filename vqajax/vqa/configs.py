@@ -177,8 +177,8 @@ def vilt_config(arg: str, name: str) -> ml_collections.ConfigDict:
     config.batch_size = config.eval_batch_size = {"": 256, "cpu": 64, "runlocal": 16}[arg]
     config.num_epochs = 10.0 if not arg else 0.0     # ViLT's VQA fine-tuning
     if arg == "cpu":
-      opt.learning_rate = 5e-4
-      config.num_train_steps = 1500
+      opt.learning_rate = 1e-3
+      config.num_train_steps = 3000
       config.eval_every_steps = 500
     if arg == "runlocal":
       config.num_train_steps = 4
