@@ -168,3 +168,28 @@ def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tiny_data, tmp_path):
   assert "SIGTERM: saved checkpoint at step" in out
   step = int(out.split("SIGTERM: saved checkpoint at step ")[1].split(";")[0])
   assert str(step) in os.listdir(os.path.join(workdir, "checkpoints"))
+
+
+def test_the_libraries_notices_are_dropped_by_where_they_come_from():
+  """TFDS's notice about its own use of `.dtype` (by the function that logs it) and orbax's
+  warning that vqajax replaces its array handler (by the verbosity around that call) are not
+  shown; a warning of anything else is, whatever its text."""
+  import logging
+
+  from tensorflow_datasets.core.features import feature
+
+  from vqajax.core import checkpoint, runtime
+  seen = []
+  handler = logging.Handler()
+  handler.emit = lambda record: seen.append(record.getMessage())
+  handler.addFilter(runtime._Quiet(verbose=False))
+  absl_logger = logging.getLogger("absl")
+  absl_logger.addHandler(handler)
+  try:
+    feature.log_tf_warning("TensorInfo")
+    checkpoint._whole_arrays_per_replica.cache_clear()
+    checkpoint._whole_arrays_per_replica()
+    absl_logger.warning("`TensorInfo.dtype` is deprecated. Please change your code to use NumPy")
+  finally:
+    absl_logger.removeHandler(handler)
+  assert seen == ["`TensorInfo.dtype` is deprecated. Please change your code to use NumPy"]

@@ -145,8 +145,13 @@ def orbax_path(directory: str) -> str:
 def _whole_arrays_per_replica() -> None:
   """Orbax saves without replica slices: CPU devices share one memory, and slicing costs a
   compiled program per array shape and device count."""
-  ocp.type_handlers.register_type_handler(jax.Array, ocp.type_handlers.ArrayHandler(use_replica_parallel=False),
-                                          override=True)
+  verbosity = logging.get_verbosity()
+  logging.set_verbosity(logging.ERROR)  # orbax warns that a handler is replaced: replacing it is the point
+  try:
+    ocp.type_handlers.register_type_handler(jax.Array, ocp.type_handlers.ArrayHandler(use_replica_parallel=False),
+                                            override=True)
+  finally:
+    logging.set_verbosity(verbosity)
 
 
 def _check_space(directory: str, step: int, state: Any) -> None:

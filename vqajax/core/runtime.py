@@ -1,7 +1,7 @@
 """Process setup, called once by every entry point (nothing happens at import time).
 
-`init()` quiets the libraries' notices: TFDS's deprecation notes and orbax's per-checkpoint
-INFO lines (shown with `--verbosity=debug`). vqajax uses TensorFlow (TFDS,
+`init()` quiets the libraries' notices: TFDS's warnings about its own use of a deprecated field
+and orbax's per-checkpoint INFO lines (shown with `--verbosity=debug`). vqajax uses TensorFlow (TFDS,
 bucket paths) through `tensorflow()`, which keeps it off the accelerators (they belong
 to JAX); clu's summary writer also imports it during training, so `init()` sets its quiet
 environment first. Commands that need none of it (ask, submit, demo, export) never load it.
@@ -13,8 +13,8 @@ import functools
 import logging
 import os
 
-_QUIET = ("is deprecated. Please change your code to use NumPy",  # TFDS 4.9, every build / read
-          "Type handler registry type")  # orbax, once: vqajax's array handler on CPU (core/checkpoint.py)
+# the function that logs them: TFDS 4.9 warns, on every build / read, of its own use of `.dtype`
+_TFDS_DEPRECATION = "log_tf_warning"  # tensorflow_datasets/core/features/feature.py
 # jax: "Unable to initialize backend 'tpu'"; clu: its progress notes (train logs its own line).
 _NOISY_LIBRARIES = ("orbax", "etils", "tensorflow_datasets", "jax", "clu")
 
@@ -27,8 +27,7 @@ class _Quiet(logging.Filter):
     self.verbose = verbose
 
   def filter(self, record: logging.LogRecord) -> bool:
-    message = record.getMessage()
-    if any(text in message for text in _QUIET):
+    if record.funcName == _TFDS_DEPRECATION:
       return False
     if self.verbose or record.levelno > logging.INFO:
       return True
