@@ -7,24 +7,21 @@ Run from the repository root (CPU is fine, about 3 minutes):
 Writes official-format questions/annotations/results files to a temp dir, then times
   1. end to end, JSON loading included: `vqajax.vqa.accuracy.score.evaluate_files` (what the CLI runs)
      vs loading the same files with the standard library's `json` (as the official
-     `vqaEval.py` does) + `bench/reference.py`'s `reference_accuracy`, the former three ways:
-     without the cache, cold (empty cache, which the run fills: the first results file
-     scored against a val set) and warm (cache filled: every later results file against
-     the same val set). Both sides run with the cyclic GC paused, as `evaluate_files`
-     pauses it; the reference is also timed with it on (as `vqaEval.py` runs);
+     `vqaEval.py` does) + `bench/reference.py`'s `reference_accuracy`. Both sides run with
+     the cyclic GC paused, as `evaluate_files` pauses it; the reference is also timed with
+     it on (as `vqaEval.py` runs);
   2. the jitted `question_accuracy` kernel alone (encoded arrays already on device) vs the
      reference loop alone, the median of each.
 Every timing of part 1 (and the phases and parsing below) runs in a process of its own,
 forked from this one before it has held any dataset: as a user's `vqajax score` or
 `vqaEval.py` starts. (Timed in the process that had generated and freed the dataset,
 vqajax's side ran 1.7x slower, its objects scattered among the freed ones; the
-reference's 4%.) Each round times every variant once (cold with a fresh cache); figures
+reference's 4%.) Each round times every variant once; figures
 are medians over rounds, ratios the medians of each round's ratio. Asserts identical
 overall / per-type / per-question numbers for every variant and prints the ratios, each
 with its target, the end-to-end ones last. Also prints JSON parsing alone (the standard
 library's, which the reference pays, and msgspec's, generic and typed as the fast path
-decodes) and where one uncached run spends its time, phase by phase. The cache lives in
-the temp dir, not in ~/.cache.
+decodes) and where one run spends its time, phase by phase.
 """
 
 from __future__ import annotations
@@ -216,9 +213,6 @@ def write_dataset(paths: list[str], questions: int, seed: int) -> None:
   for path, obj in zip(paths, make_dataset(questions, seed)):
     with open(path, "w") as f:
       json.dump(obj, f)
-  old = time.time_ns() - 3600 * 10**9  # a val set is not brand new: files modified
-  for path in paths:  # seconds ago are not cached (score_cache)
-    os.utime(path, ns=(old, old))
 
 
 def _scored(accuracy: dict, per_question: dict) -> tuple[dict, str]:
@@ -227,11 +221,9 @@ def _scored(accuracy: dict, per_question: dict) -> tuple[dict, str]:
   return accuracy, hashlib.sha256(text.encode()).hexdigest()
 
 
-def time_score(paths: list[str], cache: str | None) -> tuple[float, tuple[dict, str]]:
-  """Seconds of `evaluate_files` (with the cache in the folder `cache`, or none)."""
-  if cache:
-    os.environ["VQAJAX_CACHE"] = cache
-  scored, t = _timed(lambda: evaluate_files(*paths, cache=cache is not None))
+def time_score(paths: list[str]) -> tuple[float, tuple[dict, str]]:
+  """Seconds of `evaluate_files`."""
+  scored, t = _timed(lambda: evaluate_files(*paths))
   return t, _scored(*scored)
 
 
@@ -249,8 +241,8 @@ def time_reference(paths: list[str], gc_enabled: bool) -> tuple[float, float, tu
   return t, t_loop, _scored(*scored)
 
 
-def uncached_phases(paths: list[str]) -> dict[str, float]:
-  """Seconds per phase of an uncached `evaluate_files` run (the GC paused, as there)."""
+def phases_of_a_run(paths: list[str]) -> dict[str, float]:
+  """Seconds per phase of an `evaluate_files` run (the GC paused, as there)."""
   with _gc(False):
     content, t_read = _timed(lambda: official_files.read_bytes(paths[1]))
     decoded, t_decode = _timed(lambda: inputs.decode_annotations(content))
@@ -310,7 +302,7 @@ def main() -> None:
   record.add_flag(parser)
   args = parser.parse_args()
 
-  times: dict[str, list[float]] = {k: [] for k in ("plain", "cold", "warm", "ref", "ref_gc", "loop")}
+  times: dict[str, list[float]] = {k: [] for k in ("score", "ref", "ref_gc", "loop")}
   with tempfile.TemporaryDirectory() as tmp:
     paths = [os.path.join(tmp, name) for name in ("q.json", "a.json", "r.json")]
     in_fresh_process(write_dataset, paths, args.questions, args.seed)
@@ -318,27 +310,18 @@ def main() -> None:
     print(f"{args.questions} questions ({sizes}); {args.rounds} rounds, medians", flush=True)
 
     for r in range(args.rounds):
-      cache = os.path.join(tmp, f"cache{r}")  # empty: cold
-      t, plain = in_fresh_process(time_score, paths, None)
-      times["plain"].append(t)
-      t, fast = in_fresh_process(time_score, paths, cache)
-      times["cold"].append(t)
-      cache_mib = sum(e.stat().st_size for e in os.scandir(cache)) / 2**20
-      t, warm = in_fresh_process(time_score, paths, cache)
-      times["warm"].append(t)
+      t, scored_here = in_fresh_process(time_score, paths)
+      times["score"].append(t)
       t, t_loop, ref = in_fresh_process(time_reference, paths, False)
       times["ref"].append(t)
       times["loop"].append(t_loop)
       t, _, ref_gc = in_fresh_process(time_reference, paths, True)
       times["ref_gc"].append(t)
-      for scored in (plain, fast, warm, ref_gc):
+      for scored in (scored_here, ref_gc):
         assert scored == ref, (scored, ref)
-      print(
-        f"round {r + 1}: reference {times['ref'][-1]:.2f} s (GC on: {times['ref_gc'][-1]:.2f} s), "
-        f"no cache {times['plain'][-1]:.2f} s, cold {times['cold'][-1]:.2f} s, warm {times['warm'][-1]:.2f} s",
-        flush=True,
-      )
-    phases = in_fresh_process(uncached_phases, paths)
+      print(f"round {r + 1}: reference {times['ref'][-1]:.2f} s (GC on: {times['ref_gc'][-1]:.2f} s), "
+            f"vqajax score {times['score'][-1]:.2f} s", flush=True)
+    phases = in_fresh_process(phases_of_a_run, paths)
     parse = in_fresh_process(parse_times, paths)
     accuracy = ref[0]
     print(
@@ -351,7 +334,7 @@ def main() -> None:
   ratio = lambda k, ref="ref": float(np.median(np.array(times[ref]) / np.array(times[k])))
   total = sum(phases.values())
   print(
-    f"one uncached run by phase ({total:.2f} s): "
+    f"one run by phase ({total:.2f} s): "
     + ", ".join(f"{name} {t:.2f} s ({t / total:.0%})" for name, t in phases.items())
   )
   print("JSON parsing alone, all three files: " + ", ".join(f"{name} {t:.2f} s" for name, t in parse.items()))
@@ -359,20 +342,14 @@ def main() -> None:
   print(f"jitted kernel alone    {t_kernel * 1e3:8.3f} ms (median of 20) on {platform}")
   print(f"kernel speedup {med['loop'] / t_kernel:.0f}x, median vs median (target >= 1000x)")
   print(f"reference end to end   {med['ref']:8.3f} s (JSON loading included; GC on: {med['ref_gc']:.3f} s)")
-  print(f"vqajax score, no cache  {med['plain']:7.3f} s (JSON loading included)")
-  print(f"vqajax score, cold      {med['cold']:7.3f} s (empty cache; writes {cache_mib:.0f} MiB)")
-  print(f"vqajax score, warm      {med['warm']:7.3f} s (cache filled; results JSON still parsed)")
-  for name, key in (("no cache", "plain"), ("cold", "cold"), ("warm", "warm")):
-    print(
-      f"end-to-end speedup, {name:8s} {ratio(key):5.1f}x (target >= 10x); "
-      f"vs the reference with the GC on {ratio(key, 'ref_gc'):5.1f}x"
-    )
+  print(f"vqajax score           {med['score']:8.3f} s (JSON loading included)")
+  print(f"end-to-end speedup {ratio('score'):5.1f}x (target >= 10x); "
+        f"vs the reference with the GC on {ratio('score', 'ref_gc'):5.1f}x")
   n = f"{args.questions} questions"
   record.write(args.json, "bench_score", [
     record.row(f"the accuracy kernel alone vs the official loop alone, {n}", med["loop"] / t_kernel, "x", ">= 1000x"),
-    *(record.row(f"`vqajax score` {name} vs the official loop, end to end, {n}", ratio(key), "x", ">= 10x")
-      for name, key in (("without its cache", "plain"), ("with a cold cache", "cold"), ("with a warm cache", "warm"))),
-    record.row(f"`vqajax score` with a warm cache, {n}", med["warm"], "s"),
+    record.row(f"`vqajax score` vs the official loop, end to end, {n}", ratio("score"), "x", ">= 10x"),
+    record.row(f"`vqajax score`, end to end, {n}", med["score"], "s"),
     record.row(f"the official loop, end to end, {n}", med["ref"], "s"),
   ])
 

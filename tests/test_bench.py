@@ -48,16 +48,16 @@ def test_bench_score_agrees_with_the_official_loop(one_device_env, tmp_path):
   path = tmp_path / "records" / "bench_score.json"
   out = _run(one_device_env, "bench_score.py", "--questions", "3000", "--rounds", "1", "--json", str(path))
   assert "identical: overall" in out
-  assert out.count("(target >= 10x)") == 3 and out.count("vs the reference with the GC on") == 3
+  assert out.count("(target >= 10x)") == 1 and out.count("vs the reference with the GC on") == 1
   assert "median vs median (target >= 1000x)" in out
   # the record the performance page renders: the printed ratios, with the run's date, machine and command
   record = json.loads(path.read_text())
   assert record["bench"] == "bench_score" and record["command"].endswith(f"--json {path}")
   assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", record["date"])
   assert record["machine"]["cores"] == os.cpu_count() and record["machine"]["platform"] == "cpu"
-  speedups = [float(x) for x in re.findall(r"end-to-end speedup, .{8} +([\d.]+)x", out)]
+  speedups = [float(x) for x in re.findall(r"end-to-end speedup +([\d.]+)x", out)]
   ratios = [r for r in record["rows"] if r["target"] == ">= 10x"]
-  assert [round(r["value"], 1) for r in ratios] == speedups and len(speedups) == 3
+  assert [round(r["value"], 1) for r in ratios] == speedups and len(speedups) == 1
 
 
 def test_bench_iou_agrees_with_the_numpy_loop(device_check):

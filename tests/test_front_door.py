@@ -143,8 +143,7 @@ def test_a_workdir_inside_the_data_is_refused(tiny_data, tmp_path, capsys):
 
 def _score_args(tiny_data, results):
   return ["score", "--questions", os.path.join(tiny_data, "v2_OpenEnded_mscoco_val2014_questions.json"),
-          "--annotations", os.path.join(tiny_data, "v2_mscoco_val2014_annotations.json"), "--results", results,
-          "--no-cache"]
+          "--annotations", os.path.join(tiny_data, "v2_mscoco_val2014_annotations.json"), "--results", results]
 
 
 @pytest.fixture

@@ -74,7 +74,7 @@ def _train(tiny_data, workdir, *flags):
 
 def _score(tiny_data, results):
   return ["score", "--questions", os.path.join(tiny_data, VAL_Q), "--annotations", os.path.join(tiny_data, VAL_A),
-          "--results", results, "--no-cache"]
+          "--results", results]
 
 
 CASES = [

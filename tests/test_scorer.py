@@ -44,12 +44,6 @@ def _annotation(qid, answers, question_type="what color is the", answer_type="ot
   }
 
 
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory, monkeypatch):
-  """Keep vqajax score's cache of encoded annotations out of the user's ~/.cache."""
-  monkeypatch.setenv("VQAJAX_CACHE", str(tmp_path_factory.mktemp("cache")))
-
-
 def _fast(annotations, predictions):
   interner = Interner()
   t = encode_targets(annotations, interner, max_answers=10)

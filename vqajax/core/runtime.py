@@ -14,7 +14,7 @@ import logging
 import os
 
 # the function that logs them: TFDS 4.9 warns, on every build / read, of its own use of `.dtype`
-_TFDS_DEPRECATION = "log_tf_warning"  # tensorflow_datasets/core/features/feature.py
+_TFDS_DEPRECATION = "log_tf_warning"  # in tensorflow_datasets.core.features.feature
 # jax: "Unable to initialize backend 'tpu'"; clu: its progress notes (train logs its own line).
 _NOISY_LIBRARIES = ("orbax", "etils", "tensorflow_datasets", "jax", "clu")
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from vqajax.core import official_files
 from vqajax.core.errors import InputError
-from vqajax.vqa.accuracy.cache import (
+from vqajax.vqa.accuracy.encoded import (
   EncodedAnnotations,
   QuestionInfo,
   encode_annotations,
@@ -129,7 +129,7 @@ def encode_decoded(annotations: list[_Annotation]) -> EncodedAnnotations | None:
 
 
 def read_annotations(path: str) -> EncodedAnnotations:
-  """The encoding of an official annotations file (`cache.EncodedAnnotations`)."""
+  """The encoding of an official annotations file (`encoded.EncodedAnnotations`)."""
   content = official_files.read_bytes(path)
   annotations = decode_annotations(content)
   encoded = None if annotations is None else encode_decoded(annotations)

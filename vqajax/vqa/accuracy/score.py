@@ -6,10 +6,8 @@ Numbers are identical to the official `vqaEval.py` (the oracle: `bench/reference
 normalised once and the rest is vectorised numpy. `accuracy_of` gives the same numbers
 for records already in memory.
 
-Parsing the annotations file dominates the run time, so what scoring needs of it (and of
-the questions file) is cached on disk, keyed by path, size and mtime: scoring more
-results files against the same val set skips parsing them (`--no-cache` disables this;
-see `vqajax.vqa.accuracy.cache` for where and how). Numbers are identical either way.
+Parsing the annotations file dominates the run time; it is read by a typed fast path and
+checked and encoded in columns, so every run reads the files as they are now (no cache).
 
 Stricter than the official tools: any malformed input is one line on stderr naming the
 file, the record and what was expected, with exit status 2 and no output written.
@@ -30,7 +28,7 @@ import numpy as np
 
 from vqajax.core import official_files
 from vqajax.core.errors import InputError
-from vqajax.vqa.accuracy.cache import EncodedAnnotations, QuestionInfo, cached, encode_annotations
+from vqajax.vqa.accuracy.encoded import EncodedAnnotations, QuestionInfo, encode_annotations
 from vqajax.vqa.accuracy.inputs import check_covered, read_annotations, read_questions, read_results, some
 from vqajax.vqa.accuracy.kernel import (
   aggregate_official,
@@ -111,16 +109,11 @@ def accuracy_of(
 
 
 def evaluate_files(
-  questions_path: str, annotations_path: str, results_path: str, multiple_choice: bool = False, cache: bool = True
+  questions_path: str, annotations_path: str, results_path: str, multiple_choice: bool = False
 ) -> tuple[dict[str, Any], dict[int, float]]:
-  """Official (`accuracy`, `evalQA`) of a results file; raises InputError on bad input.
-
-  With `cache`, the encoded questions and annotations come from (or go to) the cache
-  of `vqajax.vqa.accuracy.cache`.
-  """
+  """Official (`accuracy`, `evalQA`) of a results file; raises InputError on bad input."""
   with official_files.gc_paused():
-    questions = cached("questions", questions_path, lambda: read_questions(questions_path), cache)
-    annotations = cached("annotations", annotations_path, lambda: read_annotations(annotations_path), cache)
+    questions, annotations = read_questions(questions_path), read_annotations(annotations_path)
     check_same_questions(questions_path, questions.question_ids, annotations_path, annotations.question_ids)
     results = read_results(results_path, annotations.question_ids)
     if multiple_choice:

@@ -1,7 +1,7 @@
 """`vqajax score`: the official VQA accuracy of a results file (`score.py` computes it).
 
     vqajax score --questions Q.json --annotations A.json --results R.json \\
-        [--per-question FILE] [--multiple-choice] [--out FILE] [--no-cache]
+        [--per-question FILE] [--multiple-choice] [--out FILE]
 
 Prints the official `accuracy` dict; `--out` also writes it to FILE and `--per-question`
 writes the official `evalQA` ({question_id: percent}). Any malformed input is one line on
@@ -30,9 +30,6 @@ def _parse_args(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
     "--multiple-choice", action="store_true", help="check every answer is one of its question's multiple_choices"
   )
   parser.add_argument("--out", type=files.path_arg, metavar="FILE", help="also write the accuracy JSON here")
-  parser.add_argument(
-    "--no-cache", action="store_true", help="neither read nor write the cache of encoded annotations/questions"
-  )
   return parser.parse_args(argv)
 
 
@@ -46,9 +43,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "vqajax score") -> int:
       files.check_output(path)
     if len(outputs) == 2 and files.check_output(args.out) == files.check_output(args.per_question):
       raise InputError(f"--out and --per-question are one file ({args.out})")
-    accuracy, per_question = evaluate_files(
-      args.questions, args.annotations, args.results, args.multiple_choice, cache=not args.no_cache
-    )
+    accuracy, per_question = evaluate_files(args.questions, args.annotations, args.results, args.multiple_choice)
     outputs: dict[str, Any] = {}
     if args.out:
       outputs[args.out] = accuracy
