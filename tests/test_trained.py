@@ -23,8 +23,8 @@ import vqajax
 from experiments.vqa import bow_q_i
 from tests import devices
 from vqajax import cli
+from vqajax.core import checkpoint, train
 from vqajax.core import config as config_lib
-from vqajax.core import train
 from vqajax.core.errors import InputError
 
 pytestmark = pytest.mark.slow  # every test reads or makes a trained run
@@ -246,10 +246,12 @@ def test_readers_never_disturb_a_running_training(tiny_data, tmp_path, capsys):
   command = [sys.executable, "-m", "vqajax", "train", "--config=experiments/vqa/bow_q_i.py:runlocal",
              f"--config.data.dir={tiny_data}", f"--workdir={workdir}", "--config.num_train_steps=100000",
              "--config.eval_every_steps=1", "--config.keep_checkpoints=1", "--config.log_every_steps=1000"]
-  trainer = subprocess.Popen(command, cwd=ROOT, env=devices.env(1), stderr=subprocess.PIPE, text=True)
+  log = tmp_path / "train.err"  # a file: a pipe nobody reads would fill and stop the training
+  trainer = subprocess.Popen(command, cwd=ROOT, env=devices.env(1), stderr=log.open("w"), text=True)
   try:
     deadline = time.monotonic() + 300
-    while not os.path.isdir(os.path.join(workdir, "checkpoints", "1")):
+    # a step is complete (each replaces the one before: keep_checkpoints=1, saved in the background)
+    while not checkpoint.complete_steps(os.path.join(workdir, "checkpoints")):
       assert trainer.poll() is None and time.monotonic() < deadline, "the training did not start"
       time.sleep(0.5)
     test_dev = os.path.join(tiny_data, TEST_DEV)
@@ -260,10 +262,11 @@ def test_readers_never_disturb_a_running_training(tiny_data, tmp_path, capsys):
       assert status == 0, err
       status, _, err = _main(["export", "--workdir", workdir, "--out", str(tmp_path / f"b{i}")], capsys)
       assert status == 0, err
-    assert trainer.poll() is None, trainer.stderr.read()
+    assert trainer.poll() is None, log.read_text()[-3000:]
   finally:
     trainer.send_signal(signal.SIGTERM)
-    _, stderr = trainer.communicate(timeout=300)
+    trainer.wait(timeout=300)
+  stderr = log.read_text()
   assert trainer.returncode == 0 and "SIGTERM: saved checkpoint" in stderr, stderr
   assert not os.path.exists(os.path.join(workdir, "lock"))
   assert np.all([s.isdigit() for s in os.listdir(os.path.join(workdir, "checkpoints"))])
