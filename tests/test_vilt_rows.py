@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from experiments.vqa import vilt as vilt_row
-from tests.vilt_checkpoint import random_checkpoint
+from tests.vilt_checkpoint import tiny_hub
 from vqajax.core import experiment
 from vqajax.features.store import FeatureStore
 from vqajax.nn import vilt, vilt_hub, vilt_run
@@ -85,10 +85,8 @@ def tiny_copy(tiny_data, tmp_path_factory):
 
 def test_a_run_from_a_checkpoint_starts_with_its_parameters(tiny_copy, tmp_path, caplog):
   config = vilt_row.get_config("runlocal")
-  hub = vilt.ViltConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=24, image_size=32, patch_size=8, max_position_embeddings=12)
   words = ["what", "is", "the", "colour", "of", "?"] + [f"w{i}" for i in range(19)]
-  tensors = random_checkpoint(tmp_path / "hub", hub, words)
+  tensors = tiny_hub(tmp_path / "hub", 2, words)
   config.data.dir, config.model.init_from = tiny_copy, str(tmp_path / "hub")
   embedded.prepare(config)
   exp = experiment.Experiment.build(vqa_task, config, jax.devices()[:1])

@@ -15,7 +15,7 @@ from PIL import Image
 
 from experiments.therapy import vilt_class, vilt_mask
 from tests.test_demo import FakeAnswerer
-from tests.vilt_checkpoint import random_checkpoint
+from tests.vilt_checkpoint import tiny_hub
 from vqajax import cli, demo
 from vqajax.answertherapy import ask, grounding_mask, models
 from vqajax.answertherapy import dataset as therapy_dataset
@@ -105,9 +105,7 @@ def tiny_copy(tiny_therapy, tmp_path_factory):
 
 def test_a_mask_run_from_a_checkpoint_starts_with_its_parameters(tiny_copy, tmp_path, caplog):
   config = vilt_mask.get_config("runlocal")
-  hub = vilt.ViltConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=24, image_size=32, patch_size=8, max_position_embeddings=12)
-  tensors = random_checkpoint(tmp_path / "hub", hub, ["what", "is", "the", "colour", "of", "?"])
+  tensors = tiny_hub(tmp_path / "hub", 1, ["what", "is", "the", "colour", "of", "?"])
   config.data.dir, config.model.init_from = tiny_copy, str(tmp_path / "hub")
   embedded.prepare(config)
   exp = experiment.Experiment.build(grounding_mask, config, jax.devices()[:1])

@@ -27,3 +27,10 @@ def random_checkpoint(folder, config: vilt.ViltConfig, words: list[str]) -> dict
   with open(os.path.join(folder, "vocab.txt"), "w", encoding="utf-8") as f:
     f.write("\n".join(list(vilt_run.SPECIAL) + words) + "\n")
   return tensors
+
+
+def tiny_hub(folder, layers: int, words: list[str]) -> dict[str, np.ndarray]:
+  """`random_checkpoint` of a tiny ViLT (16 wide, 32 px, 8 px patches, 12 tokens) of `layers` layers."""
+  config = vilt.ViltConfig(vocab_size=30, hidden_size=16, num_hidden_layers=layers, num_attention_heads=2,
+                           intermediate_size=24, image_size=32, patch_size=8, max_position_embeddings=12)
+  return random_checkpoint(folder, config, words)
