@@ -11,6 +11,7 @@ import io
 import os
 from typing import Any, Mapping
 
+import jax
 import numpy as np
 import yaml
 
@@ -134,16 +135,12 @@ def portable(config: dict) -> dict:
       return os.path.relpath(path, folder)
     return _home_relative(path) or os.path.basename(path)
 
-  def walk(value):
-    if isinstance(value, dict):
-      return {key: walk(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-      return [walk(item) for item in value]
+  def local(value):
     if isinstance(value, str) and "://" not in value and os.path.isabs(value):
       return ",".join(file(name) for name in value.split(","))  # one file or comma-separated ones
     return value
 
-  out = walk(config)
+  out = jax.tree.map(local, config)
   for group, name in (("data", "dir"), ("data", "tfds_dir")):
     value = config[group].get(name)
     if isinstance(value, str) and os.path.isabs(value):
