@@ -11,12 +11,8 @@ def load(path: str, step: int | None = None, *, best: bool = False, weights: str
   run, an `answertherapy.ask.Grounder` for a grounding_mask run. `weights`: the image
   feature extractor's weights file, if it is not where the run recorded it; `data_dir`: a
   bundle's data folder on this machine (for its image ids)."""
-  from vqajax.answertherapy import grounding_mask
+  from vqajax import commands
   from vqajax.core import trained
-  from vqajax.vqa import task as vqa_task
-  config = trained.read_config(path, {"vqa": vqa_task, "grounding_mask": grounding_mask}, data_dir)
-  if config.task == "vqa":
-    from vqajax.vqa.ask import Answerer
-    return Answerer.from_workdir(path, step, best=best, weights=weights, data_dir=data_dir)
-  from vqajax.answertherapy.ask import Grounder
-  return Grounder.from_workdir(path, step, best=best, weights=weights, data_dir=data_dir)
+  config = trained.read_config(path, commands.tasks(answering=True), data_dir)
+  answering = commands.registry()[config.task].answering
+  return answering.from_workdir(path, step, best=best, weights=weights, data_dir=data_dir)

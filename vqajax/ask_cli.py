@@ -39,7 +39,6 @@ from vqajax.core import files, official_files, runtime, trained
 from vqajax.core.errors import InputError, exit_status
 from vqajax.features import forward, images
 
-_TASKS = ("vqa", "grounding_mask")
 _NO_PIXELS_SIDE = 224  # a store image without pixels: its mask drawn at this size
 PROGRESS_EVERY = 256  # image files a progress line
 
@@ -314,23 +313,22 @@ def _print_groundings(records: list[dict], out: str, as_json: bool) -> None:
 def run(args) -> None:
   if args.top_k < 1:
     raise InputError(f"--top-k {args.top_k}: expected a positive integer")
-  config = trained.read_config(args.workdir, {name: commands.tasks()[name] for name in _TASKS}, args.data_dir)
+  config = trained.read_config(args.workdir, commands.tasks(answering=True), args.data_dir)
   files.protect(args.workdir, *(p for p in (args.questions, args.weights, args.class_workdir) if p), *args.image)
   items = asked(args)
   files.protect(*(item["image"] for item in items if "image" in item))
   # the store (the embedded dataset's, written if absent) only where an image id is asked about
   data_dir = commands.prepare_run_data(config, args.workdir) if any("image" not in i for i in items) else None
   runtime.use_compilation_cache(args.compilation_cache_dir)
+  answering = commands.registry()[config.task].answering  # vqa.ask.Answerer | answertherapy.ask.Grounder
   if config.task == "vqa":
-    from vqajax.vqa.ask import Answerer
-    answerer = Answerer.from_workdir(args.workdir, args.step, best=args.best, weights=args.weights, data_dir=data_dir)
+    answerer = answering.from_workdir(args.workdir, args.step, best=args.best, weights=args.weights, data_dir=data_dir)
     _print_answers(answerer, items, answer_all(answerer, items, args.top_k), args.json)
     return
   if not args.out:
     raise InputError("a grounding_mask run writes masks: give --out FOLDER")
   files.check_output(args.out, folder=True)
-  from vqajax.answertherapy.ask import Grounder
-  grounder = Grounder.from_workdir(args.workdir, args.step, best=args.best, class_workdir=args.class_workdir,
+  grounder = answering.from_workdir(args.workdir, args.step, best=args.best, class_workdir=args.class_workdir,
                                   weights=args.weights, data_dir=data_dir)
   _print_groundings(ground_all(grounder, items, args.out), args.out, args.json)
 

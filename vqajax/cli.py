@@ -307,7 +307,8 @@ def _delegate(verb: str) -> Callable[[Sequence[str], str], int]:
   elif verb == "data":
     from vqajax.synthetic import cli as main_module
   elif verb == "therapy":
-    from vqajax.answertherapy import cli as main_module
+    from vqajax.answertherapy import cli as therapy_cli
+    return lambda argv, prog: therapy_cli.main(argv, prog, tasks)
   elif verb == "demo":
     from vqajax import demo as main_module
   else:

@@ -8,16 +8,30 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Sequence
+from typing import Any, NamedTuple, Sequence
 
 from vqajax.core import files
 
 
-def tasks() -> dict:
-  """`config.task` -> its task module (the registry sits above the core)."""
+class TaskEntry(NamedTuple):
+  module: Any      # the task (`core/task.py`'s contract)
+  answering: Any   # what answers with one of its trained runs (`from_workdir`); None where none does
+
+
+def registry() -> dict[str, TaskEntry]:
+  """`config.task` -> its entry: the one list of tasks, which every verb and `vqajax.load` use
+  (it sits above the core and both papers)."""
   from vqajax.answertherapy import grounding_class, grounding_mask
+  from vqajax.answertherapy.ask import Grounder
   from vqajax.vqa import task as vqa_task
-  return {"vqa": vqa_task, "grounding_class": grounding_class, "grounding_mask": grounding_mask}
+  from vqajax.vqa.ask import Answerer
+  return {"vqa": TaskEntry(vqa_task, Answerer), "grounding_class": TaskEntry(grounding_class, None),
+          "grounding_mask": TaskEntry(grounding_mask, Grounder)}
+
+
+def tasks(answering: bool = False) -> dict:
+  """{`config.task`: its task module} of the registry (`answering`: of the tasks whose runs answer)."""
+  return {name: entry.module for name, entry in registry().items() if entry.answering or not answering}
 
 
 def task_of(config):

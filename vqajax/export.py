@@ -19,9 +19,6 @@ from vqajax.core import bundle, files, fs, run_record, trained
 from vqajax.core.errors import InputError
 from vqajax.features import weights
 
-_PIPELINE_TAGS = {"vqa": "visual-question-answering", "grounding_mask": "image-segmentation",
-                  "grounding_class": "visual-question-answering"}
-
 
 def _metrics_table(metrics: Mapping[str, float]) -> str:
   if not metrics:
@@ -46,7 +43,7 @@ def _dataset(config) -> dict:
 def card_metadata(saved: trained.Checkpoint, name: str) -> dict:
   """The card's YAML metadata in the Hugging Face Hub's model-index shape: one result, every
   top-level val metric in it."""
-  pipeline = _PIPELINE_TAGS.get(saved.config.task, "visual-question-answering")
+  pipeline = saved.task.PIPELINE_TAG
   metrics = [{"type": k, "name": _METRIC_NAMES.get(k, k), "value": round(float(v), 4)}
              for k, v in sorted(saved.metrics.items()) if "/" not in k]
   result = {"task": {"type": pipeline}, "dataset": _dataset(saved.config), "metrics": metrics}

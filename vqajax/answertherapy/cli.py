@@ -23,7 +23,7 @@ import argparse
 import collections
 import os
 import time
-from typing import Sequence
+from typing import Callable, Mapping, Sequence
 
 from vqajax.answertherapy import analysis as therapy
 from vqajax.answertherapy.files import read_therapy
@@ -55,9 +55,9 @@ def analyze(args) -> None:
 def table4(args) -> None:
   from vqajax.answertherapy import report  # jax, the models
   files.check_output(args.out, folder=True)  # refused before any run is evaluated
-  for path in report.evaluate_missing(args.runs):
+  for path in report.evaluate_missing(args.runs, args.tasks()):
     print(f"{path}: no Table 4 results yet, evaluating the newest checkpoint")
-  print(report.write(args.runs, args.out))
+  print(report.write(args.runs, args.out, args.tasks()))
   print(f"Table 4 in {args.out}")
 
 
@@ -77,6 +77,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
   return parser
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "vqajax therapy") -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "vqajax therapy", tasks: Callable[[], Mapping] = dict
+         ) -> int:
+  """`tasks`: the front door's task registry (`vqajax.commands.tasks`), for table4."""
   args = _parser(prog).parse_args(argv)
+  args.tasks = tasks
   return exit_status(prog, lambda: args.fn(args))

@@ -29,6 +29,8 @@ from vqajax.core import tables
 from vqajax.core.files import write_atomic_many
 from vqajax.nn import vilt_run
 
+PIPELINE_TAG = "visual-question-answering"  # the Hub's pipeline tag of its runs (an exported bundle's model card)
+TABLE4 = ("", "")  # Table 4 across runs (`report.py`): its metrics' prefix, its row name's suffix
 BEST_METRIC = "balanced_accuracy"
 METRICS = table4.metric_pattern("") + "|accuracy|balanced_accuracy"  # summarise's names
 FIELDS = configs.FIELDS

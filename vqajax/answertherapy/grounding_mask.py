@@ -45,6 +45,7 @@ from vqajax.core import tables
 from vqajax.core.files import write_atomic_many
 from vqajax.nn import vilt_run
 
+PIPELINE_TAG = "image-segmentation"  # the Hub's pipeline tag of its runs (an exported bundle's model card)
 BEST_METRIC = "iou_pq"
 FIELDS = configs.FIELDS
 CHECKS = configs.CHECKS
@@ -57,6 +58,7 @@ METHODS = (("whole image", "whole_image", "whole_image/"), ("model", "model", ""
 PIXEL = "pixel/"
 LEVELS = (("grid", ""), ("pixel", PIXEL))  # grid-level metrics keep the unprefixed names
 FROM_MASKS = "from_masks/"
+TABLE4 = (FROM_MASKS, " from masks")  # Table 4 across runs (`report.py`): its metrics' prefix, its row name's suffix
 _GROUPS = "|".join(re.escape(g + "/") for g in BY_SOURCE_AND_LABEL if g)
 METRICS = (rf"({'|'.join(re.escape(p) for _, _, p in METHODS)})({'|'.join(re.escape(p) for _, p in LEVELS)})"
            rf"({_GROUPS})?(iou_pq|iou)|{table4.metric_pattern(FROM_MASKS)}")  # summarise's and the host's names

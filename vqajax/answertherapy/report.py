@@ -2,7 +2,8 @@
 the decision from the predicted masks (`grounding_mask` workdirs, `from_masks`) side by
 side with the naive baselines, per source.
 
-A run is [NAME=]WORKDIR; its row is NAME, by default its `config.model.inputs` in capitals,
+A run is [NAME=]WORKDIR of a task with a Table 4 (`TABLE4`: grounding_class, grounding_mask, of
+the front door's registry `tasks`); its row is NAME, by default its `config.model.inputs` in capitals,
 after "ViLT " for a ViLT row (`row_name`; a mask run's followed by " from masks"). Each run's newest results/step_N/metrics.json is
 read; a workdir whose newest results lack its Table 4 metrics has its newest checkpoint evaluated first, with its run.json
 (`evaluate_missing`, which the command drives and reports).
@@ -12,15 +13,12 @@ The runs must have been evaluated on the same questions (the naive baselines agr
 from __future__ import annotations
 
 import os
-from typing import Iterator, Sequence
+from typing import Iterator, Mapping, Sequence
 
-from vqajax.answertherapy import grounding_class, grounding_mask, table4
+from vqajax.answertherapy import table4
 from vqajax.core import files, fs, run_record, tables, trained
 from vqajax.core.errors import InputError
 from vqajax.core.official_files import load_json
-
-TASKS = {"grounding_class": (grounding_class, "", ""),
-         "grounding_mask": (grounding_mask, grounding_mask.FROM_MASKS, " from masks")}
 
 
 def _table4_results(workdir: str, prefix: str) -> tuple[str, dict] | None:
@@ -34,20 +32,20 @@ def _table4_results(workdir: str, prefix: str) -> tuple[str, dict] | None:
   return None
 
 
-def _run(argument: str) -> tuple[str, str, object]:
-  """(row name or "", workdir, config) of a RUN argument."""
+def _run(argument: str, tasks: Mapping) -> tuple[str, str, object]:
+  """(row name or "", workdir, config) of a RUN argument, a run of a task of `tasks` with a Table 4."""
   name, path = run_record.run_argument(argument)
-  return name, path, trained.read_config(path, {task: module for task, (module, _, _) in TASKS.items()})
+  return name, path, trained.read_config(path, {n: task for n, task in tasks.items() if hasattr(task, "TABLE4")})
 
 
-def evaluate_missing(arguments: Sequence[str]) -> Iterator[str]:
+def evaluate_missing(arguments: Sequence[str], tasks: Mapping) -> Iterator[str]:
   """Evaluates the newest checkpoint of each run whose newest results lack its Table 4
   metrics (module docstring), yielding the run's workdir before it does."""
   from vqajax.core import evaluate  # jax only when needed
   for argument in arguments:
-    _, path, config = _run(argument)
-    task, prefix, _ = TASKS[config.task]
-    if _table4_results(path, prefix) is None:
+    _, path, config = _run(argument, tasks)
+    task = tasks[config.task]
+    if _table4_results(path, task.TABLE4[0]) is None:
       yield path
       evaluate.evaluate_checkpoints(task, config, path)
 
@@ -57,13 +55,13 @@ def row_name(model_cfg) -> str:
   return ("ViLT " if model_cfg.get("name") == "vilt" else "") + model_cfg.inputs.upper()
 
 
-def collect(arguments: Sequence[str]) -> list[tuple[str, dict, str, str]]:
+def collect(arguments: Sequence[str], tasks: Mapping) -> list[tuple[str, dict, str, str]]:
   """[(row name, metrics, metric prefix, results dir)] of the runs, in order (each run's
   newest results: `evaluate_missing` first)."""
   runs = []
   for argument in arguments:
-    name, path, config = _run(argument)
-    _, prefix, suffix = TASKS[config.task]
+    name, path, config = _run(argument, tasks)
+    prefix, suffix = tasks[config.task].TABLE4
     found = _table4_results(path, prefix)
     if found is None:
       raise InputError(f"{path}: no Table 4 results (evaluate its newest checkpoint first)")
@@ -80,12 +78,12 @@ def collect(arguments: Sequence[str]) -> list[tuple[str, dict, str, str]]:
   return runs
 
 
-def write(arguments: Sequence[str], out_dir: str) -> str:
+def write(arguments: Sequence[str], out_dir: str, tasks: Mapping) -> str:
   """Writes out_dir/table4.{md,csv,json} of the runs (evaluated: `evaluate_missing`);
   returns its Markdown."""
-  runs = collect(arguments)
+  runs = collect(arguments, tasks)
   for argument in arguments:  # read from here on: no table goes into a run or its data
-    run_record.protect(_run(argument)[1])
+    run_record.protect(_run(argument, tasks)[1])
   files.check_output(out_dir, folder=True)
   rows = table4.baseline_rows(runs[0][1]) + [(name, metrics, prefix) for name, metrics, prefix, _ in runs]
   return tables.write_table(out_dir, "table4", *table4.table(rows))

@@ -2,7 +2,7 @@
 
 A task is a module of a paper package (`vqa/task.py`, `answertherapy/grounding_class.py`,
 `answertherapy/grounding_mask.py`) that satisfies `Task`; the front door picks it by
-`config.task` (`vqajax.commands.tasks`) and hands it to `train_and_evaluate` / `Evaluator`,
+`config.task` (`vqajax.commands.registry`, the one list of tasks) and hands it to `train_and_evaluate` / `Evaluator`,
 whose jitted train and eval steps are the same for every task.
 
 A task's data (`load`) holds `train` and `val`: dicts of numpy arrays with one row per
@@ -27,6 +27,7 @@ IMAGE_ROW = "image_row"      # both splits, with a store: the example's row of t
 class Task(Protocol):
   """The members of a task module."""
 
+  PIPELINE_TAG: str                # the Hub's pipeline tag of its runs (an exported bundle's model card)
   BEST_METRIC: str                 # the val metric that picks the best checkpoint of runs without best_metric
   METRICS: str                     # a regular expression every metric name of its evaluations matches
   FIELDS: dict                     # {dotted config field: core.config.Rule}: what its configs may hold
