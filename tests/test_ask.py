@@ -25,7 +25,7 @@ from experiments.vqa import bow_q_i
 from vqajax import cli
 from vqajax.answertherapy import grounding_class, grounding_mask
 from vqajax.answertherapy.ask import Grounder
-from vqajax.core import checkpoint, evaluate, run_record, train, trained
+from vqajax.core import checkpoint, evals, run_record, train, trained
 from vqajax.core import config as config_lib
 from vqajax.core.errors import InputError
 from vqajax.core.experiment import Experiment
@@ -343,7 +343,7 @@ def test_groundings_of_a_mask_run(mask_run, tiny_therapy, tmp_path, capsys):
   config = config_lib.override(class_config.get_config("runlocal"), {"data.dir": tiny_therapy})
   exp = Experiment.build(grounding_class, config)
   params = exp.initial_state().params
-  evaluate.evaluators(exp)[0].run(params, 0, str(tmp_path / "class"))  # the config's one evaluation, val
+  evals.evaluators(exp)[0].run(params, 0, str(tmp_path / "class"))  # the config's one evaluation, val
   predictions = _read(tmp_path / "class" / "results" / "step_0" / "predictions.json")
   class_run = trained.Trained(path="class", config=config, task=grounding_class, encoders=exp.data.encoders,
                               params=params, step=0, extractor=None, metrics={}, mesh=exp.mesh, model=exp.model)

@@ -15,7 +15,7 @@ import pytest
 from bench.reference import reference_accuracy
 from experiments.vqa import deeper_lstm_norm_i
 from vqajax import cli
-from vqajax.core import checkpoint, evals, evaluate, train, trained
+from vqajax.core import checkpoint, evals, train, trained
 from vqajax.core import config as config_lib
 from vqajax.core.errors import InputError
 from vqajax.core.experiment import Experiment
@@ -172,10 +172,10 @@ def test_an_evaluator_type_is_a_class_and_a_registry_entry(tiny_data, tmp_path, 
   evaluations.subset = evals.new(type="examples", val_questions=questions, val_annotations=annotations_path)
   config = cli.check_config(_config(tiny_data, evaluations, best_metric="subset/examples"))
   exp = Experiment.build(cli.task_of(config), config, jax.devices()[:1])
-  subset, val = evaluate.evaluators(exp)  # in the order of their names; val the task's
+  subset, val = evals.evaluators(exp)  # in the order of their names; val the task's
   assert isinstance(subset, _Examples) and subset.spec.type == "examples" and val.spec.type == evals.TASK
   workdir = str(tmp_path / "run")
-  assert evaluate.run_all([subset], None, 3, workdir) == {"subset": {"examples": len(annotations)}}
+  assert evals.run_all([subset], None, 3, workdir) == {"subset": {"examples": len(annotations)}}
   assert _json(os.path.join(workdir, "results", "subset", "step_3", "ids.json")) == [
       a["question_id"] for a in annotations]
   with pytest.raises(InputError, match=r"config.best_metric 'subset/accuracy'"):

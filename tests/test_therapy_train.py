@@ -16,7 +16,7 @@ from vqajax.answertherapy import configs as therapy_configs
 from vqajax.answertherapy import dataset as therapy_dataset
 from vqajax.answertherapy import files as therapy_files
 from vqajax.core import config as config_lib
-from vqajax.core import evaluate, train
+from vqajax.core import evals, train
 
 pytestmark = pytest.mark.slow  # every test trains
 
@@ -93,7 +93,7 @@ def test_mask_variant_trains_and_its_rle_results_rescore_to_its_metrics(tiny_the
 def test_eval_entry_reproduces_the_train_metrics(tiny_therapy, tmp_path):
   config = _config(grounding_mask, "runlocal", **{"data.dir": tiny_therapy})
   metrics = train.train_and_evaluate(cli.task_of(config), config, str(tmp_path))["val"]
-  assert evaluate.evaluate_checkpoints(cli.task_of(config), config, str(tmp_path))[STEPS]["val"] == pytest.approx(metrics, abs=1e-4)
+  assert evals.evaluate_checkpoints(cli.task_of(config), config, str(tmp_path))[STEPS]["val"] == pytest.approx(metrics, abs=1e-4)
 
 
 @pytest.mark.skipif(not os.path.exists(os.path.join(therapy_configs.THERAPY_DIR, "VizWiz_train.json")),

@@ -11,7 +11,7 @@ import pytest
 from bench.reference import reference_accuracy
 from experiments.vqa import deeper_lstm_norm_i
 from vqajax import cli
-from vqajax.core import checkpoint, evaluate, pipeline, sharding, train
+from vqajax.core import checkpoint, evals, pipeline, sharding, train
 from vqajax.core import config as config_lib
 from vqajax.core.experiment import Experiment
 
@@ -89,7 +89,7 @@ def test_results_files_are_official_and_scored_like_the_device(tiny_data, tmp_pa
   config = _config(tiny_data, num_train_steps=10, eval_every_steps=10, log_every_steps=5)
   workdir = str(tmp_path / "run")
   metrics = train.train_and_evaluate(cli.task_of(config), config, workdir)["val"]
-  evaluated = evaluate.evaluate_checkpoints(cli.task_of(config), config, workdir)
+  evaluated = evals.evaluate_checkpoints(cli.task_of(config), config, workdir)
   assert evaluated[10]["val"] == pytest.approx(metrics, abs=1e-4)
   out = os.path.join(workdir, "results", "step_10")
   name = "v2_OpenEnded_mscoco_val2014_deeper_lstm_norm_i_results.json"

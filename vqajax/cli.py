@@ -191,7 +191,7 @@ def _run_verb(verb: str, argv: Sequence[str]) -> int:
       print(reports.accuracy_table(baselines_config(config, args.workdir, names, args.word_vectors)))
       return
     _initialise(args)
-    from vqajax.core import evals, evaluate
+    from vqajax.core import evals
     task, specs = task_of(config), {spec.name: spec for spec in evals.specs(config)}
     table = lambda name, title, metrics: evals.TYPES[specs[name].type].table(task, title, metrics)
     if verb == "train":
@@ -202,7 +202,7 @@ def _run_verb(verb: str, argv: Sequence[str]) -> int:
       return
     prepare_data(config)
     check_workdir(args.workdir)
-    results = evaluate.evaluate_checkpoints(task, config, args.workdir, step=args.step, every=args.all)
+    results = evals.evaluate_checkpoints(task, config, args.workdir, step=args.step, every=args.all)
     if jax.process_index() == 0:
       for step, by_eval in results.items():
         for name, metrics in by_eval.items():

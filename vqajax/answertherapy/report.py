@@ -41,13 +41,13 @@ def _run(argument: str, tasks: Mapping) -> tuple[str, str, object]:
 def evaluate_missing(arguments: Sequence[str], tasks: Mapping) -> Iterator[str]:
   """Evaluates the newest checkpoint of each run whose newest results lack its Table 4
   metrics (module docstring), yielding the run's workdir before it does."""
-  from vqajax.core import evaluate  # jax only when needed
+  from vqajax.core import evals  # jax only when needed
   for argument in arguments:
     _, path, config = _run(argument, tasks)
     task = tasks[config.task]
     if _table4_results(path, task.TABLE4[0]) is None:
       yield path
-      evaluate.evaluate_checkpoints(task, config, path)
+      evals.evaluate_checkpoints(task, config, path)
 
 
 def row_name(model_cfg) -> str:

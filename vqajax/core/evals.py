@@ -4,8 +4,8 @@ that picks its best checkpoint (`config.best_metric`, `config.best_mode`).
 `config.evals` is a group of named evaluations (a ConfigDict: run in the order of their names):
 
   type         its evaluator, a name in `TYPES` (big_vision's `config.evals.NAME.type`): "task"
-               (the default) the task's metrics and results files (`core/task_eval.py`, which
-               describes what an evaluator type is)
+               (the default, `TaskEvaluator`) the task's masked metric sums under jit over its
+               split, the metrics it computes on the host and its results files
   every_steps  how often it runs: 0 (the default) every `config.eval_every_steps`; the
                final step runs every evaluation
   results      "last": its results files, and the metrics the task computes from them on
@@ -20,25 +20,40 @@ Its metrics are named `NAME/METRIC` in metrics.jsonl and TensorBoard, its result
 `results/step_N/`, as always). A checkpoint is saved at every step where an evaluation
 runs. The best checkpoint is the one with the highest (`best_mode` "max") or lowest
 ("min") `best_metric`, `NAME/METRIC`.
+
+An evaluator type is a class built as `Type(task, config, data, model, mesh, features, spec)`
+(`config` with the `data` of its split, `data` the task's data of that split, `features` the
+feature table on the devices or None, `spec` its `Spec`) with `spec`,
+`run(params, step, workdir=None) -> {metric: value}` (with `workdir`, also its files of that
+step, under `spec.results_dir`), and the static `metrics(task)` (a regular expression of its
+metric names) and `table(task, name, metrics)` (its console table). `evaluators(exp)` makes
+one per evaluation, `run_all` runs them at a step, `evaluate_checkpoints` is `vqajax eval`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
-from typing import Any
+import time
+from typing import Any, Mapping
 
+import jax
 import ml_collections
+import numpy as np
+from absl import logging
+from jax.experimental import multihost_utils
 
+from vqajax.core import checkpoint, device_features, fs, pipeline, run_record, runs, sharding
 from vqajax.core import config as config_lib
-from vqajax.core import fs, task_eval
 from vqajax.core.config import file_names
 from vqajax.core.errors import InputError
+from vqajax.core.experiment import Experiment
+from vqajax.core.task import Task
 
 DEFAULT = "val"  # the default evaluation; its results go to results/step_N
 TASK = "task"    # the default evaluator type
-TYPES = {TASK: task_eval.Evaluator}  # config.evals.NAME.type -> its evaluator class
 RESULTS = ("last", "every")
 FIELDS = {"type": config_lib.TEXT, "every_steps": config_lib.integer(0), "results": config_lib.one_of(*RESULTS)}
 MODES = ("max", "min")
@@ -146,3 +161,140 @@ def split_config(config, spec: Spec, task) -> Any:
         if not fs.exists(path):
           raise InputError(f"config.evals.{spec.name}.data.{field}: {path}: file not found")
   return split
+
+
+# ---------------------------------------------------------------------------- the task's evaluator
+
+class TaskEvaluator:
+  """`run(params, step) -> {name: value}` over the val split of `data` (of one evaluation,
+  `spec`, a `Spec`); optionally writes its results."""
+
+  def __init__(self, task: Task, config, data, model, mesh, features, spec):
+    self.task, self.config, self.data, self.mesh, self.features, self.spec = task, config, data, mesh, features, spec
+    self.keys = self.task.eval_keys(data)
+    eval_step = self.task.make_eval_step(model, data, mesh)
+    step = jax.jit(sharding.in_mesh(mesh, lambda params, batch, table=None: eval_step(
+        params, device_features.step_batch(batch, features, table))))
+    # the table is an argument (keeping its sharding), not a constant copied into the program
+    self._eval_step = step if features is None else functools.partial(step, table=features.table)
+
+  def run(self, params, step: int, workdir: str | None = None) -> dict[str, float]:
+    """The task's metrics; with `workdir`, also its results files of this step (and the
+    metrics the task computes from them)."""
+    began, totals, kept = time.perf_counter(), None, []
+    batch_size = sharding.padded_batch_size(self.config.eval_batch_size, self.mesh)
+    arrays, store, keys = device_features.host_inputs(self.data, self.features, "val", self.keys)
+    for local in pipeline.eval_batches(arrays, store, batch_size, keys, self.task.LENGTHS):
+      batch = sharding.to_global(local, self.mesh)
+      predictions, sums = self._eval_step(params, batch)
+      totals = sums if totals is None else jax.tree.map(lambda a, b: a + b, totals, sums)
+      if workdir is not None:
+        kept.append((predictions, batch["mask"]))
+    metrics = self.task.summarise(jax.device_get(totals))
+    if workdir is not None:
+      writing = time.perf_counter()
+      metrics.update(self._write_results(kept, self.spec.results_dir(workdir, step), step, metrics))
+      logging.info("step %d: %s results files in %.2f s", step, self.spec.name, time.perf_counter() - writing)
+    logging.info("step %d: %s evaluation in %.2f s", step, self.spec.name, time.perf_counter() - began)
+    return metrics
+
+  def _write_results(self, kept, out_dir, step, metrics) -> dict[str, float]:
+    """Process 0 writes the results; returns the metrics the task computed from them."""
+    predictions = _gathered(kept)
+    if jax.process_index() > 0:
+      return {}
+    return self.task.write_results(out_dir, self.config, self.data, predictions, {"step": step, **metrics}) or {}
+
+  @staticmethod
+  def metrics(task: Task) -> str:
+    """A regular expression of its metric names (what `config.best_metric` may name)."""
+    return task.METRICS
+
+  @staticmethod
+  def table(task: Task, name: str, metrics: Mapping[str, float]) -> str:
+    """Its metrics as a Markdown table for the console."""
+    return task.table(name, metrics)
+
+
+def _gathered(kept) -> dict[str, np.ndarray]:
+  """The (predictions, mask) of every batch as host arrays of the unmasked rows in split
+  order, gathered from every host (each process takes part)."""
+  gathered = [jax.tree.map(lambda x: multihost_utils.process_allgather(x, tiled=True), item)
+              for item in kept]
+  mask = np.concatenate([m for _, m in gathered]).astype(bool)
+  return {k: np.concatenate([p[k] for p, _ in gathered])[mask] for k in gathered[0][0]}
+
+
+TYPES = {TASK: TaskEvaluator}  # config.evals.NAME.type -> its evaluator class
+
+
+# ---------------------------------------------------------------------------- running them
+
+def evaluators(exp: Experiment) -> list[Any]:
+  """An evaluator of its type (`TYPES`) for each evaluation of `exp.config` (`specs`):
+  on the run's val split (the feature table on the devices, where it is), or on its own files
+  (its features streamed from its store); its files are read here, before anything is written."""
+  out = []
+  for spec in specs(exp.config):
+    kind = TYPES[spec.type]
+    if spec.data:
+      config = split_config(exp.config, spec, exp.task)
+      out.append(kind(exp.task, config, exp.task.load_eval(config, exp.data), exp.model, exp.mesh, None, spec))
+    else:
+      out.append(kind(exp.task, exp.config, exp.data, exp.model, exp.mesh, exp.features, spec))
+  return out
+
+
+def run_all(evaluators: list, params, step: int, workdir: str | None = None,
+            results: bool = True) -> dict[str, dict[str, float]]:
+  """{evaluation: metrics} of each evaluator; with `workdir`, those whose results are due
+  (`results`, or its spec's "every") write them."""
+  return {e.spec.name: e.run(params, step, workdir if workdir and (results or e.spec.results == "every") else None)
+          for e in evaluators}
+
+
+def prefixed(metrics: dict[str, dict[str, float]]) -> dict[str, float]:
+  """{`EVAL/METRIC`: value} of {evaluation: metrics}: the names of metrics.jsonl and the checkpoints."""
+  return {f"{name}/{k}": v for name, values in metrics.items() for k, v in values.items()}
+
+
+def evaluate_checkpoints(task: Task, config, workdir: str, step: int | None = None, every: bool = False
+                         ) -> dict[int, dict[str, dict[str, float]]]:
+  """Evaluates saved checkpoints of `workdir` (latest, `step`, or all) with every evaluation,
+  writing their results; returns {step: {evaluation: metrics}}."""
+  with runs.held(workdir, "vqajax eval"):
+    return _evaluate(task, config, workdir, step, every)
+
+
+def _evaluate(task: Task, config, workdir: str, step: int | None, every: bool) -> dict:
+  saved = checkpoint.complete_steps(os.path.join(workdir, "checkpoints"))  # before orbax creates anything
+  if not saved:
+    raise InputError(f"{workdir}: no checkpoints to evaluate")
+  if step is not None and step not in saved:
+    raise InputError(f"{workdir}: no checkpoint at step {step} (saved: {saved})")
+  steps = saved if every else [step if step is not None else max(saved)]
+  hint = "eval writes the run's own results: evaluate with its recorded config and data"
+  exp = runs.experiment(task, config, workdir, hint=hint)  # its results are the run's
+  if jax.process_index() == 0:
+    run_record.record_encoders(workdir, config.task, exp.data.encoders.tables())  # a run older than them
+  evaluations = evaluators(exp)
+  target = exp.initial_state(abstract=True)
+  ckpt = runs.checkpointer(workdir, config, task)
+  results, failures = {}, []
+  try:
+    for s in steps:
+      try:
+        state, _ = ckpt.restore(s, target)
+      except Exception as e:  # orbax / tensorstore: many kinds
+        failures.append(f"step {s}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
+        logging.warning("checkpoint at step %d cannot be restored, skipped (%s)", s, failures[-1])
+        continue
+      results[s] = run_all(evaluations, state.params, s, workdir)
+      for e in evaluations:
+        logging.info("step %d: %s results in %s", s, e.spec.name, e.spec.results_dir(workdir, s))
+  finally:
+    ckpt.close()
+  if not results:
+    raise InputError(f"{workdir}: no checkpoint can be restored with this config ({'; '.join(failures)}); "
+                     "without --config, eval uses the run's own (run.json)")
+  return results

@@ -12,8 +12,7 @@ import jax.numpy as jnp
 import optax
 from absl import logging
 
-from vqajax.core import config as config_lib
-from vqajax.core import device_features, evals, phases, pipeline, sharding
+from vqajax.core import device_features, phases, pipeline, sharding
 from vqajax.core.errors import InputError
 from vqajax.core.task import LABEL, Task
 
@@ -67,9 +66,8 @@ class Experiment:
 
   @classmethod
   def build(cls, task: Task, config, devices=None) -> "Experiment":
+    """The experiment of `config`, checked before by the front door (`evals.check_config`)."""
     mesh = sharding.data_mesh(devices)
-    config_lib.check(config, config_lib.TRAINING)
-    evals.check(config, task)
     sharding.local_batch_size(config.batch_size, mesh)
     data = task.load(config)
     if not len(data.train[LABEL]):

@@ -25,7 +25,7 @@ from jax.experimental import multihost_utils
 from vqajax.core import (
   device_features,
   encoders,
-  evaluate,
+  evals,
   files,
   phases,
   pipeline,
@@ -151,7 +151,7 @@ def train_and_evaluate(task: Task, config, workdir: str, devices=None, allow_cha
   metrics of each evaluation, {evaluation: metrics} (`val` by default). A workdir that
   records another run is refused unless `allow_changed_run`."""
   exp = runs.experiment(task, config, workdir, devices, None if allow_changed_run else CHANGED_RUN)
-  evaluators = evaluate.evaluators(exp)
+  evaluators = evals.evaluators(exp)
   with runs.held(workdir, "vqajax train"):
     return _train(exp, evaluators, workdir)
 
@@ -197,8 +197,8 @@ def _finish(evaluators, params, step: int, final: int, workdir: str, record) -> 
   if a failure left them undone."""
   if run_record.finished_step(workdir) == step:
     logging.info("already finished at step %d (num_train_steps %d)", step, final)
-    return evaluate.run_all(evaluators, params, step)
-  metrics = evaluate.run_all(evaluators, params, step, workdir)
+    return evals.run_all(evaluators, params, step)
+  metrics = evals.run_all(evaluators, params, step, workdir)
   if jax.process_index() == 0:
     record(finished_step=step)
   return metrics
@@ -228,7 +228,7 @@ class _Log:
     self.writer.write_scalars(step, {**means, **self.progress.log(step, means["train/loss"])})
 
   def evaluations(self, step: int, metrics: dict, best_metric: str) -> dict[str, float]:
-    named = evaluate.prefixed(metrics)
+    named = evals.prefixed(metrics)
     self.writer.write_scalars(step, named)
     if best_metric in named:
       logging.info("step %d: %s %.2f", step, best_metric, named[best_metric])
@@ -290,7 +290,7 @@ def _loop(exp: Experiment, evaluators, workdir: str, record, ckpt, state: TrainS
         metrics = []
       named = {}
       if due:  # the final step (and evaluations with results "every") also write results files
-        now = evaluate.run_all(due, state.params, step, workdir, results=last)
+        now = evals.run_all(due, state.params, step, workdir, results=last)
         eval_metrics.update(now)
         named = log.evaluations(step, now, best_metric)
       if save:

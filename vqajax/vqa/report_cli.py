@@ -31,9 +31,9 @@ def _evaluate_if_needed(path: str) -> None:
   if (config is None or fs.isdir(os.path.join(path, "results"))
       or not fs.isdir(os.path.join(path, "checkpoints"))):
     return
-  from vqajax.core import evaluate
+  from vqajax.core import evals
   print(f"{path}: no results yet, evaluating the newest checkpoint")
-  evaluate.evaluate_checkpoints(vqa_task, config, path)
+  evals.evaluate_checkpoints(vqa_task, config, path)
 
 
 def collect(runs: Sequence[str]) -> tuple[dict[str, str], list[str]]:
