@@ -31,8 +31,9 @@ CONFIGS = {
         "columns": [('paper (`""`)', "experiments/vqa/deeper_lstm_norm_i.py:"),
                     ("`:cpu`", "experiments/vqa/deeper_lstm_norm_i.py:cpu"),
                     ("`:runlocal`", "experiments/vqa/deeper_lstm_norm_i.py:runlocal")],
-        "others": ["experiments/vqa/transformer_q_norm_i.py", "experiments/vqa/vilt.py"],
-        "sources": ["vqajax/vqa/configs.py", "experiments/vqa/transformer_q_norm_i.py", "vqajax/nn/vilt_run.py"],
+        "others": ["experiments/vqa/transformer_q_norm_i.py", "experiments/vqa/attention.py", "experiments/vqa/vilt.py"],
+        "sources": ["vqajax/vqa/configs.py", "vqajax/vqa/models.py", "experiments/vqa/transformer_q_norm_i.py",
+                    "vqajax/nn/vilt_run.py"],
     },
     "therapy": {
         "columns": [('grounding_class `""`', "experiments/therapy/grounding_class.py:"),
@@ -45,6 +46,7 @@ CONFIGS = {
 }
 ALIASES = {"config": "", "data": "data.", "m": "model.", "opt": "optimizer.", "t": "model.transformer."}
 ASSIGNMENT = re.compile(r"^\s*(\w+)\.(\w+)\s*=[^=].*?#\s*(.*)$")
+FIELD = re.compile(r'^\s*"(\w+)": Field\(.*?#\s*(.*)$')  # a model's config group (`core/model.py`): config.model
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
@@ -75,10 +77,13 @@ def comments(sources: list[str]) -> dict[str, str]:
   for source in sources:
     key, column = None, -1
     for line in open(os.path.join(ROOT, source), encoding="utf-8"):
-      m = ASSIGNMENT.match(line)
+      m, f = ASSIGNMENT.match(line), FIELD.match(line)
       if m and m.group(1) in ALIASES and ALIASES[m.group(1)] + m.group(2) not in found:
         key, column = ALIASES[m.group(1)] + m.group(2), line.index("#")
         found[key] = m.group(3).strip()
+      elif f and "model." + f.group(1) not in found:
+        key, column = "model." + f.group(1), line.index("#")
+        found[key] = f.group(2).strip()
       elif key and line.strip().startswith("#") and line.index("#") == column:
         found[key] += " " + line.strip()[1:].strip()
       else:
@@ -133,17 +138,21 @@ def _accepts(path: str, arg: str) -> bool:
 
 
 def _rules(paper: str) -> dict:
+  """The rules of the paper's config fields: its FIELDS and every model's group (`core/model.py`)."""
+  from vqajax.core.model import Model
   if paper == "vqa":
-    from vqajax.vqa import configs
+    from vqajax.vqa import configs, models
   else:
-    from vqajax.answertherapy import configs
-  return configs.FIELDS
+    from vqajax.answertherapy import configs, models
+  groups = [m.rules(task) for m in models.MODELS.values() if isinstance(m, Model) for task in m.tasks]
+  return {key: rule for rules in (configs.FIELDS, *groups) for key, rule in rules.items()}
 
 
 def registries() -> str:
   """The registries a config names its parts from: name, what it builds (the builder's docstring)."""
   from vqajax import commands
   from vqajax.answertherapy import models as therapy_models
+  from vqajax.core.model import Model
   from vqajax.nn import question
   from vqajax.vqa import models as vqa_models
   tables = [("`config.task`", "`vqajax.commands.tasks()`", commands.tasks()),
@@ -153,6 +162,7 @@ def registries() -> str:
   lines = ["| config field | registry | name | what it is |", "|---|---|---|---|"]
   for field, registry, entries in tables:
     for name, target in entries.items():
+      target = next(iter(target.tasks.values())).build if isinstance(target, Model) else target  # its builder
       doc = (getattr(target, "__doc__", None) or "").strip().split("\n\n")[0]
       lines.append(f"| {field} | {registry} | `{name}` | {_cell(' '.join(doc.split()))} |")
   return "\n".join(lines)

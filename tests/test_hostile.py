@@ -16,6 +16,7 @@ from vqajax.vqa import models as vqa_models
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = f"{ROOT}/experiments/vqa/deeper_lstm_norm_i.py:runlocal"
+ATTENTION = f"{ROOT}/experiments/vqa/attention.py:runlocal"
 STEPS = ["--config.num_train_steps=2", "--config.eval_every_steps=2", "--config.log_every_steps=1"]
 GRACE = os.path.join(os.path.dirname(__import__("matplotlib").__file__), "mpl-data", "sample_data", "grace_hopper.jpg")
 VAL_Q, VAL_A = "v2_OpenEnded_mscoco_val2014_questions.json", "v2_mscoco_val2014_annotations.json"
@@ -175,8 +176,9 @@ CONFIG_CASES = [
     (CONFIG, "model.embed_dim=0", f"config.model.embed_dim: {POSITIVE} 0"),
     (CONFIG, "model.fused_dim=0", f"config.model.fused_dim: {POSITIVE} 0"),
     (CONFIG, "model.lstm_dim=-1", f"config.model.lstm_dim: {POSITIVE} -1"),
-    (CONFIG, "model.attention_dim=0", f"config.model.attention_dim: {POSITIVE} 0"),
-    (CONFIG, "model.glimpses=-1", "config.model.glimpses: expected an integer from 0 to 2147483647, got -1"),
+    (ATTENTION, "model.attention_dim=0", f"config.model.attention_dim: {POSITIVE} 0"),
+    (ATTENTION, "model.glimpses=0", f"config.model.glimpses: {POSITIVE} 0"),
+    (CONFIG, "model.glimpses=2", "the config has no field 'model.glimpses'"),  # config.model: its model's group only
     (CONFIG, "model.dtype=float8", "config.model.dtype: expected one of ('float32', 'bfloat16', 'float16'), got 'float8'"),
     (CONFIG, "model.question=gru", f"config.model.question: expected one of {vqa_models.QUESTION_ENCODERS}, got 'gru'"),
     (CONFIG, "model.fusion=add", "config.model.fusion: expected one of ('mul', 'concat'), got 'add'"),
@@ -184,7 +186,7 @@ CONFIG_CASES = [
     (CONFIG, "model.targets=hard", "config.model.targets: expected one of ('answer', 'soft', 'bce'), got 'hard'"),
     (CONFIG, "model.dropout=2", "config.model.dropout: expected a number in [0, 1), got 2"),
     (CONFIG, "model.dropout=-1", "config.model.dropout: expected a number in [0, 1), got -1"),
-    (CONFIG, "model.attention_dropout=1", "config.model.attention_dropout: expected a number in [0, 1), got 1"),
+    (ATTENTION, "model.attention_dropout=1", "config.model.attention_dropout: expected a number in [0, 1), got 1"),
     (CONFIG, "model.image_scale=0", "config.model.image_scale: expected a number > 0, got 0"),
     (CONFIG, "seed=-1", "config.seed: expected an integer from 0 to 4294967295, got -1"),
     (CONFIG, f"seed={2**70}", "config.seed: expected an integer from 0 to 4294967295, got 1180591620717411303424"),
@@ -250,8 +252,9 @@ def test_every_config_field_has_a_rule():
         config = config_lib.load_config(f"{ROOT}/experiments/{folder}/{name}:{arg}")
         task = cli.task_of(config)
         fields = {k for k in config_lib.leaves(config) if not k.startswith("evals.")}  # core/evals.py's rules
-        assert fields <= set(task.FIELDS), (name, arg, fields - set(task.FIELDS))
-        config_lib.check(config, task.FIELDS)  # the shipped configs pass
+        rules = task.rules(config)  # its FIELDS and its model's
+        assert fields <= set(rules), (name, arg, fields - set(rules))
+        config_lib.check(config, rules)  # the shipped configs pass
         evals.check(config, task)
         checked += 1
   assert checked >= 11 * 3

@@ -111,12 +111,12 @@ def test_the_default_lstm_impl_is_the_backends(backend, expected, monkeypatch):
 
 
 def test_unknown_encoders_and_models_are_clear_errors():
-  for make, fields in ((deeper_lstm_norm_i.get_config, vqa_configs.FIELDS),
-                       (grounding_class.get_config, therapy_configs.FIELDS)):
+  for make, rules in ((deeper_lstm_norm_i.get_config, vqa_configs.rules),
+                      (grounding_class.get_config, therapy_configs.rules)):
     for field, value in (("lstm_impl", "cudnn"), ("question", "gru"), ("name", "resnet")):
       changed = config_lib.override(make("runlocal"), {f"model.{field}": value})
       with pytest.raises(InputError, match=rf"config.model.{field}: expected one of .*, got '{value}'"):
-        config_lib.check(changed, fields)
+        config_lib.check(changed, rules(changed))
   mask_model = config_lib.override(grounding_class.get_config("runlocal"), {"model.name": "mask_predictor"})
   with pytest.raises(InputError, match="the grounding_class task trains a 'grounding_classifier'"):
     therapy_models.build(mask_model.model, _data(), "grounding_class")

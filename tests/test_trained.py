@@ -157,7 +157,7 @@ def test_a_run_json_of_another_format_is_one_line(verb, run, capsys):
   with open(os.path.join(run["workdir"], "run.json")) as f:
     record = json.load(f)
   assert record["format"] == 1
-  for name, changed in (("none", {k: v for k, v in record.items() if k != "format"}), ("old", {**record, "format": 0})):
+  for name, changed in (("none", {k: v for k, v in record.items() if k != "format"}), ("old", {**record, "format": 1})):
     other = str(run["root"] / f"{verb}-{name}")
     shutil.copytree(run["workdir"], other)
     with open(os.path.join(other, "run.json"), "w") as f:
@@ -169,7 +169,7 @@ def test_a_run_json_of_another_format_is_one_line(verb, run, capsys):
     status, _, err = _main(argv, capsys)
     found = changed.get("format")
     assert status == 2 and err.strip().splitlines()[-1] == (
-        f'vqajax {verb}: error: {other}/run.json: expected "format": 1, got {found!r} (a run recorded by another '
+        f'vqajax {verb}: error: {other}/run.json: expected "format": 2, got {found!r} (a run recorded by another '
         "version of vqajax: train it again, or use that version)"), err[-2000:]
     assert _tree(other) == before
 

@@ -23,8 +23,7 @@ from vqajax.vqa import configs
 
 
 def get_config(arg: str = ""):
-  config = configs.vqa_config(arg, "attention", glimpses=2, lstm_layers=1, init="default")  # not a paper row
-  config.model.name = "attention"
+  config = configs.vqa_config(arg, "attention", model="attention", lstm_layers=1)  # not a paper row
   config.data.features = "features/conv5_grid.npy"
   m, opt = config.model, config.optimizer
   m.lstm_dim, m.mlp_dims = {"": (1024, (1024,)), "cpu": (256, (256,)), "runlocal": (32, (64,))}[arg]

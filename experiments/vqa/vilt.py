@@ -5,7 +5,7 @@ annotators), AdamW (lr 1e-4, weight decay 0.01), linear warmup over 10% of the s
 decay, 10 epochs, batch 256. The images are a pixel store (`vqajax features --model pixels`):
 384 px, padded, normalised on the device.
 
-Arguments (`vqajax/vqa/configs.py:vilt_config`): "" (ViLT-B/32, 384 px, 40 tokens), "cpu" (a
+Arguments (sizes: `vqajax/nn/vilt_run.py:SIZES`): "" (ViLT-B/32, 384 px, 40 tokens), "cpu" (a
 4-layer 128-wide ViLT on 64 px pictures, 8 px patches, 24 tokens, AdamW 1e-3 over 3000 steps:
 about 25 minutes on 2 cores) and
 "runlocal" (1 layer, 32 px, 4 steps: seconds). On the embedded data the pixel store is made from
@@ -19,8 +19,28 @@ weights; a head it lacks is initialised and said so):
       --config.data.dir=/data/VQA --config.model.init_from=/models/vilt-b32-mlm
 """
 
+from vqajax.nn import vilt_run
 from vqajax.vqa import configs
 
 
 def get_config(arg: str = ""):
-  return configs.vilt_config(arg, "vilt")
+  """`vqa_config`'s data and training with config.model the ViLT group (`nn/vilt_run.GROUP`) at
+  the argument's size, the pixel store of the data's images at that size (`features/pixelsN.npy`:
+  made from the embedded pictures on first use), AdamW with warmup and linear decay, soft-target BCE."""
+  config = configs.vqa_config(arg, "vilt", model="vilt", **vilt_run.sized(arg))
+  with config.unlocked():
+    config.data.features = f"features/pixels{vilt_run.SIZES[arg][0]}.npy"
+    config.data.num_answers = 3129 if not arg else config.data.num_answers
+    opt = config.optimizer
+    opt.name, opt.learning_rate, opt.weight_decay, opt.warmup, opt.grad_clip = "adamw", 1e-4, 0.01, 0.1, 0.0
+    config.batch_size = config.eval_batch_size = {"": 256, "cpu": 64, "runlocal": 16}[arg]
+    config.num_epochs = 10.0 if not arg else 0.0     # ViLT's VQA fine-tuning
+    if arg == "cpu":
+      opt.learning_rate = 1e-3
+      config.num_train_steps = 3000
+      config.eval_every_steps = 500
+    if arg == "runlocal":
+      config.num_train_steps = 4
+      config.eval_every_steps = 2
+      config.log_every_steps = 2
+  return config

@@ -32,9 +32,18 @@ FIELDS = {
     "model.inputs": TEXT, "model.embed_dim": integer(), "model.lstm_dim": integer(), "model.lstm_layers": integer(),
     "model.lstm_impl": one_of("auto", *lstm.IMPLS), "model.dropout": number(0, 1, hi_open=True),
     "model.fused_dim": integer(), "model.attention_dim": integer(), "model.mlp_dims": dims(),
-    "model.cell_dim": integer(), **question.FIELDS, **vilt_run.FIELDS,
+    "model.cell_dim": integer(), **question.FIELDS,
+    **{f"model.{key}": field.rule for key, field in vilt_run.GROUP.items()},
     "model.dtype": one_of("float32", "bfloat16", "float16"), "model.mask_grid": integer(1, 1024),
 }
+
+
+
+def rules(config) -> dict:
+  """Every field's rule of `config`."""
+  del config
+  return FIELDS
+
 
 # Its rules across fields (each raises InputError), checked after FIELDS: the question encoder's.
 CHECKS = (question.check,)
@@ -145,7 +154,7 @@ def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.Co
 def vilt_config(arg: str, name: str, task: str) -> ml_collections.ConfigDict:
   """The locked config of a ViLT row of `task` (`experiments/therapy/vilt_class.py`,
   `vilt_mask.py`): `therapy_config`'s data and training, config.model the ViLT group
-  (`nn/vilt_run.model_config`, sized by `vilt_run.SIZES`: "", "cpu", "runlocal") with the
+  (`nn/vilt_run.GROUP`, sized by `vilt_run.SIZES`: "", "cpu", "runlocal") with the
   inputs (I+Q+A) and, for the masks, their grid (14, the grid rows', so that grid-level
   metrics compare), the pixel store of the pictures at the row's size (made from the embedded
   pictures on first use), AdamW 5e-5 with a 10% linear warmup then linear decay, 20 epochs
@@ -156,13 +165,13 @@ def vilt_config(arg: str, name: str, task: str) -> ml_collections.ConfigDict:
     raise ValueError("'real' (the released files, no images) is not an argument of a ViLT row: it reads pixels")
   config = therapy_config(arg, name, task)
   size = "runlocal" if "runlocal" in flags else "cpu" if "cpu" in flags else ""
-  pixels, text_length, hidden, layers, heads, patch = vilt_run.SIZES[size]
   with config.unlocked():
-    config.model = m = vilt_run.model_config(text_length, hidden, layers, heads, patch)
+    config.model = m = ml_collections.ConfigDict(
+        {"name": "vilt", **{key: field.default for key, field in vilt_run.GROUP.items()}, **vilt_run.sized(size)})
     m.inputs = "i+q+a"                    # grounding_class: i+q, i+q+a | grounding_mask: i+q, i+q+a, i+a
     if task == "grounding_mask":
       m.mask_grid = 14                    # the side of the predicted and target masks
-    config.data.features = f"features/pixels{pixels}.npy"
+    config.data.features = f"features/pixels{vilt_run.SIZES[size][0]}.npy"
     opt = config.optimizer
     opt.name, opt.learning_rate, opt.weight_decay, opt.warmup = "adamw", 5e-5, 0.01, 0.1
     config.num_epochs = 20.0

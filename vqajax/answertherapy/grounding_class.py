@@ -34,6 +34,7 @@ TABLE4 = ("", "")  # Table 4 across runs (`report.py`): its metrics' prefix, its
 BEST_METRIC = "balanced_accuracy"
 METRICS = table4.metric_pattern("") + "|accuracy|balanced_accuracy"  # summarise's names
 FIELDS = configs.FIELDS
+rules = configs.rules
 CHECKS = configs.CHECKS
 EVAL_DATA = configs.EVAL_DATA
 LENGTHS = therapy_dataset.LENGTHS

@@ -48,6 +48,7 @@ from vqajax.nn import vilt_run
 PIPELINE_TAG = "image-segmentation"  # the Hub's pipeline tag of its runs (an exported bundle's model card)
 BEST_METRIC = "iou_pq"
 FIELDS = configs.FIELDS
+rules = configs.rules
 CHECKS = configs.CHECKS
 EVAL_DATA = configs.EVAL_DATA
 LENGTHS = therapy_dataset.LENGTHS

@@ -33,7 +33,7 @@ from vqajax.core.files import temp_path, write_atomic_many
 from vqajax.core.official_files import load_json, read_bytes
 
 FILE = "vqajax.json"
-FORMAT = "vqajax-bundle/1"
+FORMAT = "vqajax-bundle/2"
 PARAMS = "flax_model.msgpack"
 CONFIG = "config.json"
 CARD = "README.md"

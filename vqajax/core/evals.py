@@ -97,10 +97,10 @@ def specs(config) -> list[Spec]:
 
 
 def check_config(config, task) -> None:
-  """InputError naming the first field of `config` that breaks its task's rules (`task.FIELDS`,
-  then those across fields, `task.CHECKS`), its evaluations' or its best metric's: every config,
-  given or recorded, before it is used."""
-  config_lib.check(config, task.FIELDS)
+  """InputError naming the first field of `config` that breaks its task's rules (`task.rules`: its
+  FIELDS and its model's, then those across fields, `task.CHECKS`), its evaluations' or its best
+  metric's: every config, given or recorded, before it is used."""
+  config_lib.check(config, task.rules(config))
   for rule in task.CHECKS:
     rule(config)
   check(config, task)

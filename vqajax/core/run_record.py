@@ -35,7 +35,7 @@ from vqajax.core.files import write_json_atomic
 from vqajax.core.official_files import load_json
 
 RUN_FILE = "run.json"
-FORMAT = 1  # run.json's layout; a change to it (or to what a config field means) makes it 2
+FORMAT = 2  # run.json's layout; a change to it (or to what a config field means) makes it 3
 LOCK_FILE = "lock"
 LAUNCH_DIR = "launch"  # a launcher's logs of the run's jobs (`vqajax/launch.py`), made before run.json
 # Fields a rerun may change: how long it trains, how often it logs / evaluates / keeps, which

@@ -30,11 +30,15 @@ class Task(Protocol):
   PIPELINE_TAG: str                # the Hub's pipeline tag of its runs (an exported bundle's model card)
   BEST_METRIC: str                 # the val metric that picks the best checkpoint of runs without best_metric
   METRICS: str                     # a regular expression every metric name of its evaluations matches
-  FIELDS: dict                     # {dotted config field: core.config.Rule}: what its configs may hold
+  FIELDS: dict                     # {dotted config field: core.config.Rule}: what its configs may hold (but
+                                   # config.model's fields besides name: those of the model it names)
   CHECKS: Sequence[Callable]       # its rules across config fields, (config) -> None raising InputError
   EVAL_DATA: Sequence[str]         # the config.data fields an evaluation may set (core/evals.py)
   TRAIN_KEYS: Sequence[str]        # the split arrays the train step reads (those present)
   LENGTHS: Mapping[str, str]       # {token array: its lengths' array}: cut to the batch's length bucket
+
+  def rules(self, config) -> dict:
+    """{dotted field: core.config.Rule} of every field of `config`: FIELDS and its model's (`core/model.py`)."""
 
   def load(self, config) -> Any:
     """The data of `config.data`: `.train`, `.val` (dicts of arrays), `.store`."""

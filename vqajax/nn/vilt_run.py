@@ -20,12 +20,12 @@ from typing import Sequence
 
 import flax.linen as nn
 import jax.numpy as jnp
-import ml_collections
 import tokenizers
 from absl import logging
 
-from vqajax.core.config import FLAG, TEXT, integer, number
+from vqajax.core.config import FLAG, TEXT, integer, number, one_of
 from vqajax.core.errors import InputError
+from vqajax.core.model import Field
 from vqajax.nn import vilt, vilt_hub
 
 SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # BERT's, ids 0..4
@@ -112,31 +112,28 @@ def spec(model_cfg, texts: Sequence[str], image_shape: tuple[int, ...]) -> Spec:
 SIZES = {"": (384, 40, 768, 12, 12, 32), "cpu": (64, 24, 128, 4, 4, 8), "runlocal": (32, 16, 32, 1, 2, 8)}
 
 
-# The fields of a ViLT row's config.model (`model_config`), in either paper's config.
-FIELDS = {
-    "model.init_from": TEXT, "model.init_head": FLAG, "model.text_length": integer(1, 512),
-    "model.hidden_size": integer(1, 8192), "model.num_hidden_layers": integer(1, 64),
-    "model.num_attention_heads": integer(1, 128), "model.intermediate_size": integer(1, 65536),
-    "model.patch_size": integer(1, 1024), "model.hidden_dropout_prob": number(0, 1, hi_open=True),
-    "model.attention_probs_dropout_prob": number(0, 1, hi_open=True),
+# The config.model group of a ViLT row (both papers): each field's default (ViLT-B/32) and rule; from
+# scratch an architecture of these sizes, with init_from the folder's config.json gives them.
+GROUP = {
+    "init_from": Field("", TEXT),                         # a Hub ViLT folder: its architecture, tokenizer and weights
+    "init_head": Field(True, FLAG),                       # read its classifier too (False: every head initialised)
+    "text_length": Field(40, integer(1, 512)),            # tokens (from scratch; init_from: max_position_embeddings)
+    "hidden_size": Field(768, integer(1, 8192)),
+    "num_hidden_layers": Field(12, integer(1, 64)),
+    "num_attention_heads": Field(12, integer(1, 128)),
+    "intermediate_size": Field(3072, integer(1, 65536)),
+    "patch_size": Field(32, integer(1, 1024)),
+    "hidden_dropout_prob": Field(0.0, number(0, 1, hi_open=True)),
+    "attention_probs_dropout_prob": Field(0.0, number(0, 1, hi_open=True)),
+    "dtype": Field("float32", one_of("float32", "bfloat16", "float16")),  # matmul inputs; "bfloat16" on accelerators
 }
 
 
-def model_config(text_length: int, hidden_size: int, layers: int, heads: int, patch_size: int
-                 ) -> ml_collections.ConfigDict:
-  """The config.model group of a ViLT row (both papers), a from-scratch architecture of these
-  sizes (ViLT-B/32: 40, 768, 12, 12, 32)."""
-  m = ml_collections.ConfigDict()
-  m.name = "vilt"
-  m.init_from = ""                      # a Hub ViLT folder: its architecture, tokenizer and weights
-  m.init_head = True                    # read its classifier too (False: every head initialised)
-  m.text_length = text_length           # tokens (from scratch; init_from: its max_position_embeddings)
-  m.hidden_size, m.num_hidden_layers, m.num_attention_heads = hidden_size, layers, heads
-  m.intermediate_size = 4 * hidden_size
-  m.patch_size = patch_size
-  m.hidden_dropout_prob = m.attention_probs_dropout_prob = 0.0
-  m.dtype = "float32"                   # matmul inputs; "bfloat16" on accelerators
-  return m
+def sized(size: str) -> dict:
+  """The config.model fields of a from-scratch ViLT of `SIZES[size]`."""
+  _, text_length, hidden, layers, heads, patch = SIZES[size]
+  return dict(text_length=text_length, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+              intermediate_size=4 * hidden, patch_size=patch)
 
 
 def pixel_inputs(image):

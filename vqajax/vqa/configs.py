@@ -11,9 +11,9 @@ import ml_collections
 
 from vqajax.core import config as config_lib
 from vqajax.core import evals
-from vqajax.core.config import FILE_LIST, FLAG, TEXT, dims, integer, names, number, one_of, path
+from vqajax.core.config import FILE_LIST, FLAG, TEXT, dims, integer, one_of, path
 from vqajax.core.official_files import DATA_SOURCES
-from vqajax.nn import initializers, lstm, question, vilt_run
+from vqajax.nn import question
 from vqajax.vqa import formats
 from vqajax.vqa import models as vqa_models
 
@@ -24,7 +24,8 @@ LR_DECAY_PER_STEP = 0.3 ** (1 / 50000)
 _FILES = ("train_questions", "train_annotations", "val_questions", "val_annotations", "train_captions", "val_captions")
 # "auto" (VQA v1's multiple-choice file where it is), "" (none), or files as FILE_LIST
 _MC_FILES = config_lib.Rule("'auto', '' or " + FILE_LIST.expected, FILE_LIST.ok)
-# What each field of `vqa_config` may hold, checked before a command does anything (`config_lib.check`).
+# What each field of `vqa_config` may hold, checked before a command does anything (`config_lib.check`);
+# config.model's other fields are those of the model it names (`vqa_models.MODELS`: `rules`).
 FIELDS = {
     **config_lib.TRAINING,
     "data.synthetic": FLAG, "data.synthetic_scale": TEXT, "data.dir": path(),
@@ -36,23 +37,26 @@ FIELDS = {
     "data.num_answers": integer(), "data.vocab_min_count": integer(), "data.max_question_len": integer(),
     "data.bow_words": integer(), "data.bow_lead_words": integer(0), "data.caption_words": integer(),
     "data.drop_unknown_answers": FLAG, "data.confident_only": FLAG, "data.results_prefix": TEXT,
-    "model.name": one_of(*vqa_models.MODELS), "model.question": one_of(*vqa_models.QUESTION_ENCODERS),
-    "model.embed_dim": integer(), "model.lstm_dim": integer(),
-    "model.lstm_layers": integer(), "model.use_image": FLAG, "model.image_norm": FLAG,
-    "model.image_scale": number(0, lo_open=True), "model.caption": FLAG, "model.project": names(),
-    "model.fusion": one_of(*vqa_models.FUSIONS), "model.fused_dim": integer(), "model.mlp_dims": dims(),
-    "model.dropout": number(0, 1, hi_open=True), "model.glimpses": integer(0), "model.attention_dim": integer(),
-    "model.attention_dropout": number(0, 1, hi_open=True), "model.dtype": one_of("float32", "bfloat16", "float16"),
-    "model.lstm_impl": one_of("auto", *lstm.IMPLS), "model.init": one_of(*initializers.RULES),
-    "model.targets": one_of("answer", "soft", "bce"), **question.FIELDS, **vilt_run.FIELDS,
+    "model.name": one_of(*vqa_models.MODELS), **question.FIELDS,
 }
+
+
+def rules(config) -> dict:
+  """Every field's rule of `config`: `FIELDS` and those of the model it names."""
+  config_lib.check_value("config.model.name", config.model.get("name"), FIELDS["model.name"])
+  return {**FIELDS, **vqa_models.MODELS[config.model.name].rules("vqa")}
+
 
 # Its rules across fields (each raises InputError), checked after FIELDS: the question encoder's.
 CHECKS = (question.check,)
+# config.model's sizes in the smaller settings (of the fields the model has)
+SIZES = {"cpu": dict(embed_dim=64, lstm_dim=128, fused_dim=256, mlp_dims=(256, 256), attention_dim=128),
+         "runlocal": dict(embed_dim=32, lstm_dim=32, fused_dim=64, mlp_dims=(64, 64), attention_dim=32)}
 
 
-def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
-  """The locked config of row `name`; `model` overrides fields of `config.model`."""
+def vqa_config(arg: str, name: str, model: str = "late_fusion", **fields) -> ml_collections.ConfigDict:
+  """The locked config of row `name` with config.model the group of `model` (`vqa_models.MODELS`),
+  `fields` set in it."""
   if arg not in ARGS:
     raise ValueError(f"unknown config argument '{arg}' (expected one of {ARGS})")
   config = ml_collections.ConfigDict()
@@ -91,35 +95,10 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   data.confident_only = False           # the paper's confidence-filtered training set
   data.results_prefix = "v2_"           # official naming: "" for v1 files
 
-  config.model = m = ml_collections.ConfigDict()
-  m.name = "late_fusion"                # or "attention" (vqajax/vqa/models.py MODELS)
-  m.question = "lstm"                   # "none" | "bow" | an encoder of vqajax/nn/question.py ENCODERS
-  m.embed_dim = 300
-  m.lstm_dim = 512
-  m.lstm_layers = 2
-  m.use_image = True
-  m.image_norm = True
-  m.image_scale = 0.01                  # without image_norm: raw fc7 times this (vqa/models.py)
-  m.caption = False
-  m.project = ("question", "image")     # inputs that get fully-connected + tanh to fused_dim
-  m.fusion = "mul"                      # or "concat"
-  m.fused_dim = 1024
-  m.mlp_dims = (1000, 1000)
-  m.dropout = 0.5                       # before each layer of the MLP
-  m.glimpses = 0                        # the attention model's glimpses (experiments/vqa/attention.py)
-  m.attention_dim = 512                 # its 1x1 convolution's width
-  m.attention_dropout = 0.2             # on the attention's inputs
-  m.dtype = "float32"                   # matmul inputs; "bfloat16": parameters stay float32
-  m.lstm_impl = "auto"                  # the recurrence: "chunked" (CPU) | "scan" (TPU / GPU) | "auto": by backend
-  m.targets = "answer"                  # the loss: "answer" (the paper's: the most common
-                                        # answer) or "soft" (the annotators' answers' distribution)
-  m.init = "paper"                      # every parameter U(-0.08, 0.08) as the paper's code, or
-                                        # "default": flax's per layer (vqajax/nn/initializers.py)
-  unknown = set(model) - set(m.keys())
-  if unknown:
-    raise ValueError(f"row '{name}': unknown config.model fields {sorted(unknown)}")
-  m.update(model)
-  if m.caption:
+  if model not in vqa_models.MODELS:
+    raise ValueError(f"row '{name}': config.model.name '{model}' is not one of {tuple(vqa_models.MODELS)}")
+  config.model = m = vqa_models.MODELS[model].config(model, "vqa", **fields)
+  if m.get("caption"):
     data.train_captions, data.val_captions = "captions_train2014.json", "captions_val2014.json"
 
   config.optimizer = opt = ml_collections.ConfigDict()
@@ -144,14 +123,13 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   config.best_mode = "max"              # ... its highest ("max") or lowest ("min")
 
   if arg:  # "cpu", and "runlocal" on top of it
-    m.embed_dim, m.lstm_dim, m.fused_dim, m.mlp_dims, m.attention_dim = 64, 128, 256, (256, 256), 128
+    m.update({k: v for k, v in SIZES[arg].items() if k in m})
     opt.name, opt.learning_rate, opt.lr_decay_per_step, opt.grad_clip = "adam", 1e-3, 1.0, 0.0
     config.batch_size = config.eval_batch_size = 128
     config.num_train_steps = 1500
     config.eval_every_steps = 500
   if arg == "runlocal":
     data.num_answers = 100
-    m.embed_dim, m.lstm_dim, m.fused_dim, m.mlp_dims, m.attention_dim = 32, 32, 64, (64, 64), 32
     config.batch_size = config.eval_batch_size = 32
     config.num_train_steps = 40
     config.log_every_steps = 10
@@ -159,29 +137,3 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   config.lock()
   return config
 
-
-def vilt_config(arg: str, name: str) -> ml_collections.ConfigDict:
-  """The locked config of a ViLT row (`experiments/vqa/vilt.py`): `vqa_config`'s data and
-  training, config.model the ViLT group (`nn/vilt_run.model_config`), the pixel store of the
-  data's images at the row's size (`features/pixelsN.npy`: made from the embedded pictures on
-  first use), AdamW with warmup and linear decay, soft-target BCE."""
-  config = vqa_config(arg, name)
-  pixels, text_length, hidden, layers, heads, patch = vilt_run.SIZES[arg]
-  with config.unlocked():
-    config.model = vilt_run.model_config(text_length, hidden, layers, heads, patch)
-    config.model.targets = "bce"          # ViLT's: BCE against the VQA score of every answer
-    config.data.features = f"features/pixels{pixels}.npy"
-    config.data.num_answers = 3129 if not arg else config.data.num_answers
-    opt = config.optimizer
-    opt.name, opt.learning_rate, opt.weight_decay, opt.warmup, opt.grad_clip = "adamw", 1e-4, 0.01, 0.1, 0.0
-    config.batch_size = config.eval_batch_size = {"": 256, "cpu": 64, "runlocal": 16}[arg]
-    config.num_epochs = 10.0 if not arg else 0.0     # ViLT's VQA fine-tuning
-    if arg == "cpu":
-      opt.learning_rate = 1e-3
-      config.num_train_steps = 3000
-      config.eval_every_steps = 500
-    if arg == "runlocal":
-      config.num_train_steps = 4
-      config.eval_every_steps = 2
-      config.log_every_steps = 2
-  return config

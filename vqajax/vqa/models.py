@@ -26,7 +26,8 @@ rows do not learn. A constant factor keeps each image's magnitude (unlike norm I
   Caption                  -         -          bow      -                  -
   BoW Q + C                bow       -          bow      -                  concat
 
-`config.model.name` picks the model (`MODELS`), `config.model.question` the question
+`config.model.name` picks the model (`MODELS`: each a `core/model.Model` entry holding its
+config group, each field's default and rule), `config.model.question` the question
 encoder ("none", "bow", or one of `nn/question.ENCODERS`: the LSTM, a small Transformer).
 "vilt" is ViLT (`nn/vilt.py`) over a pixel store and WordPiece tokens, fine-tuned as ViLT
 is (`experiments/vqa/vilt.py`).
@@ -47,8 +48,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from vqajax.core.config import FLAG, dims, integer, names, number, one_of
 from vqajax.core.errors import InputError
-from vqajax.nn import initializers, question, vilt_run
+from vqajax.core.model import Builder, Field, Model
+from vqajax.nn import initializers, lstm, question, vilt_run
 from vqajax.nn.attention import GlimpseAttention
 from vqajax.nn.vilt import ViltClassifier
 
@@ -162,9 +165,9 @@ def _init_rule(cfg, supported: bool, model: str):
 def _attention(cfg, enc) -> AttentionVQA:
   """Show, Ask, Attend, and Answer: question-guided glimpses over a grid store (`AttentionVQA`)."""
   _init_rule(cfg, False, "the attention model")
-  if cfg.question not in question.ENCODERS or cfg.glimpses < 1 or not cfg.use_image or cfg.caption:
+  if cfg.question not in question.ENCODERS:
     raise InputError(f"config.model.name 'attention' (over the image grid) needs a question encoder of "
-                     f"{tuple(question.ENCODERS)}, glimpses >= 1, use_image=True and caption=False")
+                     f"{tuple(question.ENCODERS)}")
   if len(enc.image_shape) != 3:
     raise InputError(f"config.data.features: attention (config.model.name 'attention') reads a grid store of "
                      f"[H, W, C] per image, got {enc.image_shape} (e.g. features/conv5_grid.npy)")
@@ -201,9 +204,68 @@ def _vilt(cfg, enc) -> vilt_run.ViltOnBatch:
   return vilt_run.ViltOnBatch(ViltClassifier(enc.vilt.config, len(enc.answers), jnp.dtype(cfg.dtype)))
 
 
-MODELS = {"late_fusion": _late_fusion, "attention": _attention, "vilt": _vilt}  # config.model.name -> builder
+DTYPE = Field("float32", one_of("float32", "bfloat16", "float16"))  # matmul inputs; "bfloat16": parameters stay float32
+# the loss (`task.LOSSES`): "answer" (the paper's: the most common answer), "soft" (the annotators'
+# answers' distribution) or "bce" (each answer's VQA score)
+TARGETS = Field("answer", one_of("answer", "soft", "bce"))
+DROPOUT = number(0, 1, hi_open=True)
+# The question encoder's fields, the LSTM's sizes (`nn/question.py`; a Transformer's own group,
+# config.model.transformer, has its rules there)
+QUESTION = {
+    "question": Field("lstm", one_of(*QUESTION_ENCODERS)),  # "none" | "bow" | an encoder of nn/question.ENCODERS
+    "embed_dim": Field(300, integer()),
+    "lstm_dim": Field(512, integer()),
+    "lstm_layers": Field(2, integer()),
+    "lstm_impl": Field("auto", one_of("auto", *lstm.IMPLS)),  # "chunked" (CPU) | "scan" (TPU / GPU) | "auto": by backend
+}
+
+LATE_FUSION = Model(group={
+    **QUESTION,
+    "use_image": Field(True, FLAG),
+    "image_norm": Field(True, FLAG),
+    "image_scale": Field(0.01, number(0, lo_open=True)),  # without image_norm: raw fc7 times this (module docstring)
+    "caption": Field(False, FLAG),
+    "project": Field(("question", "image"), names()),   # inputs that get fully-connected + tanh to fused_dim
+    "fusion": Field("mul", one_of(*FUSIONS)),
+    "fused_dim": Field(1024, integer()),
+    "mlp_dims": Field((1000, 1000), dims()),
+    "dropout": Field(0.5, DROPOUT),                   # before each layer of the MLP
+    "dtype": DTYPE,
+    "targets": TARGETS,
+    # every parameter U(-0.08, 0.08) as the paper's code, or "default": flax's per layer (nn/initializers.py)
+    "init": Field("paper", one_of(*initializers.RULES)),
+}, tasks={"vqa": Builder(_late_fusion)})
+
+ATTENTION = Model(group={
+    **QUESTION,
+    "image_norm": Field(True, FLAG),                  # l2 over the channels of every location
+    "glimpses": Field(2, integer()),
+    "attention_dim": Field(512, integer()),           # its 1x1 convolution's width
+    "attention_dropout": Field(0.2, DROPOUT),         # on the attention's inputs
+    "mlp_dims": Field((1024,), dims()),
+    "dropout": Field(0.5, DROPOUT),
+    "dtype": DTYPE,
+    "targets": TARGETS,
+    "init": Field("default", one_of("default")),      # flax's per layer
+}, tasks={"vqa": Builder(_attention)})
+
+VILT = Model(group=vilt_run.GROUP, tasks={"vqa": Builder(_vilt, {"targets": TARGETS._replace(default="bce")})},
+             initial_params=vilt_run.initial_params)
+
+MODELS = {"late_fusion": LATE_FUSION, "attention": ATTENTION, "vilt": VILT}  # config.model.name -> its entry
+
+
+def entry(model_cfg) -> Model:
+  """The entry `config.model.name` names (checked with the config: `configs.check_model`)."""
+  return MODELS[model_cfg.name]
 
 
 def build(cfg, enc) -> nn.Module:
   """The model `config.model` names, sized by the run's encoders (`dataset.Encoders`)."""
-  return MODELS[cfg.name](cfg, enc)  # names and values checked with the config (configs.FIELDS)
+  return entry(cfg).tasks["vqa"].build(cfg, enc)
+
+
+def initial_params(cfg, params, enc):
+  """Where the model `config.model` names starts from (None: `params` stay)."""
+  start = entry(cfg).initial_params
+  return None if start is None else start(cfg, params, enc)

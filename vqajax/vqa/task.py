@@ -24,6 +24,7 @@ PIPELINE_TAG = "visual-question-answering"  # the Hub's pipeline tag of its runs
 BEST_METRIC = "accuracy"
 METRICS = rf"(mc_)?accuracy(/({'|'.join(map(re.escape, ANSWER_TYPES))}))?"  # summarise's names
 FIELDS = configs.FIELDS
+rules = configs.rules
 CHECKS = configs.CHECKS
 # The config.data fields an evaluation may set for its own split (config.evals.NAME.data).
 EVAL_DATA = ("val_questions", "val_annotations", "val_mc_questions", "val_captions", "format", "features",
@@ -55,7 +56,7 @@ def sizes(data: vqa_dataset.VQAData) -> dict[str, int]:
 
 
 build_model = vqa_models.build
-initial_params = vilt_run.initial_params
+initial_params = vqa_models.initial_params
 
 
 def open_store(config):
