@@ -33,7 +33,8 @@ CONFIGS = {
                     ("`:runlocal`", "experiments/vqa/deeper_lstm_norm_i.py:runlocal")],
         "others": ["experiments/vqa/transformer_q_norm_i.py", "experiments/vqa/attention.py", "experiments/vqa/vilt.py"],
         "sources": ["vqajax/vqa/configs.py", "vqajax/vqa/models.py", "experiments/vqa/transformer_q_norm_i.py",
-                    "vqajax/nn/vilt_run.py"],
+                    "vqajax/nn/vilt_run.py", "vqajax/nn/vilt_models.py"],
+        "tasks": ("vqa",),
     },
     "therapy": {
         "columns": [('grounding_class `""`', "experiments/therapy/grounding_class.py:"),
@@ -41,7 +42,9 @@ CONFIGS = {
                     ("grounding_class `:real`", "experiments/therapy/grounding_class.py:real")],
         "others": ["experiments/therapy/vilt_class.py", "experiments/therapy/vilt_mask.py",
                    "experiments/vqa/transformer_q_norm_i.py"],
-        "sources": ["vqajax/answertherapy/configs.py", "vqajax/vqa/configs.py", "vqajax/nn/vilt_run.py"],
+        "sources": ["vqajax/answertherapy/configs.py", "vqajax/answertherapy/models.py", "vqajax/vqa/configs.py",
+                    "vqajax/nn/vilt_run.py", "vqajax/nn/vilt_models.py"],
+        "tasks": ("grounding_class", "grounding_mask"),
     },
 }
 ALIASES = {"config": "", "data": "data.", "m": "model.", "opt": "optimizer.", "t": "model.transformer."}
@@ -138,14 +141,17 @@ def _accepts(path: str, arg: str) -> bool:
 
 
 def _rules(paper: str) -> dict:
-  """The rules of the paper's config fields: its FIELDS and every model's group (`core/model.py`)."""
-  from vqajax.core.model import Model
+  """The rules of the paper's config fields: its FIELDS, `model.name` and the group of every model of its
+  tasks (`core/model.rules`)."""
+  from vqajax.core.config import one_of
   if paper == "vqa":
     from vqajax.vqa import configs, models
   else:
     from vqajax.answertherapy import configs, models
-  groups = [m.rules(task) for m in models.MODELS.values() if isinstance(m, Model) for task in m.tasks]
-  return {key: rule for rules in (configs.FIELDS, *groups) for key, rule in rules.items()}
+  tasks = CONFIGS[paper]["tasks"]
+  served = {name: model for name, model in models.MODELS.items() if set(tasks) & set(model.tasks)}
+  groups = [model.rules(task) for model in served.values() for task in tasks if task in model.tasks]
+  return {key: rule for rules in (configs.FIELDS, {"model.name": one_of(*served)}, *groups) for key, rule in rules.items()}
 
 
 def registries() -> str:
@@ -155,14 +161,16 @@ def registries() -> str:
   from vqajax.core.model import Model
   from vqajax.nn import question
   from vqajax.vqa import models as vqa_models
-  tables = [("`config.task`", "`vqajax.commands.tasks()`", commands.tasks()),
-            ("`config.model.name` (VQA)", "`vqajax.vqa.models.MODELS`", vqa_models.MODELS),
-            ("`config.model.name` (AnswerTherapy)", "`vqajax.answertherapy.models.MODELS`", therapy_models.MODELS),
-            ("`config.model.question` (both)", "`vqajax.nn.question.ENCODERS`", question.ENCODERS)]
+  tables = [("`config.task`", "`vqajax.commands.tasks()`", commands.tasks(), ()),
+            ("`config.model.name` (VQA)", "`vqajax.vqa.models.MODELS`", vqa_models.MODELS, CONFIGS["vqa"]["tasks"]),
+            ("`config.model.name` (AnswerTherapy)", "`vqajax.answertherapy.models.MODELS`", therapy_models.MODELS,
+             CONFIGS["therapy"]["tasks"]),
+            ("`config.model.question` (both)", "`vqajax.nn.question.ENCODERS`", question.ENCODERS, ())]
   lines = ["| config field | registry | name | what it is |", "|---|---|---|---|"]
-  for field, registry, entries in tables:
+  for field, registry, entries, tasks in tables:
     for name, target in entries.items():
-      target = next(iter(target.tasks.values())).build if isinstance(target, Model) else target  # its builder
+      if isinstance(target, Model):  # its builder for the paper's first task it serves
+        target = next(target.tasks[task] for task in tasks if task in target.tasks).build
       doc = (getattr(target, "__doc__", None) or "").strip().split("\n\n")[0]
       lines.append(f"| {field} | {registry} | `{name}` | {_cell(' '.join(doc.split()))} |")
   return "\n".join(lines)

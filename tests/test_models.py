@@ -11,7 +11,6 @@ import pytest
 from experiments.therapy import grounding_class
 from experiments.vqa import deeper_lstm_norm_i
 from vqajax.answertherapy import configs as therapy_configs
-from vqajax.answertherapy import models as therapy_models
 from vqajax.core import config as config_lib
 from vqajax.core.errors import InputError
 from vqajax.nn import question
@@ -118,8 +117,9 @@ def test_unknown_encoders_and_models_are_clear_errors():
       with pytest.raises(InputError, match=rf"config.model.{field}: expected one of .*, got '{value}'"):
         config_lib.check(changed, rules(changed))
   mask_model = config_lib.override(grounding_class.get_config("runlocal"), {"model.name": "mask_predictor"})
-  with pytest.raises(InputError, match="the grounding_class task trains a 'grounding_classifier'"):
-    therapy_models.build(mask_model.model, _data(), "grounding_class")
+  with pytest.raises(InputError, match=r"^config.model.name: expected one of \('grounding_classifier', 'vilt'\), "
+                                       r"got 'mask_predictor'$"):
+    therapy_configs.rules(mask_model)  # a model of the other task
 
 
 def _data(vocab=10, answers=7, question_bow=1030, caption_bow=1000):

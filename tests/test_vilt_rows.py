@@ -106,7 +106,7 @@ def test_a_run_from_a_checkpoint_starts_with_its_parameters(tiny_copy, tmp_path,
   # the run's text is the folder's tokenizer, at the checkpoint's 12 tokens
   first = exp.data.train["input_ids"][0]
   assert first.shape == (12,) and first[0] == 2 and first[first.nonzero()[0][-1]] == 3
-  assert exp.data.encoders.vilt.config == vilt_hub.read_config(str(tmp_path / "hub"))
+  assert exp.data.encoders.text.encoder.config == vilt_hub.read_config(str(tmp_path / "hub"))
 
 
 def test_a_runlocal_run_trains_and_answers_a_new_image(tiny_copy, tmp_path, one_device_env):
@@ -119,7 +119,8 @@ def test_a_runlocal_run_trains_and_answers_a_new_image(tiny_copy, tmp_path, one_
   assert done.returncode == 0, done.stderr[-2000:]
   assert json.loads((workdir / "run.json").read_text())["finished_step"] == 2
   tables = json.loads((workdir / "encoders.json").read_text())["tables"]
-  assert tables["vilt"]["config"]["image_size"] == 32 and tables["vilt"]["tokenizer"]["model"]["type"] == "WordPiece"
+  text = tables["text"]  # the model's own text encoder, recorded with its entry's name
+  assert text["model"] == "vilt" and text["config"]["image_size"] == 32 and text["tokenizer"]["model"]["type"] == "WordPiece"
   picture = sorted(os.listdir(os.path.join(tiny_copy, "val2014")))[0]
   moved = tmp_path / "img_7.jpg"
   shutil.copy(os.path.join(tiny_copy, "val2014", picture), moved)

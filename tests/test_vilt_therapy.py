@@ -22,6 +22,7 @@ from vqajax.answertherapy import dataset as therapy_dataset
 from vqajax.core import config as config_lib
 from vqajax.core import experiment, text, train
 from vqajax.core.errors import InputError
+from vqajax.core.model import Text
 from vqajax.nn import vilt, vilt_run
 from vqajax.synthetic import embedded
 
@@ -29,13 +30,13 @@ WORDS = ["what", "is", "it", "?", "red", "blue", "sky"]
 
 
 def _config(task: str, inputs: str) -> ml_collections.ConfigDict:
-  return ml_collections.ConfigDict({"task": task, "model": {"inputs": inputs},
+  return ml_collections.ConfigDict({"task": task, "model": {"name": "vilt", "inputs": inputs},
                                     "data": {"max_answers": 3, "max_question_len": 8, "max_answer_len": 3}})
 
 
 def _encoders(length: int = 12) -> therapy_dataset.Encoders:
   spec = vilt_run.Spec(vilt.ViltConfig(max_position_embeddings=length), vilt_run.word_tokenizer(WORDS, length))
-  return therapy_dataset.Encoders(vocab=text.Vocab(WORDS), image_shape=(16, 16, 4), vilt=spec)
+  return therapy_dataset.Encoders(vocab=text.Vocab(WORDS), image_shape=(16, 16, 4), text=Text("vilt", spec))
 
 
 @pytest.mark.parametrize("task, inputs, texts", [
@@ -50,7 +51,7 @@ def _encoders(length: int = 12) -> therapy_dataset.Encoders:
 ])
 def test_the_text_layouts_by_hand(task, inputs, texts):
   enc = _encoders()
-  vocab = json.loads(enc.vilt.tokenizer_json)["model"]["vocab"]
+  vocab = json.loads(enc.text.encoder.tokenizer_json)["model"]["vocab"]
   arrays = therapy_dataset.text_arrays(["What is it?"], [("red", "blue sky")], enc, _config(task, inputs))
   ids, types, mask = (arrays[k].reshape(-1, 12) for k in ("input_ids", "token_type_ids", "attention_mask"))
   assert arrays["input_ids"].shape == ((1, 12) if task == "grounding_class" else (1, len(texts), 12))
@@ -64,9 +65,9 @@ def test_the_text_layouts_by_hand(task, inputs, texts):
 
 def test_each_answer_slot_is_its_own_texts_mask():
   enc = _encoders(6)
-  enc.vilt = vilt_run.Spec(vilt.ViltConfig(vocab_size=12, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                           intermediate_size=24, image_size=16, patch_size=8,
-                                           max_position_embeddings=6), enc.vilt.tokenizer_json)
+  config = vilt.ViltConfig(vocab_size=12, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                           intermediate_size=24, image_size=16, patch_size=8, max_position_embeddings=6)
+  enc.text = Text("vilt", vilt_run.Spec(config, enc.text.encoder.tokenizer_json))
   cfg = ml_collections.ConfigDict({"name": "vilt", "inputs": "i+q+a", "dtype": "float32", "mask_grid": 5})
   model = models.build(cfg, enc, "grounding_mask")
   rng = np.random.default_rng(0)
@@ -79,7 +80,7 @@ def test_each_answer_slot_is_its_own_texts_mask():
   apply = jax.jit(lambda b: model.apply({"params": params}, b, train=False))
   out = apply(batch)
   assert out.shape == (2, 3, 5, 5)
-  one = jax.jit(functools.partial(vilt.ViltMask(enc.vilt.config, 1, (5, 5)).apply, {"params": params}))
+  one = jax.jit(functools.partial(vilt.ViltMask(config, 1, (5, 5)).apply, {"params": params}))
   values, pixel_mask = vilt_run.pixel_inputs(image)
   for j in range(3):  # the slot's text alone, with the image
     alone = one(slots["input_ids"][:, j], slots["attention_mask"][:, j], values, pixel_mask, slots["token_type_ids"][:, j])
@@ -88,11 +89,13 @@ def test_each_answer_slot_is_its_own_texts_mask():
   np.testing.assert_allclose(per_question, np.broadcast_to(out[:, :1], out.shape), atol=1e-5)  # I+Q
 
 
-@pytest.mark.parametrize("task, inputs", [("grounding_class", "q+a"), ("grounding_mask", "q")])
-def test_a_vilt_row_without_the_image_is_refused_in_one_line(task, inputs):
-  cfg = ml_collections.ConfigDict({"name": "vilt", "inputs": inputs, "dtype": "float32"})
-  with pytest.raises(InputError, match=r"^config\.model\.inputs '.*' is not one of .*\(ViLT, grounding_\w+\)$"):
-    models.build(cfg, _encoders(), task)
+@pytest.mark.parametrize("module, inputs, expected", [(vilt_class, "q+a", "('i+q', 'i+q+a')"),
+                                                      (vilt_mask, "q", "('i+q', 'i+q+a', 'i+a')")])
+def test_a_vilt_row_without_the_image_is_refused_in_one_line(module, inputs, expected):
+  config = config_lib.override(module.get_config("runlocal"), {"model.inputs": inputs})
+  with pytest.raises(InputError) as refused:
+    config_lib.check(config, cli.task_of(config).rules(config))
+  assert str(refused.value) == f"config.model.inputs: expected one of {expected}, got '{inputs}'"
 
 
 @pytest.fixture(scope="module")

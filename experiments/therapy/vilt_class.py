@@ -1,10 +1,10 @@
 r"""ViLT as Table 4's 'ViLT' row (VQA-AnswerTherapy, ICCV 2023, section 4.1): single vs multiple
 answer grounding from one transformer over the picture's pixel patches and the text
-"[CLS] question [SEP] answer 1 [SEP] answer 2 ... [SEP]" (`answertherapy/dataset.vilt_texts`;
+"[CLS] question [SEP] answer 1 [SEP] answer 2 ... [SEP]" (`nn/vilt_models.texts`;
 `config.model.inputs` "i+q": the question alone), pooled -> a two-class head, with the
 classifier's class-weighted loss; AdamW 5e-5, 10% warmup then linear decay, 20 epochs.
 
-Arguments (`vqajax/answertherapy/configs.py:vilt_config`): "" (ViLT-B/32, 384 px, 40 tokens,
+Arguments (`experiments/therapy/_vilt.py:vilt_config`): "" (ViLT-B/32, 384 px, 40 tokens,
 medium synthetic set), "cpu" (a 4-layer 128-wide ViLT on 64 px pictures, lr 5e-4), "runlocal"
 (1 layer, 32 px, the tiny set, 4 steps). The pixel store of the embedded pictures
 (`features/pixelsN.npy`) is made on first use; from scratch the tokenizer is the training
@@ -18,8 +18,8 @@ questions' and answers' words. From a Hub ViLT folder (architecture, tokenizer, 
 Results: WORKDIR/results/step_N/table4.{md,csv,json} with the naive baselines, predictions.json.
 """
 
-from vqajax.answertherapy import configs
+from experiments.therapy import _vilt
 
 
 def get_config(arg: str = ""):
-  return configs.vilt_config(arg, "vilt_class", "grounding_class")
+  return _vilt.vilt_config(arg, "vilt_class", "grounding_class")

@@ -23,7 +23,7 @@ from vqajax.features.run_images import RunImages
 
 class _Model:
   """A trained run's model applied to one question and its answers, encoded as its training
-  text was (its vocabulary, or a ViLT row's tokenizer and text layout)."""
+  text was (its vocabulary, or its model's own text encoder and text layout)."""
 
   def __init__(self, run: trained_runs.Trained, output):
     self.run = run
@@ -65,7 +65,7 @@ class Grounder(RunImages):
 
   @property
   def grid(self) -> int:
-    """The side of the predicted masks (the store's grid, a ViLT row's `config.model.mask_grid`)."""
+    """The side of the predicted masks (the store's grid, or the model's `config.model.mask_grid`)."""
     return therapy_dataset.mask_grid(self._config.model, self._run.encoders.image_shape)
 
   def _image(self, image_id, features) -> np.ndarray:

@@ -10,16 +10,18 @@ import ml_collections
 from vqajax.answertherapy import models as therapy_models
 from vqajax.core import config as config_lib
 from vqajax.core import evals
+from vqajax.core import model as model_lib
 from vqajax.core.config import FILE_LIST, FLAG, TEXT, dims, integer, number, one_of, path
 from vqajax.core.official_files import DATA_SOURCES
-from vqajax.nn import lstm, question, vilt_run
+from vqajax.nn import question
 
 THERAPY_ARGS = ("cpu", "runlocal", "real")
 # The released train files: $VQAJAX_THERAPY_DIR, else ../shared/data/answertherapy beside the checkout.
 THERAPY_DIR = os.environ.get("VQAJAX_THERAPY_DIR", os.path.normpath(
     os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "answertherapy")))
 
-# What each field of `therapy_config` may hold (both tasks), checked before a command does anything.
+# What each field of `therapy_config` may hold (both tasks), checked before a command does anything;
+# config.model's fields are those of the model it names (`therapy_models.MODELS`: `rules`).
 FIELDS = {
     **config_lib.TRAINING,
     "data.synthetic": FLAG, "data.synthetic_scale": TEXT, "data.dir": path(),
@@ -28,21 +30,13 @@ FIELDS = {
     "data.feature_shape": dims(), "data.features_on_device": one_of("auto", "true", "false", "sharded"),
     "data.max_question_len": integer(), "data.max_answer_len": integer(), "data.max_answers": integer(),
     "data.vocab_min_count": integer(),
-    "model.name": one_of(*therapy_models.MODELS), "model.question": one_of(*question.ENCODERS),
-    "model.inputs": TEXT, "model.embed_dim": integer(), "model.lstm_dim": integer(), "model.lstm_layers": integer(),
-    "model.lstm_impl": one_of("auto", *lstm.IMPLS), "model.dropout": number(0, 1, hi_open=True),
-    "model.fused_dim": integer(), "model.attention_dim": integer(), "model.mlp_dims": dims(),
-    "model.cell_dim": integer(), **question.FIELDS,
-    **{f"model.{key}": field.rule for key, field in vilt_run.GROUP.items()},
-    "model.dtype": one_of("float32", "bfloat16", "float16"), "model.mask_grid": integer(1, 1024),
+    **question.FIELDS,
 }
 
 
-
 def rules(config) -> dict:
-  """Every field's rule of `config`."""
-  del config
-  return FIELDS
+  """Every field's rule of `config`: `FIELDS` and those of the model it names (`core/model.rules`)."""
+  return {**FIELDS, **model_lib.rules(therapy_models.MODELS, config)}
 
 
 # Its rules across fields (each raises InputError), checked after FIELDS: the question encoder's.
@@ -50,11 +44,16 @@ CHECKS = (question.check,)
 
 # The config.data fields an evaluation may set for its own split (config.evals.NAME.data).
 EVAL_DATA = ("val_files", "features", "feature_shape")
+TASK_MODELS = {"grounding_class": "grounding_classifier", "grounding_mask": "mask_predictor"}  # each task's own
+# config.model's sizes in the smaller settings (of the fields the model has)
+SIZES = {"cpu": dict(embed_dim=64, lstm_dim=128, fused_dim=128, attention_dim=64, mlp_dims=(128,), cell_dim=64),
+         "runlocal": dict(embed_dim=16, lstm_dim=32, fused_dim=32, attention_dim=16, mlp_dims=(32,), cell_dim=16)}
 
 
-def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.ConfigDict:
-  """The locked config of a VQA-AnswerTherapy challenge (`task` 'grounding_class' or
-  'grounding_mask'). `arg`: comma-separated, any of "cpu" (minutes on a 2-core CPU, the
+def therapy_config(arg: str, name: str, task: str, model: str = "", **fields) -> ml_collections.ConfigDict:
+  """The locked config of row `name` of a VQA-AnswerTherapy challenge (`task` 'grounding_class' or
+  'grounding_mask'), config.model the group of `model` (`therapy_models.MODELS`; "": the task's
+  own, `TASK_MODELS`) with `fields` set in it. `arg`: comma-separated, any of "cpu" (minutes on a 2-core CPU, the
   medium synthetic set), "runlocal" (seconds, the tiny set) and "real" (the released
   train files in `$VQAJAX_THERAPY_DIR`, default ../shared/data/answertherapy, with a
   seeded 80/20 held-out split and no image features: text-only models); "" is the full
@@ -86,27 +85,12 @@ def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.Co
   if "real" in flags:
     data.synthetic, data.dir, data.val_files, data.features = False, THERAPY_DIR, "", ""
 
-  config.model = m = ml_collections.ConfigDict()
-  m.name = "grounding_classifier" if task == "grounding_class" else "mask_predictor"  # models.py MODELS
-  m.question = "lstm"                   # the text encoder: one of vqajax/nn/question.py ENCODERS
-  m.inputs = "i+q+a"                    # answertherapy/models.py: q, q+a, i+q, i+q+a | i+q, i+q+a, i+a
-  m.embed_dim = 300
-  m.lstm_dim = 512
-  m.lstm_layers = 1
-  m.lstm_impl = "auto"                  # the recurrence: "chunked" (CPU) | "scan" (TPU / GPU) | "auto": by backend
-  m.dropout = 0.5 if task == "grounding_class" else 0.1
-  if task == "grounding_class":
-    m.fused_dim = 512
-    m.attention_dim = 256
-    m.mlp_dims = (512,)
-  else:
-    m.cell_dim = 256
-  if "real" in flags:
-    m.inputs = "q+a"
-  unknown = set(model) - set(m.keys())
-  if unknown:
-    raise ValueError(f"'{name}': unknown config.model fields {sorted(unknown)}")
-  m.update(model)
+  model = model or TASK_MODELS[task]
+  if model not in therapy_models.MODELS or task not in therapy_models.MODELS[model].tasks:
+    raise ValueError(f"row '{name}': config.model.name '{model}' is not a model of the {task} task")
+  if "real" in flags and task == "grounding_class":
+    fields = {"inputs": "q+a", **fields}  # no image features: the text-only classifier
+  config.model = m = therapy_models.MODELS[model].config(model, task, **fields)
 
   config.optimizer = opt = ml_collections.ConfigDict()
   opt.name = "adam"
@@ -129,58 +113,14 @@ def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.Co
   config.best_metric = "val/" + ("balanced_accuracy" if task == "grounding_class" else "iou_pq")  # EVAL/METRIC
   config.best_mode = "max"              # the best checkpoint: its highest ("max") or lowest ("min")
   if flags & {"cpu", "runlocal"}:
-    m.embed_dim, m.lstm_dim = 64, 128
-    if task == "grounding_class":
-      m.fused_dim, m.attention_dim, m.mlp_dims = 128, 64, (128,)
-    else:
-      m.cell_dim = 64
+    m.update({k: v for k, v in SIZES["runlocal" if "runlocal" in flags else "cpu"].items() if k in m})
     config.batch_size = 64
     config.num_train_steps = 1000
     config.eval_every_steps = 500
   if "runlocal" in flags:
-    m.embed_dim, m.lstm_dim = 16, 32
-    if task == "grounding_class":
-      m.fused_dim, m.attention_dim, m.mlp_dims = 32, 16, (32,)
-    else:
-      m.cell_dim = 16
     config.batch_size = config.eval_batch_size = 32
     config.num_train_steps = 20
     config.log_every_steps = 10
     config.eval_every_steps = 10
-  config.lock()
-  return config
-
-
-def vilt_config(arg: str, name: str, task: str) -> ml_collections.ConfigDict:
-  """The locked config of a ViLT row of `task` (`experiments/therapy/vilt_class.py`,
-  `vilt_mask.py`): `therapy_config`'s data and training, config.model the ViLT group
-  (`nn/vilt_run.GROUP`, sized by `vilt_run.SIZES`: "", "cpu", "runlocal") with the
-  inputs (I+Q+A) and, for the masks, their grid (14, the grid rows', so that grid-level
-  metrics compare), the pixel store of the pictures at the row's size (made from the embedded
-  pictures on first use), AdamW 5e-5 with a 10% linear warmup then linear decay, 20 epochs
-  (the paper's fine-tuning of ViLT; "cpu": 5e-4, the model starting from scratch, and 10 epochs
-  for the masks, ~30 minutes on 2 cores)."""
-  flags = set(arg.split(",")) - {""}
-  if "real" in flags:
-    raise ValueError("'real' (the released files, no images) is not an argument of a ViLT row: it reads pixels")
-  config = therapy_config(arg, name, task)
-  size = "runlocal" if "runlocal" in flags else "cpu" if "cpu" in flags else ""
-  with config.unlocked():
-    config.model = m = ml_collections.ConfigDict(
-        {"name": "vilt", **{key: field.default for key, field in vilt_run.GROUP.items()}, **vilt_run.sized(size)})
-    m.inputs = "i+q+a"                    # grounding_class: i+q, i+q+a | grounding_mask: i+q, i+q+a, i+a
-    if task == "grounding_mask":
-      m.mask_grid = 14                    # the side of the predicted and target masks
-    config.data.features = f"features/pixels{vilt_run.SIZES[size][0]}.npy"
-    opt = config.optimizer
-    opt.name, opt.learning_rate, opt.weight_decay, opt.warmup = "adamw", 5e-5, 0.01, 0.1
-    config.num_epochs = 20.0
-    if size == "cpu":
-      opt.learning_rate = 5e-4
-      config.num_epochs = 20.0 if task == "grounding_class" else 10.0  # a ViLT pass per answer slot: 4x a question
-    if size == "runlocal":
-      config.num_epochs = 0.0
-      config.num_train_steps = 4
-      config.eval_every_steps = config.log_every_steps = 2
   config.lock()
   return config

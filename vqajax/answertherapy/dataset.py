@@ -16,11 +16,11 @@ released ids, `Sample.image_id` and `Sample.question_id`):
   grid_mask          [N, A, G, G] share of each grid cell that the answer's grounding
                      covers (with `grid_masks`; `masks.to_grid` of the polygon
                      rasterised at 8G x 8G, the image stretched to a square); G is the
-                     grid store's side, or a ViLT row's `config.model.mask_grid`
+                     grid store's side, or the model's `config.model.mask_grid`
   input_ids, attention_mask, token_type_ids
-                     a ViLT row's WordPiece text (`vilt_texts`; the run's `vilt_run.Spec`):
-                     [N, T] for the classifier, [N, S, T] for the mask model (S answer
-                     slots, 1 for I+Q)
+                     with a model's own text encoder (its entry's `text`): its arrays of the
+                     text its entry lays out (`Builder.texts`), [N, T] for the classifier,
+                     [N, S, T] for the mask model (S answer slots, 1 for I+Q)
 
 Question and answer words share one vocabulary (built on the train split), since both
 go through the same text encoder. Without `val_files` the val split is a seeded
@@ -37,42 +37,42 @@ from absl import logging
 
 from vqajax.answertherapy import files as therapy_files
 from vqajax.answertherapy import masks
+from vqajax.answertherapy import models as therapy_models
 from vqajax.core import fs, text
+from vqajax.core import model as model_lib
 from vqajax.core.errors import InputError
 from vqajax.core.files import check_name
 from vqajax.core.official_files import DATA_SOURCES
 from vqajax.core.task import TestFile
 from vqajax.features.keys import feature_key
 from vqajax.features.store import FeatureStore
-from vqajax.nn import vilt_run
 
 _RASTER = 8  # raster pixels per grid cell side for the grid masks
 
 
-# The text arrays both tasks read (the question, and each answer padded to `max_answers`; a
-# ViLT row's WordPiece ids): those a split has.
-TEXT_KEYS = ("tokens", "length", "answer_tokens", "answer_length", "answer_valid", *vilt_run.TEXT_KEYS)
+# The text arrays both tasks read (the question, and each answer padded to `max_answers`; a model's
+# own text encoder's): those a split has.
+TEXT_KEYS = ("tokens", "length", "answer_tokens", "answer_length", "answer_valid", *model_lib.TEXT_KEYS)
 LENGTHS = {"tokens": "length"}  # the question's ids cut to the length bucket of the batch (core/pipeline.py)
-SEP = " [SEP] "  # between a ViLT row's answers (BERT's separator; a special token of its tokenizer)
 
 
 @dataclasses.dataclass
 class Encoders:
-  """The shared question / answer vocabulary, the image input's shape (None: text only) and a
-  ViLT row's architecture and tokenizer, recorded with the run as `tables()` (`core/encoders.py`)."""
+  """The shared question / answer vocabulary, the image input's shape (None: text only) and the
+  model's own text encoder (its entry's `text`), recorded with the run as `tables()` (`core/encoders.py`)."""
   vocab: text.Vocab
   image_shape: tuple[int, ...] | None
-  vilt: vilt_run.Spec | None = None
+  text: model_lib.Text | None = None
 
   def tables(self) -> dict:
     return {"vocab": self.vocab.words[2:], "image_shape": None if self.image_shape is None else list(self.image_shape),
-            **({} if self.vilt is None else {"vilt": self.vilt.tables()})}
+            **({} if self.text is None else {"text": self.text.tables()})}
 
   @classmethod
   def from_tables(cls, tables: dict) -> "Encoders":
     shape = tables["image_shape"]
     return cls(vocab=text.Vocab(tables["vocab"]), image_shape=None if shape is None else tuple(shape),
-               vilt=vilt_run.Spec.from_tables(tables["vilt"]) if "vilt" in tables else None)
+               text=model_lib.text_from_tables(therapy_models.MODELS, tables.get("text")))
 
 
 @dataclasses.dataclass
@@ -134,33 +134,14 @@ def grid_masks(sample: therapy_files.Sample, size: int, max_answers: int) -> np.
 
 
 def mask_grid(model_cfg, image_shape: tuple[int, ...]) -> int:
-  """The side of the grid masks (targets and predictions): a ViLT row's `config.model.mask_grid`
-  (its store holds pixels), else the grid store's."""
+  """The side of the grid masks (targets and predictions): `config.model.mask_grid` where the model
+  has one (a model over a pixel store), else the grid store's."""
   return model_cfg.get("mask_grid") or image_shape[0]
 
 
-def vilt_texts(questions: list[str], answers: list[tuple[str, ...]], config) -> tuple[list[str], list[str] | None]:
-  """A ViLT row's texts (and second segments, token type 1, or None) as `config.task` and
-  `config.model.inputs` lay them out. The classifier, one text per question: I+Q+A
-  "[CLS] question [SEP] answer 1 [SEP] answer 2 ... [SEP]", I+Q the question alone. The mask
-  model, one text per answer slot (`max_answers`, padding slots an empty answer): I+Q+A
-  "[CLS] question [SEP] answer j [SEP]", I+A "[CLS] answer j [SEP]"; I+Q one text per question
-  (its mask serves every answer)."""
-  inputs = config.model.inputs
-  if config.task == "grounding_class":
-    return list(questions), [SEP.join(group) for group in answers] if inputs == "i+q+a" else None
-  if inputs == "i+q":
-    return list(questions), None
-  width = config.data.max_answers
-  slots = [a for group in answers for a in tuple(group) + ("",) * (width - len(group))]
-  if inputs == "i+a":
-    return slots, None
-  return [q for q in questions for _ in range(width)], slots
-
-
 def text_arrays(questions: list[str], answers: list[tuple[str, ...]], enc: Encoders, config) -> dict[str, np.ndarray]:
-  """The TEXT_KEYS arrays of questions and their answers (at most `max_answers` each); with a
-  ViLT row's encoders also its WordPiece ids (`vilt_texts`)."""
+  """The TEXT_KEYS arrays of questions and their answers (at most `max_answers` each); with the
+  model's own text encoder also its arrays, of the text its entry lays out (`Builder.texts`)."""
   config_data, vocab = config.data, enc.vocab
   n, width = len(questions), config_data.max_answers
   tokens, lengths = vocab.encode([text.tokenize(q) for q in questions], config_data.max_question_len)
@@ -170,8 +151,9 @@ def text_arrays(questions: list[str], answers: list[tuple[str, ...]], enc: Encod
          "answer_tokens": answer_tokens.reshape(n, width, -1),
          "answer_length": answer_lengths.reshape(n, width),
          "answer_valid": np.arange(width)[None, :] < np.array([len(group) for group in answers])[:, None]}
-  if enc.vilt is not None:
-    encoded = enc.vilt.encode(*vilt_texts(questions, answers, config))
+  if enc.text is not None:
+    layout = model_lib.entry(therapy_models.MODELS, config.model).tasks[config.task].texts
+    encoded = enc.text.encode(*layout(questions, answers, config))
     slots = () if config.task == "grounding_class" else (-1,)  # the mask model: [N, S, T]
     out.update({k: v.reshape(n, *slots, v.shape[-1]) for k, v in encoded.items()})
   return out
@@ -222,10 +204,9 @@ def load(config, grid_targets: bool = False) -> TherapyData:
   vocab = text.Vocab.build((text.tokenize(t) for s in train for t in (s.question,) + s.answers),
                            data.vocab_min_count)
   image_shape = None if store is None else store.shape
-  vilt = None
-  if config.model.get("name") == "vilt":  # its tokenizer from the training questions and answers
-    vilt = vilt_run.spec(config.model, [t for s in train for t in (s.question,) + s.answers], image_shape or ())
-  enc = Encoders(vocab=vocab, image_shape=image_shape, vilt=vilt)
+  make_text = model_lib.text_encoder(therapy_models.MODELS, config.model)  # from the training questions and answers
+  enc = Encoders(vocab=vocab, image_shape=image_shape, text=make_text and make_text(
+      [t for s in train for t in (s.question,) + s.answers], image_shape or ()))
   grid = mask_grid(config.model, image_shape) if grid_targets else None
   arrays = {name: _arrays(samples, enc, config, store, grid) for name, samples in (("train", train), ("val", val))}
   weights = class_weights(arrays["train"]["label"])

@@ -27,7 +27,6 @@ from vqajax.answertherapy import precision_recall as pr
 from vqajax.answertherapy.groups import LABELS
 from vqajax.core import tables
 from vqajax.core.files import write_atomic_many
-from vqajax.nn import vilt_run
 
 PIPELINE_TAG = "visual-question-answering"  # the Hub's pipeline tag of its runs (an exported bundle's model card)
 TABLE4 = ("", "")  # Table 4 across runs (`report.py`): its metrics' prefix, its row name's suffix
@@ -46,7 +45,7 @@ load_eval = therapy_dataset.with_val
 sizes = therapy_dataset.sizes
 
 
-initial_params = vilt_run.initial_params  # a ViLT row's config.model.init_from
+initial_params = grounding.initial_params
 
 
 def build_model(cfg, enc):

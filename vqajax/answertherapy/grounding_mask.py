@@ -43,7 +43,6 @@ from vqajax.answertherapy import precision_recall as pr
 from vqajax.answertherapy.groups import BY_SOURCE, BY_SOURCE_AND_LABEL, LABELS, key
 from vqajax.core import tables
 from vqajax.core.files import write_atomic_many
-from vqajax.nn import vilt_run
 
 PIPELINE_TAG = "image-segmentation"  # the Hub's pipeline tag of its runs (an exported bundle's model card)
 BEST_METRIC = "iou_pq"
@@ -76,7 +75,7 @@ def load_eval(config, data):
 sizes = therapy_dataset.sizes
 
 
-initial_params = vilt_run.initial_params  # a ViLT row's config.model.init_from
+initial_params = grounding.initial_params
 
 
 def build_model(cfg, enc):

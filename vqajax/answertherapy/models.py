@@ -1,5 +1,6 @@
 """VQA-AnswerTherapy models: the single-vs-multiple grounding classifier and the answer
-mask predictor (`config.model.name`: `MODELS`), over the suite's question encoders
+mask predictor (`config.model.name`: `MODELS`, each a `core/model.Model` entry holding its config
+group, each field's default and rule), over the suite's question encoders
 (`config.model.question`: `nn/question.ENCODERS`, the VQA models' too).
 
 Text: one encoder encodes the question and, with the same weights, each answer; answers
@@ -18,11 +19,7 @@ question), [question, answer j] (I+Q+A) or answer j (I+A), through fc + tanh. Ea
 is projected (fc + tanh) and modulated FiLM-style by the text, h = tanh(cell * gamma(text)
 + beta(text)), then a linear layer gives the cell's logit: [B, A, G, G].
 
-"vilt" (either challenge; `experiments/therapy/vilt_class.py`, `vilt_mask.py`): ViLT over the
-run's pixel store and WordPiece text (`dataset.vilt_texts` lays the inputs out). Challenge 1:
-`ViltClassifier` with two labels on question + answers (or the question, I+Q). Challenge 2:
-`ViltSlots`, `ViltMask` (one map) on each answer slot's own text, as `MaskPredictor` conditions
-each slot on its text, resized to the targets' grid (`dataset.mask_grid`).
+The pretrained architectures (`nn/pretrained.MODELS`, each for the challenges in its `tasks`) join `MODELS`.
 """
 
 from __future__ import annotations
@@ -30,10 +27,11 @@ from __future__ import annotations
 import flax.linen as nn
 import jax.numpy as jnp
 
-from vqajax.answertherapy import dataset as therapy_dataset
+from vqajax.core import model as model_lib
+from vqajax.core.config import dims, integer, number, one_of
 from vqajax.core.errors import InputError
-from vqajax.nn import question, vilt_run
-from vqajax.nn.vilt import ViltClassifier, ViltMask
+from vqajax.core.model import Builder, Field, Model
+from vqajax.nn import lstm, pretrained, question
 
 CLASSIFIER_INPUTS = ("q", "q+a", "i+q", "i+q+a")
 MASK_INPUTS = ("i+q", "i+q+a", "i+a")
@@ -119,60 +117,60 @@ class MaskPredictor(_TextInputs):
     return nn.Dense(1, name="cell_logit")(h)[..., 0]
 
 
-class ViltSlots(nn.Module):
-  """A `ViltMask` with one map applied to every answer slot's text ([B, S, T] WordPiece arrays)
-  with the question's image (normalised as `vilt_run.ViltOnBatch` does) -> [B, A, G, G]
-  logits; one text per question (S = 1, I+Q) gives every answer slot the same map."""
-  model: ViltMask
-
-  def setup(self):
-    nn.share_scope(self, self.model)
-
-  def __call__(self, batch, *, train: bool):
-    b, slots, length = batch["input_ids"].shape
-    ids, attention, types = (batch[k].reshape(b * slots, length) for k in vilt_run.TEXT_KEYS)
-    values, mask = vilt_run.pixel_inputs(jnp.repeat(batch["image"], slots, axis=0))
-    logits = self.model(ids, attention, values, mask, types, train=train)
-    logits = logits.reshape(b, slots, *logits.shape[2:])
-    return jnp.broadcast_to(logits, (b, batch["answer_valid"].shape[1], *logits.shape[2:]))
+def _text(cfg, enc) -> dict:
+  """The fields both challenges' models share: the text encoder, inputs and dropout."""
+  if "i" in cfg.inputs.split("+") and enc.image_shape is None:
+    raise InputError(f"config.model.inputs '{cfg.inputs}' needs image features: set config.data.features")
+  return dict(text=_Text(question.build(cfg.question, cfg, len(enc.vocab))), inputs=cfg.inputs, dropout=cfg.dropout)
 
 
-VILT_INPUTS = {"grounding_class": ("i+q", "i+q+a"), "grounding_mask": MASK_INPUTS}
+def _grounding_classifier(cfg, enc) -> GroundingClassifier:
+  """Single vs multiple grounding from the text and a text-guided attention over the grid (`GroundingClassifier`)."""
+  return GroundingClassifier(fused_dim=cfg.fused_dim, attention_dim=cfg.attention_dim, mlp_dims=tuple(cfg.mlp_dims),
+                             **_text(cfg, enc))
 
 
-def _vilt(cfg, enc, task: str) -> nn.Module:
-  """ViLT with the two-class head (grounding_class) or a mask per answer slot (grounding_mask)."""
-  if cfg.inputs not in VILT_INPUTS[task]:
-    raise InputError(f"config.model.inputs '{cfg.inputs}' is not one of {VILT_INPUTS[task]} (ViLT, {task})")
-  if enc.vilt is None:
-    raise InputError("config.model.name 'vilt': this run's encoders hold no ViLT tokenizer (train it as a ViLT row)")
-  dtype = jnp.dtype(cfg.dtype)
-  if task == "grounding_class":
-    return vilt_run.ViltOnBatch(ViltClassifier(enc.vilt.config, 2, dtype))
-  grid = therapy_dataset.mask_grid(cfg, enc.image_shape)
-  return ViltSlots(ViltMask(enc.vilt.config, 1, (grid, grid), dtype))
+def _mask_predictor(cfg, enc) -> MaskPredictor:
+  """A mask per answer slot: its text FiLM-modulates each grid cell (`MaskPredictor`)."""
+  return MaskPredictor(cell_dim=cfg.cell_dim, **_text(cfg, enc))
 
 
-MODELS = {"grounding_classifier": GroundingClassifier, "mask_predictor": MaskPredictor,  # config.model.name
-          "vilt": _vilt}
-_TASK_MODELS = {"grounding_class": "grounding_classifier", "grounding_mask": "mask_predictor"}
+DROPOUT = number(0, 1, hi_open=True)
+# The text encoder's fields, the LSTM's sizes (`nn/question.py`; a Transformer's own group,
+# config.model.transformer, has its rules there)
+TEXT = {
+    "question": Field("lstm", one_of(*question.ENCODERS)),  # the text encoder: one of nn/question.ENCODERS
+    "embed_dim": Field(300, integer()),
+    "lstm_dim": Field(512, integer()),
+    "lstm_layers": Field(1, integer()),
+    "lstm_impl": Field("auto", one_of("auto", *lstm.IMPLS)),  # "chunked" (CPU) | "scan" (TPU / GPU) | "auto": by backend
+}
+
+GROUNDING_CLASSIFIER = Model(group={
+    "inputs": Field("i+q+a", one_of(*CLASSIFIER_INPUTS)),  # what it reads: the image, question, answers
+    **TEXT,
+    "dropout": Field(0.5, DROPOUT),                       # before each layer of the MLP
+    "fused_dim": Field(512, integer()),
+    "attention_dim": Field(256, integer()),
+    "mlp_dims": Field((512,), dims()),
+}, tasks={"grounding_class": Builder(_grounding_classifier)})
+
+MASK_PREDICTOR = Model(group={
+    "inputs": Field("i+q+a", one_of(*MASK_INPUTS)),       # each slot's text: the question, question + answer, answer
+    **TEXT,
+    "dropout": Field(0.1, DROPOUT),                       # on the text's projection
+    "cell_dim": Field(256, integer()),
+}, tasks={"grounding_mask": Builder(_mask_predictor)})
+
+# config.model.name -> its entry
+MODELS = {"grounding_classifier": GROUNDING_CLASSIFIER, "mask_predictor": MASK_PREDICTOR, **pretrained.MODELS}
 
 
 def build(cfg, enc, task: str) -> nn.Module:
-  """The model `config.model` names for `task` ('grounding_class' | 'grounding_mask')."""
-  name = cfg.name
-  if name == "vilt":
-    return _vilt(cfg, enc, task)
-  if name != _TASK_MODELS[task]:
-    raise InputError(f"config.model.name '{name}': the {task} task trains a '{_TASK_MODELS[task]}' or 'vilt'")
-  allowed = CLASSIFIER_INPUTS if task == "grounding_class" else MASK_INPUTS
-  encoder = cfg.question  # names and values checked with the config (configs.FIELDS)
-  if cfg.inputs not in allowed:
-    raise InputError(f"config.model.inputs '{cfg.inputs}' is not one of {allowed} ({task})")
-  if "i" in cfg.inputs.split("+") and enc.image_shape is None:
-    raise InputError(f"config.model.inputs '{cfg.inputs}' needs image features: set config.data.features")
-  text = dict(text=_Text(question.build(encoder, cfg, len(enc.vocab))), inputs=cfg.inputs, dropout=cfg.dropout)
-  if name == "grounding_classifier":
-    return GroundingClassifier(fused_dim=cfg.fused_dim, attention_dim=cfg.attention_dim,
-                               mlp_dims=tuple(cfg.mlp_dims), **text)
-  return MaskPredictor(cell_dim=cfg.cell_dim, **text)
+  """The model `config.model` names for `task` ('grounding_class' | 'grounding_mask'), checked with the config."""
+  return model_lib.entry(MODELS, cfg).tasks[task].build(cfg, enc)
+
+
+def initial_params(cfg, params, enc):
+  """Where the model `config.model` names starts from (None: `params` stay)."""
+  return model_lib.initial_params(MODELS, cfg, params, enc)

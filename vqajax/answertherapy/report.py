@@ -4,7 +4,8 @@ side with the naive baselines, per source.
 
 A run is [NAME=]WORKDIR of a task with a Table 4 (`TABLE4`: grounding_class, grounding_mask, of
 the front door's registry `tasks`); its row is NAME, by default its `config.model.inputs` in capitals,
-after "ViLT " for a ViLT row (`row_name`; a mask run's followed by " from masks"). Each run's newest results/step_N/metrics.json is
+after its model's label where it has one (`row_name`: "I+Q+A", a pretrained model's e.g. "<label> I+Q+A";
+a mask run's followed by " from masks"). Each run's newest results/step_N/metrics.json is
 read; a workdir whose newest results lack its Table 4 metrics has its newest checkpoint evaluated first, with its run.json
 (`evaluate_missing`, which the command drives and reports).
 The runs must have been evaluated on the same questions (the naive baselines agree).
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 from typing import Iterator, Mapping, Sequence
 
+from vqajax.answertherapy import models as therapy_models
 from vqajax.answertherapy import table4
 from vqajax.core import files, fs, run_record, tables, trained
 from vqajax.core.errors import InputError
@@ -51,8 +53,9 @@ def evaluate_missing(arguments: Sequence[str], tasks: Mapping) -> Iterator[str]:
 
 
 def row_name(model_cfg) -> str:
-  """A run's default row: its inputs in capitals ("I+Q+A"), "ViLT I+Q+A" for a ViLT row."""
-  return ("ViLT " if model_cfg.get("name") == "vilt" else "") + model_cfg.inputs.upper()
+  """A run's default row: its inputs in capitals ("I+Q+A"), after its model's `label` where it has one."""
+  label = therapy_models.MODELS[model_cfg.name].label
+  return (label + " " if label else "") + model_cfg.inputs.upper()
 
 
 def collect(arguments: Sequence[str], tasks: Mapping) -> list[tuple[str, dict, str, str]]:

@@ -27,7 +27,7 @@ class TrainState:
 
 def learning_rate(cfg, num_train_steps: int = 0) -> float | optax.Schedule:
   """The learning rate of `config.optimizer` (by update count where it changes): rmsprop / adam
-  decay it exponentially per step (`lr_decay_per_step` < 1); adamw (ViLT's) warms it up
+  decay it exponentially per step (`lr_decay_per_step` < 1); adamw warms it up
   linearly over the `warmup` share of `num_train_steps`, then decays it linearly to 0 at the
   last step. A constant rate is a number (a schedule would add a counter to the optimizer state)."""
   lr = cfg.learning_rate

@@ -8,7 +8,8 @@ each task it serves (with that task's own fields of it), its own text encoder wh
 generic rule). `config.model` holds only the chosen model's group, `name` first.
 
 A paper's registry (`vqa/models.MODELS`, `answertherapy/models.MODELS`, with the pretrained
-architectures any task fine-tunes, `nn/pretrained.MODELS`) maps `config.model.name` to its entry.
+architectures any task fine-tunes, `nn/pretrained.MODELS`, spread in) maps `config.model.name` to
+its entry; the tasks ask the entry (`entry`), never branch on a model's name.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 import ml_collections
 
-from vqajax.core.config import Rule
+from vqajax.core.config import Rule, check_value, one_of
+
+# The arrays a model's own text encoder gives (`TextEncoding`; a Hub tokenizer's), each [N, T]
+TEXT_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 class Field(NamedTuple):
@@ -29,19 +33,41 @@ class Field(NamedTuple):
 
 class Builder(NamedTuple):
   """How a model is built for one task: `build(config.model, encoders) -> flax module` (its
-  outputs what the task's loss and eval step read), and that task's own fields of the model."""
+  outputs what the task's loss and eval step read), that task's own fields of the model, and,
+  for a model with its own text encoder, how the task's text is laid out for it (`texts`: the
+  task's own signature, e.g. AnswerTherapy's `(questions, answers, config) -> (texts, pairs)`)."""
   build: Callable
   fields: Mapping[str, Field] = {}
+  texts: Callable | None = None
+
+
+class TextEncoding(NamedTuple):
+  """A model's own text encoder: `make(model_cfg, training texts, image shape)` -> an encoder with
+  `encode(texts, pairs=None)` -> {array name: [N, T]} and `tables()`; `from_tables(tables)` -> it again."""
+  make: Callable
+  from_tables: Callable
+
+
+class Text(NamedTuple):
+  """A run's text encoder, of the model registered as `model`, recorded with the run's encoders."""
+  model: str
+  encoder: Any
+
+  def encode(self, texts, pairs=None) -> dict:
+    return self.encoder.encode(texts, pairs)
+
+  def tables(self) -> dict:
+    return {"model": self.model, **self.encoder.tables()}
 
 
 @dataclasses.dataclass(frozen=True)
 class Model:
   group: Mapping[str, Field]            # config.model's fields for every task it serves (besides name)
   tasks: Mapping[str, Builder]          # config.task -> how it is built for it
-  text: Any = None                      # its text encoder: `spec(model_cfg, texts, image_shape)` -> an encoder
-                                        # with `encode(texts, pairs=None)` and `tables()`; `from_tables`
+  text: TextEncoding | None = None      # its own text encoder (None: the task's word vocabulary)
   initial_params: Callable | None = None  # (model_cfg, params, encoders) -> params or None
   sharding: Any = None                  # its parameters' sharding rules (None: the generic rule)
+  label: str = ""                       # before a run's row name in a report ("" for a paper's own models)
 
   def fields(self, task: str) -> dict[str, Field]:
     return {**self.group, **self.tasks[task].fields}
@@ -61,3 +87,38 @@ class Model:
   def rules(self, task: str) -> dict[str, Rule]:
     """{`model.FIELD`: its rule} for `task`."""
     return {f"model.{key}": field.rule for key, field in self.fields(task).items()}
+
+
+def rules(models: Mapping[str, Model], config) -> dict[str, Rule]:
+  """{`model.FIELD`: its rule} of `config.model`: `name` one of `models` that serve `config.task`
+  (InputError naming it otherwise), then the named entry's fields for that task."""
+  name = one_of(*(name for name, model in models.items() if config.task in model.tasks))
+  check_value("config.model.name", config.model.get("name"), name)
+  return {"model.name": name, **models[config.model.name].rules(config.task)}
+
+
+def entry(models: Mapping[str, Model], model_cfg) -> Model:
+  """The entry of `models` that `config.model.name` names (checked with the config)."""
+  return models[model_cfg.name]
+
+
+def text_encoder(models: Mapping[str, Model], model_cfg) -> Callable | None:
+  """(training texts, image shape) -> the run's `Text` of the model `config.model` names; None
+  where it has no text encoder of its own."""
+  text = entry(models, model_cfg).text
+  if text is None:
+    return None
+  return lambda texts, image_shape: Text(model_cfg.name, text.make(model_cfg, texts, image_shape))
+
+
+def text_from_tables(models: Mapping[str, Model], tables: dict | None) -> Text | None:
+  """A run's `Text` from its recorded tables (`Text.tables()`; None: the run has none)."""
+  if tables is None:
+    return None
+  return Text(tables["model"], models[tables["model"]].text.from_tables(tables))
+
+
+def initial_params(models: Mapping[str, Model], model_cfg, params, encoders):
+  """Where the model `config.model` names starts from (None: `params` stay)."""
+  start = entry(models, model_cfg).initial_params
+  return None if start is None else start(model_cfg, params, encoders)

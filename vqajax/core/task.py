@@ -60,8 +60,8 @@ class Task(Protocol):
     """A flax module sized by the encoders: `model.apply(vars, batch, train=...) -> outputs`."""
 
   def initial_params(self, model_config, params, encoders) -> Any:
-    """The initial parameters where the model starts from elsewhere (a ViLT row's
-    `config.model.init_from`: `nn/vilt_run.initial_params`), else None (`params` stay)."""
+    """The initial parameters where the model starts from elsewhere (its entry's `initial_params`,
+    e.g. a Hub folder, `config.model.init_from`), else None (`params` stay)."""
 
   def make_loss(self, config) -> Any:
     """`(outputs, batch) -> scalar`, jittable: the training loss `config` asks for."""

@@ -29,7 +29,6 @@ from vqajax.core.model import Field
 from vqajax.nn import vilt, vilt_hub
 
 SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # BERT's, ids 0..4
-TEXT_KEYS = ("input_ids", "attention_mask", "token_type_ids")  # a batch's text arrays (`Spec.encode`)
 # The config.model fields of a from-scratch architecture (a ViltConfig field each, with `text_length`
 # its max_position_embeddings); with init_from the folder's config.json gives them.
 ARCHITECTURE = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "patch_size",

@@ -11,6 +11,7 @@ import ml_collections
 
 from vqajax.core import config as config_lib
 from vqajax.core import evals
+from vqajax.core import model as model_lib
 from vqajax.core.config import FILE_LIST, FLAG, TEXT, dims, integer, one_of, path
 from vqajax.core.official_files import DATA_SOURCES
 from vqajax.nn import question
@@ -25,7 +26,7 @@ _FILES = ("train_questions", "train_annotations", "val_questions", "val_annotati
 # "auto" (VQA v1's multiple-choice file where it is), "" (none), or files as FILE_LIST
 _MC_FILES = config_lib.Rule("'auto', '' or " + FILE_LIST.expected, FILE_LIST.ok)
 # What each field of `vqa_config` may hold, checked before a command does anything (`config_lib.check`);
-# config.model's other fields are those of the model it names (`vqa_models.MODELS`: `rules`).
+# config.model's fields are those of the model it names (`vqa_models.MODELS`: `rules`).
 FIELDS = {
     **config_lib.TRAINING,
     "data.synthetic": FLAG, "data.synthetic_scale": TEXT, "data.dir": path(),
@@ -37,14 +38,13 @@ FIELDS = {
     "data.num_answers": integer(), "data.vocab_min_count": integer(), "data.max_question_len": integer(),
     "data.bow_words": integer(), "data.bow_lead_words": integer(0), "data.caption_words": integer(),
     "data.drop_unknown_answers": FLAG, "data.confident_only": FLAG, "data.results_prefix": TEXT,
-    "model.name": one_of(*vqa_models.MODELS), **question.FIELDS,
+    **question.FIELDS,
 }
 
 
 def rules(config) -> dict:
-  """Every field's rule of `config`: `FIELDS` and those of the model it names."""
-  config_lib.check_value("config.model.name", config.model.get("name"), FIELDS["model.name"])
-  return {**FIELDS, **vqa_models.MODELS[config.model.name].rules("vqa")}
+  """Every field's rule of `config`: `FIELDS` and those of the model it names (`core/model.rules`)."""
+  return {**FIELDS, **model_lib.rules(vqa_models.MODELS, config)}
 
 
 # Its rules across fields (each raises InputError), checked after FIELDS: the question encoder's.

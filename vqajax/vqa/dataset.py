@@ -15,15 +15,16 @@ import numpy as np
 from absl import logging
 
 from vqajax.core import fs, official_files, phases, text
+from vqajax.core import model as model_lib
 from vqajax.core.config import file_names
 from vqajax.core.errors import InputError
 from vqajax.core.files import SAFE_NAME
 from vqajax.core.official_files import DATA_SOURCES
 from vqajax.core.task import TestFile
 from vqajax.features.store import FeatureStore
-from vqajax.nn import vilt_run
 from vqajax.vqa import files as vqa_files
 from vqajax.vqa import formats
+from vqajax.vqa import models as vqa_models
 from vqajax.vqa import text as vqa_text
 from vqajax.vqa.accuracy import kernel as vqa_accuracy
 from vqajax.vqa.files import ANSWER_TYPES
@@ -159,7 +160,7 @@ class Encoders:
   interner: vqa_accuracy.Interner
   max_len: int
   image_shape: tuple[int, ...]  # the features of one image
-  vilt: vilt_run.Spec | None = None  # a ViLT row's architecture and tokenizer (config.model.name 'vilt')
+  text: model_lib.Text | None = None  # the model's own text encoder (its entry's `text`), if it has one
 
   @property
   def bag_sizes(self) -> dict[str, int]:
@@ -171,13 +172,13 @@ class Encoders:
 
   def questions(self, questions: list[str], words: text.Coded | None = None) -> dict[str, np.ndarray]:
     """The model's text inputs of question strings (or of their `text.tokenize` words,
-    coded, when already made): tokens, length, question_bow; a ViLT row's input_ids,
-    attention_mask, token_type_ids."""
+    coded, when already made): tokens, length, question_bow; with the model's own text encoder
+    also its arrays (`core/model.TEXT_KEYS`)."""
     if words is None:
       words = text.Coded.of(text.tokenize_all(questions))
     tokens, lengths = self.vocab.encode(words, self.max_len)
     out = {"tokens": tokens, "length": lengths, "question_bow": self.question_bag.indices(words, self.max_len)}
-    return out if self.vilt is None else {**out, **self.vilt.encode(questions)}
+    return out if self.text is None else {**out, **self.text.encode(questions)}
 
   def tables(self) -> dict:
     return {"vocab": self.vocab.words[2:], "answers": self.answers.answers,
@@ -185,7 +186,7 @@ class Encoders:
             "caption_words": None if self.caption_words is None else self.caption_words.answers,
             "question_types": sorted(self.question_types, key=self.question_types.get),
             "max_question_len": self.max_len, "image_shape": list(self.image_shape),
-            **({} if self.vilt is None else {"vilt": self.vilt.tables()})}
+            **({} if self.text is None else {"text": self.text.tables()})}
 
   @classmethod
   def from_tables(cls, tables: dict) -> "Encoders":
@@ -195,7 +196,7 @@ class Encoders:
                question_types={t: i for i, t in enumerate(tables["question_types"])},
                interner=vqa_accuracy.Interner(), max_len=tables["max_question_len"],
                image_shape=tuple(tables["image_shape"]),
-               vilt=vilt_run.Spec.from_tables(tables["vilt"]) if "vilt" in tables else None)
+               text=model_lib.text_from_tables(vqa_models.MODELS, tables.get("text")))
 
 
 def caption_bags(image_ids, captions: dict[int, list[str]], path: str, table: text.TopK) -> np.ndarray:
@@ -334,14 +335,14 @@ def open_store(config_data) -> FeatureStore:
   return store
 
 
-def load(config_data, vilt_spec: Callable | None = None) -> VQAData:
-  """Reads train and val files and the feature store named by `config.data`; `vilt_spec`:
-  (training questions, store shape) -> a ViLT row's `vilt_run.Spec`."""
+def load(config_data, text_encoder: Callable | None = None) -> VQAData:
+  """Reads train and val files and the feature store named by `config.data`; `text_encoder`:
+  (training questions, store shape) -> the model's own `core/model.Text` (`model.text_encoder`)."""
   with official_files.gc_paused():
-    return _load(config_data, vilt_spec)
+    return _load(config_data, text_encoder)
 
 
-def _load(config_data, vilt_spec: Callable | None) -> VQAData:
+def _load(config_data, text_encoder: Callable | None) -> VQAData:
   """The train split is read, encoded and let go before the val split is read: the two
   splits' records are never in memory together."""
   train_records, train_source = read_train_records(config_data)
@@ -374,7 +375,7 @@ def _load(config_data, vilt_spec: Callable | None) -> VQAData:
                    caption_words=caption_words,
                    question_types={t: i for i, t in enumerate(train_types)},
                    interner=vqa_accuracy.Interner(), max_len=config_data.max_question_len, image_shape=store.shape,
-                   vilt=vilt_spec and vilt_spec([q["question"] for q, _ in train_records], store.shape))
+                   text=text_encoder and text_encoder([q["question"] for q, _ in train_records], store.shape))
     raw_ids, norm_ids = vqa_accuracy.encode_answer_table(answers.answers, enc.interner)
   with phases.timed("encoding"):
     train = _arrays(train_records, train_source, enc, store, captions["train"], train_words)

@@ -29,8 +29,7 @@ rows do not learn. A constant factor keeps each image's magnitude (unlike norm I
 `config.model.name` picks the model (`MODELS`: each a `core/model.Model` entry holding its
 config group, each field's default and rule), `config.model.question` the question
 encoder ("none", "bow", or one of `nn/question.ENCODERS`: the LSTM, a small Transformer).
-"vilt" is ViLT (`nn/vilt.py`) over a pixel store and WordPiece tokens, fine-tuned as ViLT
-is (`experiments/vqa/vilt.py`).
+The pretrained architectures that serve the VQA task (`nn/pretrained.MODELS`) join `MODELS`.
 
 Beyond the paper, `AttentionVQA` ("attention"): "Show, Ask, Attend, and
 Answer" (Kazemi & Elqursh 2017) over a grid store [H, W, C] (conv5, ViT patches): the
@@ -48,12 +47,12 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from vqajax.core import model as model_lib
 from vqajax.core.config import FLAG, dims, integer, names, number, one_of
 from vqajax.core.errors import InputError
 from vqajax.core.model import Builder, Field, Model
-from vqajax.nn import initializers, lstm, question, vilt_run
+from vqajax.nn import initializers, lstm, pretrained, question
 from vqajax.nn.attention import GlimpseAttention
-from vqajax.nn.vilt import ViltClassifier
 
 QUESTION_ENCODERS = ("none", "bow", *question.ENCODERS)
 FUSIONS = ("mul", "concat")
@@ -197,13 +196,6 @@ def _late_fusion(cfg, enc) -> LateFusionVQA:
       param_init=init)
 
 
-def _vilt(cfg, enc) -> vilt_run.ViltOnBatch:
-  """ViLT with the VQA classifier over the run's answer table (`nn/vilt_run.py`)."""
-  if enc.vilt is None:
-    raise InputError("config.model.name 'vilt': this run's encoders hold no ViLT tokenizer (train it as a ViLT row)")
-  return vilt_run.ViltOnBatch(ViltClassifier(enc.vilt.config, len(enc.answers), jnp.dtype(cfg.dtype)))
-
-
 DTYPE = Field("float32", one_of("float32", "bfloat16", "float16"))  # matmul inputs; "bfloat16": parameters stay float32
 # the loss (`task.LOSSES`): "answer" (the paper's: the most common answer), "soft" (the annotators'
 # answers' distribution) or "bce" (each answer's VQA score)
@@ -249,23 +241,14 @@ ATTENTION = Model(group={
     "init": Field("default", one_of("default")),      # flax's per layer
 }, tasks={"vqa": Builder(_attention)})
 
-VILT = Model(group=vilt_run.GROUP, tasks={"vqa": Builder(_vilt, {"targets": TARGETS._replace(default="bce")})},
-             initial_params=vilt_run.initial_params)
-
-MODELS = {"late_fusion": LATE_FUSION, "attention": ATTENTION, "vilt": VILT}  # config.model.name -> its entry
-
-
-def entry(model_cfg) -> Model:
-  """The entry `config.model.name` names (checked with the config: `configs.check_model`)."""
-  return MODELS[model_cfg.name]
+MODELS = {"late_fusion": LATE_FUSION, "attention": ATTENTION, **pretrained.serving("vqa")}  # config.model.name -> its entry
 
 
 def build(cfg, enc) -> nn.Module:
   """The model `config.model` names, sized by the run's encoders (`dataset.Encoders`)."""
-  return entry(cfg).tasks["vqa"].build(cfg, enc)
+  return model_lib.entry(MODELS, cfg).tasks["vqa"].build(cfg, enc)
 
 
 def initial_params(cfg, params, enc):
   """Where the model `config.model` names starts from (None: `params` stay)."""
-  start = entry(cfg).initial_params
-  return None if start is None else start(cfg, params, enc)
+  return model_lib.initial_params(MODELS, cfg, params, enc)

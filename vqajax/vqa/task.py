@@ -3,17 +3,16 @@
 
 from __future__ import annotations
 
-import functools
 import re
 
 import jax
 import jax.numpy as jnp
 import optax
 
+from vqajax.core import model as model_lib
 from vqajax.core import sharding
 from vqajax.core.errors import InputError
 from vqajax.core.task import TestFile
-from vqajax.nn import vilt_run
 from vqajax.vqa import configs, formats, reports, results
 from vqajax.vqa import dataset as vqa_dataset
 from vqajax.vqa import models as vqa_models
@@ -40,8 +39,7 @@ MC_KEYS = ("choice_index", "choice_raw", "choice_norm")
 
 def load(config) -> vqa_dataset.VQAData:
   """Reads config.data (the embedded dataset is written beforehand by the front door)."""
-  vilt = config.model.get("name") == "vilt"
-  return vqa_dataset.load(config.data, functools.partial(vilt_run.spec, config.model) if vilt else None)
+  return vqa_dataset.load(config.data, model_lib.text_encoder(vqa_models.MODELS, config.model))
 
 
 def load_eval(config, data: vqa_dataset.VQAData) -> vqa_dataset.VQAData:
@@ -85,11 +83,11 @@ def soft_loss(logits, batch):
   return jnp.sum(jnp.where(valid, ce, 0.0)) / jnp.maximum(jnp.sum(valid), 1)
 
 
-VQA_SCORES = (0.0, 0.3, 0.6, 0.9, 1.0)  # ViLT's target of an answer given by 0, 1, 2, 3, 4+ annotators
+VQA_SCORES = (0.0, 0.3, 0.6, 0.9, 1.0)  # the soft target of an answer given by 0, 1, 2, 3, 4+ annotators
 
 
 def bce_loss(logits, batch):
-  """ViLT's VQA loss: binary cross-entropy of every answer of the table against its soft
+  """The VQA loss of the pretrained transformers: binary cross-entropy of every answer of the table against its soft
   score (`VQA_SCORES` of its annotator count), summed over the answers, averaged over the
   examples."""
   counts = jax.nn.one_hot(batch["answer_index"], logits.shape[-1], dtype=jnp.int32).sum(axis=1)
