@@ -15,7 +15,6 @@ import pytest
 from experiments.therapy import grounding_class, grounding_mask
 from vqajax import cli
 from vqajax.answertherapy import analysis, from_masks, masks, pixel_iou
-from vqajax.answertherapy import cli as therapy_cli
 from vqajax.answertherapy import files as therapy_files
 from vqajax.core import config as config_lib
 from vqajax.core import run_record, train
@@ -217,7 +216,7 @@ def test_table4_across_runs_evaluates_a_mask_run_without_results(mask_run, tmp_p
   classifier = _classifier_run(tmp_path / "gc", metrics, **{"precision/single": 90.0, "recall/single": 80.0,
                                                            "VizWiz/recall/multiple": 50.0})
   shutil.rmtree(os.path.join(workdir, "results"))  # from its checkpoint
-  assert therapy_cli.main(["table4", workdir, classifier, "--out", str(tmp_path / "t4")]) == 0
+  assert cli.main(["therapy", "table4", workdir, classifier, "--out", str(tmp_path / "t4")]) == 0
   assert "no Table 4 results yet, evaluating the newest checkpoint" in capsys.readouterr().out
   assert _read(os.path.join(workdir, "results", f"step_{STEPS}", "metrics.json")) == pytest.approx(
       {"step": STEPS, **metrics}, abs=1e-4)
@@ -234,13 +233,13 @@ def test_table4_across_runs_evaluates_a_mask_run_without_results(mask_run, tmp_p
 def test_table4_refuses_runs_on_other_questions_and_repeated_names(mask_run, tmp_path, capsys):
   workdir, metrics = mask_run
   other = _classifier_run(tmp_path / "other", {**metrics, "always_single/recall/single": 1.0})
-  assert therapy_cli.main(["table4", workdir, other, "--out", str(tmp_path / "t4")]) == 2
+  assert cli.main(["therapy", "table4", workdir, other, "--out", str(tmp_path / "t4")]) == 2
   err = capsys.readouterr().err.strip()
   assert "\n" not in err and "was evaluated on other questions" in err and "naive baselines differ" in err
   same = _classifier_run(tmp_path / "same", metrics)
-  assert therapy_cli.main(["table4", f"A={workdir}", f"A={same}", "--out", str(tmp_path / "t4")]) == 2
+  assert cli.main(["therapy", "table4", f"A={workdir}", f"A={same}", "--out", str(tmp_path / "t4")]) == 2
   assert "row name(s) ['A'] given to several runs" in capsys.readouterr().err
   out = os.path.join(workdir, "results", f"step_{STEPS}")
-  assert therapy_cli.main(["table4", workdir, "--out", out]) == 2  # never over a run's results
+  assert cli.main(["therapy", "table4", workdir, "--out", out]) == 2  # never over a run's results
   assert "an input of this command" in capsys.readouterr().err
   assert not os.path.exists(tmp_path / "t4")

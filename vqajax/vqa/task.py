@@ -99,9 +99,11 @@ LOSSES = {"answer": loss, "soft": soft_loss, "bce": bce_loss}  # config.model.ta
 
 
 def make_loss(config):
-  if config.model.targets not in LOSSES:
-    raise InputError(f"config.model.targets '{config.model.targets}' is not one of {tuple(LOSSES)}")
-  return LOSSES[config.model.targets]
+  """The loss `config.model.targets` names; "answer" (the paper's) for a model without the field."""
+  targets = getattr(config.model, "targets", "answer")
+  if targets not in LOSSES:
+    raise InputError(f"config.model.targets '{targets}' is not one of {tuple(LOSSES)}")
+  return LOSSES[targets]
 
 
 def multiple_choice(logits, choice_index):
