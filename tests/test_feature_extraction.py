@@ -301,6 +301,24 @@ def test_command_exit_status_and_convert_free_npz(photos, tmp_path, monkeypatch,
   assert "--layer cls: vgg16 has layers fc7, conv5" in capsys.readouterr().err
 
 
+def test_convert_never_writes_over_its_input(tmp_path, capsys):
+  """`features convert X X` (and OUT a link to IN, or not a .npz) is refused in one line, IN byte-identical."""
+  npz = tmp_path / "w.npz"
+  np.savez(npz, a=np.arange(3, dtype=np.float32))
+  (tmp_path / "link.npz").symlink_to(npz)
+  before = npz.read_bytes()
+  for out, expected in [(npz, "is an input of this command"), (tmp_path / "link.npz", "is an input of this command"),
+                        (tmp_path / "w.pth", "the output is a .npz file")]:
+    assert cli.main(["convert", str(npz), str(out)]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and len(err.strip().splitlines()) == 1, err
+    assert npz.read_bytes() == before
+  assert sorted(os.listdir(tmp_path)) == ["link.npz", "w.npz"]
+  assert cli.main(["convert", str(npz), str(tmp_path / "copy.npz")]) == 0  # a new output beside it is the user's
+  with np.load(tmp_path / "copy.npz") as copy:
+    np.testing.assert_array_equal(copy["a"], [0, 1, 2])
+
+
 def test_the_embedded_extractor_needs_no_weights_and_matches_the_embedded_store(tiny_data, tmp_path, capsys):
   """`vqajax features --model colour_cells` over the embedded pictures rebuilds the embedded
   grid store row for row, with the same recorded settings."""

@@ -94,6 +94,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "vqajax features") -> in
     parser.add_argument("pth")
     parser.add_argument("npz")
     args = parser.parse_args(argv[1:])
+    files.protect(args.pth)  # the output rule: `convert X X` never replaces its input
     return exit_status(prog, lambda: print(f"{weights.convert(args.pth, args.npz)} tensors written to {args.npz}"))
   args = _parser(prog).parse_args(argv)
   return exit_status(prog, lambda: run(args))

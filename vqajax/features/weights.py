@@ -178,6 +178,8 @@ def tensors_sha256(state: Mapping[str, np.ndarray]) -> str:
 
 def convert(pth: str, npz: str) -> int:
   """Writes the tensors of a `.pth` state dict as `.npz` (same names); returns their count."""
+  if not npz.endswith(".npz"):
+    raise WeightsError(f"{npz}: the output is a .npz file (name it OUT.npz)")
   state = read_state(pth)
   write_atomic(npz, lambda f: np.savez(f, **state), make_dirs=True)
   return len(state)
