@@ -159,7 +159,7 @@ def _on_slurm(args, points, base, sets, configs, failed) -> int:
   planned = [(launch.Slurm(request), group, _steps(group, workdir, args.workdir, sets))
              for request, group in groups.items()]
   for slurm, _, steps in planned:  # every request tested before any is submitted
-    slurm.test(slurm.script(steps, name, array=True))
+    slurm.test(slurm.job(steps, name, array=True))
   for slurm, group, steps in planned:
     keys = slurm.submit(steps, name, array=True)
     record = _jobs(workdir)
