@@ -26,6 +26,8 @@ import sys
 
 import pytest
 
+from vqajax.core import errors
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCUMENTS = ["README.md", "WORKSPACE.md", *sorted(os.path.relpath(p, ROOT) for p in glob.glob(
     os.path.join(ROOT, "docs", "**", "*.md"), recursive=True))]
@@ -95,12 +97,12 @@ def _parsing_only(capture_parser: bool = False):
   def error(self, message):
     raise _Refused(message)
 
-  saved = argparse.ArgumentParser.parse_known_args, argparse.ArgumentParser.error
-  argparse.ArgumentParser.parse_known_args, argparse.ArgumentParser.error = parse_known_args, error
+  saved = argparse.ArgumentParser.parse_known_args, errors.ArgumentParser.error
+  argparse.ArgumentParser.parse_known_args, errors.ArgumentParser.error = parse_known_args, error
   try:
     yield
   finally:
-    argparse.ArgumentParser.parse_known_args, argparse.ArgumentParser.error = saved
+    argparse.ArgumentParser.parse_known_args, errors.ArgumentParser.error = saved
 
 
 def _main(argv: list[str], capture_parser: bool = False):

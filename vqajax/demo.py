@@ -34,7 +34,7 @@ from typing import Sequence
 import numpy as np
 
 from vqajax.core import files, runtime
-from vqajax.core.errors import InputError, exit_status
+from vqajax.core.errors import ArgumentParser, InputError, exit_status
 
 TOP_K = 5
 GROUNDED = 3  # the top answers grounded when the page names none
@@ -265,7 +265,7 @@ def build(page: Page):
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+  parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   runtime.add_compilation_cache_flag(parser)
   parser.add_argument("--workdir", type=files.path_arg, required=True, help="a trained VQA run")
   parser.add_argument("--therapy-workdir", type=files.path_arg, help="a trained VQA-AnswerTherapy mask run (draws the groundings)")

@@ -23,7 +23,9 @@ from vqajax.core.errors import InputError
 
 def read_config(path: str, tasks: Mapping[str, Any], data_dir: str | None = None):
   """The locked config of the run at `path` (a workdir or a bundle); InputError without one
-  or for a task not in `tasks`. `data_dir`: a bundle's data folder on this machine."""
+  or for a task not in `tasks`. `data_dir`: a bundle's data folder on this machine (both paths
+  a str or an os.PathLike)."""
+  path, data_dir = os.fspath(path), data_dir and os.fspath(data_dir)
   if not fs.isdir(path):
     raise InputError(f"{path}: no such run")
   is_bundle = bundle.is_bundle(path)
@@ -144,6 +146,9 @@ def read(path: str, tasks: Mapping[str, Any], step: int | None = None, best: boo
          data_dir: str | None = None) -> Checkpoint:
   """Checkpoint `step` (default: the latest; `best`: the best by `config.best_metric`) of
   the run at `path` (a workdir or a bundle) of one of `tasks` ({config.task: module})."""
+  path = os.fspath(path)
+  if step is not None and best:
+    raise InputError(f"{path}: step {step} and best: give one of them (--step N or --best)")
   config = read_config(path, tasks, data_dir)
   task = tasks[config.task]
   if bundle.is_bundle(path):
@@ -168,6 +173,7 @@ def read(path: str, tasks: Mapping[str, Any], step: int | None = None, best: boo
 def open_run(path: str, tasks: Mapping[str, Any], step: int | None = None, best: bool = False,
              devices=None, data_dir: str | None = None) -> Trained:
   """The run at `path` (`read`) with its model built and its parameters on `devices`."""
+  path = os.fspath(path)
   saved = read(path, tasks, step, best, data_dir)
   mesh = sharding.data_mesh(devices)
   enc = saved.task.encoders_from_tables(saved.tables)

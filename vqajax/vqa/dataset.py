@@ -360,6 +360,8 @@ def _load(config_data, vilt_spec: Callable | None) -> VQAData:
 
   with phases.timed("reading"):
     store = open_store(config_data)
+    if vilt_spec is None:
+      store.check_features("this model (config.model.name, not vilt)")
     captions = {split: _read_captions(config_data, split) for split in ("train", "val")}
   if (captions["train"] is None) != (captions["val"] is None):
     raise official_files.DataFileError("config.data: give both train_captions and val_captions, or neither")
