@@ -5,6 +5,7 @@ resolved from the Hugging Face cache."""
 
 import json
 import os
+import shlex
 import shutil
 import struct
 import subprocess
@@ -268,6 +269,19 @@ def test_a_hub_id_resolves_to_its_cached_snapshot_and_its_commit(offline, good):
     assert hub.resolve(value, vilt_hub.FILES, "config.model.init_from") == hub.Checkpoint(snapshot,
                                                                                           f"org/name@{COMMIT}")
   assert hub.resolve(good[0], vilt_hub.FILES, "f") == hub.Checkpoint(good[0], good[0])  # a folder stays itself
+
+
+def test_a_hub_model_without_safetensors_is_refused_with_the_conversion_of_its_id(offline, good, tmp_path):
+  snapshot = _hub_cache(offline, good)
+  os.remove(os.path.join(snapshot, vilt_hub.WEIGHTS))
+  checkpoint = vilt_hub.checkpoint("org/name")
+  with pytest.raises(InputError) as refused:
+    vilt_hub.headers(checkpoint.folder, checkpoint.name)
+  code = f'import transformers; transformers.ViltModel.from_pretrained("org/name", revision="{COMMIT}")' \
+         '.save_pretrained("name")'
+  assert str(refused.value) == (f"org/name@{COMMIT}: has no model.safetensors (nor model.safetensors.index.json); "
+                                "if it has pytorch_model.bin only, convert it once: python -c "
+                                f"{shlex.quote(code)} (needs torch and transformers), and start from that folder")
 
 
 @pytest.mark.parametrize("value, expected", [

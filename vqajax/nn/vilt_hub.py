@@ -168,11 +168,14 @@ def headers(folder: str, name: str | None = None) -> tuple[str, dict[str, Tensor
         for file in weight_map.values()):
       raise InputError(f'{index}: expected a safetensors index, {{"weight_map": {{tensor: a file in the folder}}}}')
     where, files = index, sorted(set(weight_map.values()))
+  elif name not in (None, folder):  # a Hub id, whose download skips pytorch_model.bin
+    raise InputError(f"{name}: has no {WEIGHTS} (nor {INDEX}); if it has {TORCH_WEIGHTS} only, convert it once: "
+                     f"{_convert_command(folder, name)} (needs torch and transformers), and start from that folder")
   elif os.path.lexists(os.path.join(folder, TORCH_WEIGHTS)):
-    raise InputError(f"{name or folder}: has {TORCH_WEIGHTS} only; convert it to {WEIGHTS} once: "
-                     f"{_convert_command(folder, name or folder)} (needs torch and transformers)")
+    raise InputError(f"{folder}: has {TORCH_WEIGHTS} only; convert it to {WEIGHTS} once: "
+                     f"{_convert_command(folder, folder)} (needs torch and transformers)")
   else:
-    raise InputError(f"{name or folder}: not a ViLT checkpoint (no {WEIGHTS} nor {INDEX} in {folder})")
+    raise InputError(f"{folder}: not a ViLT checkpoint (no {WEIGHTS} nor {INDEX})")
   tensors: dict[str, Tensor] = {}
   for file in files:
     path = hub.check(folder, file)  # a regular file; its size is checked against its header
