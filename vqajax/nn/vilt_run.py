@@ -135,7 +135,7 @@ def model_config(text_length: int, hidden_size: int, layers: int, heads: int, pa
   sizes (ViLT-B/32: 40, 768, 12, 12, 32)."""
   m = ml_collections.ConfigDict()
   m.name = "vilt"
-  m.init_from = ""                      # a Hub ViLT folder: its architecture, tokenizer and weights
+  m.init_from = ""                      # a Hub ViLT id or folder: its architecture, tokenizer and weights
   m.init_head = True                    # read its classifier too (False: every head initialised)
   m.text_length = text_length           # tokens (from scratch; init_from: its max_position_embeddings)
   m.hidden_size, m.num_hidden_layers, m.num_attention_heads = hidden_size, layers, heads
