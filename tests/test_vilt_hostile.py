@@ -246,12 +246,17 @@ def test_the_convert_hint_quotes_the_folder_for_the_shell(architecture, tmp_path
 
 
 def _hub_cache(root, good, repo: str = "org/name") -> str:
-  """A Hugging Face cache holding `repo` at COMMIT (refs/main), its files those of `good`."""
+  """A Hugging Face cache holding `repo` at COMMIT (refs/main) as huggingface_hub lays one out:
+  the snapshot's files are links to blobs/, here copies of `good`'s files."""
   models = root / "hub" / f"models--{repo.replace('/', '--')}"
-  shutil.copytree(good[0], models / "snapshots" / COMMIT)
-  os.makedirs(models / "refs")
+  snapshot = models / "snapshots" / COMMIT
+  for folder in (models / "blobs", snapshot, models / "refs"):
+    os.makedirs(folder)
+  for i, name in enumerate(sorted(os.listdir(good[0]))):
+    shutil.copy(os.path.join(good[0], name), models / "blobs" / f"blob{i}")
+    os.symlink(f"../../blobs/blob{i}", snapshot / name)
   (models / "refs" / "main").write_text(COMMIT)
-  return str(models / "snapshots" / COMMIT)
+  return str(snapshot)
 
 
 @pytest.fixture
