@@ -297,6 +297,8 @@ def test_a_hub_model_without_safetensors_is_refused_with_the_conversion_of_its_i
     ("not an id", "config.model.init_from 'not an id': no such folder, nor a Hugging Face Hub model id "
                   "(ORG/NAME or ORG/NAME@REVISION)"),
     ("org/../name", "no such folder, nor a Hugging Face Hub model id"),
+    ("org/na--me", "no such folder, nor a Hugging Face Hub model id"),
+    ("org/name..", "no such folder, nor a Hugging Face Hub model id"),
     ("org/name@", "no such folder, nor a Hugging Face Hub model id"),
 ])
 def test_a_hub_id_not_in_the_cache_while_offline_is_one_line(value, expected, offline, good):

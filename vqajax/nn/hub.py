@@ -50,15 +50,18 @@ def resolve(value: str, files: Sequence[str], field: str) -> Checkpoint:
 
 
 def _download(value: str, files: tuple[str, ...], field: str) -> Checkpoint:
-  repo, at, revision = value.partition("@")
-  if not REPO_ID.fullmatch(repo) or ".." in repo or (at and not revision):
-    raise InputError(f"{field} {value!r:.200}: no such folder, nor a Hugging Face Hub model id "
-                     "(ORG/NAME or ORG/NAME@REVISION)")
   import huggingface_hub  # only where an id is named
   from huggingface_hub import constants, errors
+  repo, at, revision = value.partition("@")
+  not_an_id = InputError(f"{field} {value!r:.200}: no such folder, nor a Hugging Face Hub model id "
+                         "(ORG/NAME or ORG/NAME@REVISION)")
+  if not REPO_ID.fullmatch(repo) or (at and not revision):
+    raise not_an_id
   where = f"{field} {value}"
   try:
     folder = huggingface_hub.snapshot_download(repo, revision=revision or None, allow_patterns=list(files))
+  except errors.HFValidationError:  # huggingface_hub's finer rules ("--", "..", a leading "-")
+    raise not_an_id from None
   except errors.LocalEntryNotFoundError:
     reason = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else "the Hub could not be reached"
     raise InputError(f"{where}: no such folder, and the Hub model is not in the Hugging Face cache "

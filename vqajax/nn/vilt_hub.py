@@ -154,7 +154,7 @@ class Tensor:
 
 
 def headers(folder: str, name: str | None = None) -> tuple[str, dict[str, Tensor]]:
-  """(the weights file or shard index, for messages; HF tensor name -> `Tensor`) of the folder's
+  """(the weights file or shard index, for messages; tensor name as stored -> `Tensor`) of the folder's
   safetensors headers, checked by safetensors (offsets within the file, covering it); no tensor
   is read. `name`: the checkpoint's name (`hub.Checkpoint.name`) for a conversion hint."""
   single, index = os.path.join(folder, WEIGHTS), os.path.join(folder, INDEX)
