@@ -161,8 +161,8 @@ def test_folders_that_are_not_vilt_checkpoints_are_refused(checkpoint, tmp_path)
     json.dump({"model_type": "vilt", "architectures": ["ViltForQuestionAnswering"]}, f)
   converting = re.escape(f"{bert}: has pytorch_model.bin only; convert it to model.safetensors once: ")
   with pytest.raises(InputError, match=converting + ".*transformers.ViltForQuestionAnswering.from_pretrained"):
-    vilt_hub.read_tensors(bert)
-  with pytest.raises(InputError, match="field hidden_size is '32'; expected int"):
+    vilt_hub.headers(bert)
+  with pytest.raises(InputError, match="field hidden_size: expected a positive integer <= 16384, got '32'"):
     vilt_hub.read_config(_copy(folder, tmp_path / "b", hidden_size="32"))
 
 

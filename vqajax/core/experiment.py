@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+import os
+from typing import Any, Callable
 
 import flax
 import jax
@@ -14,7 +15,7 @@ from absl import logging
 
 from vqajax.core import config as config_lib
 from vqajax.core import device_features, evals, phases, pipeline, sharding
-from vqajax.core.errors import InputError
+from vqajax.core.errors import InputError, RunFailed
 from vqajax.core.task import LABEL, Task
 
 
@@ -64,6 +65,7 @@ class Experiment:
   model: Any
   tx: optax.GradientTransformation
   features: device_features.DeviceFeatures | None  # None: streamed from the store by the host
+  start: Callable | None = None  # the task's `initial_params` (fresh params -> the initial ones), or None
 
   @classmethod
   def build(cls, task: Task, config, devices=None) -> "Experiment":
@@ -82,7 +84,11 @@ class Experiment:
     model = task.build_model(config.model, data.encoders)
     with phases.timed("device transfer"):
       features = device_features.place(config.data.get("features_on_device", "auto"), data, mesh)
-    return cls(config, mesh, task, data, model, make_optimizer(config.optimizer, config.num_train_steps), features)
+    exp = cls(config, mesh, task, data, model, make_optimizer(config.optimizer, config.num_train_steps), features)
+    abstract = exp.initial_state(abstract=True)
+    check_fits(abstract, mesh)
+    exp.start = task.initial_params(config.model, abstract.params, data.encoders)  # what it reads, checked now
+    return exp
 
   def initial_state(self, abstract: bool = False) -> TrainState:
     """A fresh train state, created directly with replicated shardings; with `abstract`,
@@ -102,8 +108,27 @@ class Experiment:
       return jax.eval_shape(create, key)
     with phases.timed("model init"):
       state = create(key)
-      loaded = self.task.initial_params(self.config.model, state.params, self.data.encoders)
-      if loaded is not None:  # a checkpoint's (config.model.init_from)
-        params = jax.device_put(loaded, replicated)
+      if self.start is not None:  # a checkpoint's (config.model.init_from)
+        params = jax.device_put(self.start(state.params), replicated)
         state = state.replace(params=params, opt_state=jax.jit(self.tx.init, out_shardings=replicated)(params))
       return jax.block_until_ready(state)
+
+
+def check_fits(state: TrainState, mesh) -> None:
+  """RunFailed when the train state alone (parameters and optimizer state, each device's shards)
+  exceeds a device's memory, or on CPU devices this machine's: the run could not start."""
+  per_device = sum(math.prod(leaf.sharding.shard_shape(leaf.shape)) * leaf.dtype.itemsize
+                   for leaf in jax.tree.leaves(state))
+  device = mesh.devices.flat[0]
+  stats = device.memory_stats() or {}
+  if "bytes_limit" in stats:
+    limit = stats["bytes_limit"]
+    where = f"the {limit / 2**30:.1f} GiB of a {device.device_kind}"
+  else:  # CPU devices share the machine's memory
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    here = sum(d.process_index == jax.process_index() for d in mesh.devices.flat)
+    limit = memory // here
+    where = f"this machine's {memory / 2**30:.1f} GiB shared by {here} devices"
+  if per_device > limit:
+    raise RunFailed(f"the train state (parameters and optimizer state) needs {per_device / 2**30:.1f} GiB per device, "
+                    f"more than {where}; choose a smaller model (config.model) or more devices")

@@ -97,17 +97,28 @@ def gc_paused() -> Iterator[None]:
       gc.enable()
 
 
+def check_file(path: str, max_bytes: int = MAX_INPUT_BYTES) -> None:
+  """DataFileError unless the local input `path` is a regular file (a fifo or a device, which
+  could block or never end, is refused before it is opened) of at most `max_bytes`."""
+  try:
+    st = os.stat(path)
+  except FileNotFoundError:
+    raise DataFileError(f"{path}: file not found") from None
+  except OSError as e:
+    raise DataFileError(f"{path}: cannot read ({e.strerror})") from None
+  if not stat.S_ISREG(st.st_mode):
+    raise DataFileError(f"{path}: not a regular file (a fifo, device or folder); expected a file")
+  if st.st_size > max_bytes:
+    raise DataFileError(f"{path}: {st.st_size} bytes, more than the {max_bytes} expected")
+
+
 def read_bytes(path: str, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
-  """The bytes of the input file `path`: a regular file (a fifo or a device, which could block
-  or never end, is refused before it is opened) of at most `max_bytes`, refused before it is read."""
+  """The bytes of the input file `path` (a local one as `check_file` allows), refused before it
+  is read when larger than `max_bytes`."""
   try:
     local = not fs.is_url(path)
     if local:
-      st = os.stat(path)
-      if not stat.S_ISREG(st.st_mode):
-        raise DataFileError(f"{path}: not a regular file (a fifo, device or folder); expected a file")
-      if st.st_size > max_bytes:
-        raise DataFileError(f"{path}: {st.st_size} bytes, more than the {max_bytes} expected")
+      check_file(path, max_bytes)
     with fs.open_file(path, "rb") as f:
       content = f.read() if local else f.read(max_bytes + 1)  # a local file's size is known
     if len(content) > max_bytes:

@@ -1,12 +1,16 @@
-"""A ViLT checkpoint folder as it comes from the Hugging Face Hub, read as it is (no torch).
+"""A ViLT checkpoint as it comes from the Hugging Face Hub (a folder, or a Hub id through
+`nn/hub.py`), read as it is (no torch) and as hostile input: every file regular and bounded, every
+config.json field checked against a bound (`CONFIG_FIELDS`), the weights' safetensors headers
+(names, dtypes, shapes, offsets) checked against the model before a byte of them is read.
 
 `config.json` (model_type "vilt") -> `vilt.ViltConfig`; `model.safetensors` (or its sharded
-index) through safetensors' numpy API; `tokenizer.json`, or `vocab.txt` with the lower-casing
-`tokenizer_config.json` names, through the `tokenizers` library. `parameter_table` is the one
-map from HF's tensor names to the Flax parameters of `vilt.py`, for `ViltModel` checkpoints
-(names without the `vilt.` prefix) and `ViltForQuestionAnswering` ones (`vilt.*`,
+index) through safetensors (`plan`, then `Plan.load`); `tokenizer.json`, or `vocab.txt` with the
+lower-casing `tokenizer_config.json` names, through the `tokenizers` library. `parameter_table`
+is the one map from HF's tensor names to the Flax parameters of `vilt.py`, for `ViltModel`
+checkpoints (names without the `vilt.` prefix) and `ViltForQuestionAnswering` ones (`vilt.*`,
 `classifier.*`). A folder with only `pytorch_model.bin` is refused with the command that
-converts it. Anything that does not fit is an InputError naming the folder and the tensor.
+converts it. Anything that does not fit is an InputError naming the file, the field or tensor
+and what was expected.
 """
 
 from __future__ import annotations
@@ -14,21 +18,45 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 from typing import Mapping, Sequence
 
 import jax
 import numpy as np
 import tokenizers
-from safetensors import SafetensorError
-from safetensors import numpy as safetensors_numpy
+from safetensors import SafetensorError, safe_open
 
+from vqajax.core.config import FLAG, Rule, integer, number, one_of
 from vqajax.core.errors import InputError
+from vqajax.nn import hub
 from vqajax.nn.vilt import ACTIVATIONS, ViltClassifier, ViltConfig, ViltMask, example_inputs
 
 WEIGHTS, INDEX, TORCH_WEIGHTS = "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt")
+FILES = ("config.json", "*.safetensors", INDEX, *TOKENIZER_FILES)  # what a ViLT checkpoint is read from
 OTHER_HEADS = ("mlm_score.", "itm_score.", "rank_output.")  # HF's pre-training / retrieval heads: read by no model here
 BUFFERS = ("vilt.embeddings.text_embeddings.position_ids", "vilt.embeddings.text_embeddings.token_type_ids")
 ANSWER_LAYER = "classifier.3."  # the VQA head's last layer: one output per label (`id2label`)
+ARCHITECTURES = ("ViltModel", "ViltForQuestionAnswering", "ViltForMaskedLM", "ViltForImagesAndTextClassification",
+                 "ViltForImageAndTextRetrieval", "ViltForTokenClassification")  # transformers' ViLT classes
+FLOATS = {"F16": np.float16, "BF16": "bfloat16", "F32": np.float32, "F64": np.float64}  # the dtypes read (as float32)
+
+MAX_JSON_BYTES = 16 * 2**20       # config.json, tokenizer_config.json, the shard index
+MAX_TOKENIZER_BYTES = 64 * 2**20  # tokenizer.json, vocab.txt
+MAX_LABELS = 100_000              # id2label / num_labels (VQA v2's head: 3129)
+# config.json's fields and their bounds: ViLT-B/32 is 30522 words, 40 tokens, 768 wide, 12 layers of 12 heads,
+# 3072 inner, 384 px in 32 px patches; the bounds let in far bigger models and nothing that cannot be built.
+CONFIG_FIELDS: dict[str, Rule] = {
+    "vocab_size": integer(1, 1_000_000), "type_vocab_size": integer(1, 1024),
+    "modality_type_vocab_size": integer(1, 1024), "max_position_embeddings": integer(1, 4096),
+    "hidden_size": integer(1, 16384), "num_hidden_layers": integer(1, 256), "num_attention_heads": integer(1, 256),
+    "intermediate_size": integer(1, 65536), "hidden_act": one_of(*ACTIVATIONS),
+    "hidden_dropout_prob": number(0, 1, hi_open=True), "attention_probs_dropout_prob": number(0, 1, hi_open=True),
+    "layer_norm_eps": number(0, 1, lo_open=True, hi_open=True), "image_size": integer(1, 8192),
+    "patch_size": integer(1, 8192), "num_channels": Rule("3 (RGB pictures)", lambda v: type(v) is int and v == 3),
+    "qkv_bias": FLAG, "max_image_length": integer(-1, 1_000_000), "num_images": integer(-1, 1_000_000),
+}
+NUM_LABELS = integer(1, MAX_LABELS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,83 +69,126 @@ class Loaded:
   answers_found: int | None = None  # with `labels`: how many have an output in the checkpoint
 
 
+def checkpoint(init_from: str) -> hub.Checkpoint:
+  """The ViLT checkpoint `config.model.init_from` names: a folder, or a Hub id (`nn/hub.py`)."""
+  return hub.resolve(init_from, FILES, "config.model.init_from")
+
+
 def read_config(folder: str) -> ViltConfig:
   """The architecture of a ViLT folder's `config.json`; HF's defaults fill the fields it omits."""
   path = os.path.join(folder, "config.json")
   if not os.path.isdir(folder):
     raise InputError(f"{folder}: not a folder (expected a ViLT checkpoint folder with config.json and {WEIGHTS})")
-  try:
-    with open(path, encoding="utf-8") as f:
-      raw = json.load(f)
-  except FileNotFoundError:
-    raise InputError(f"{folder}: not a ViLT checkpoint folder (no config.json)") from None
-  except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-    raise InputError(f"{path}: not a readable JSON file ({type(e).__name__}: {e})") from None
+  if not os.path.lexists(path):
+    raise InputError(f"{folder}: not a ViLT checkpoint folder (no config.json)")
+  raw = hub.read_json(folder, "config.json", MAX_JSON_BYTES)
   if not isinstance(raw, dict) or raw.get("model_type") != "vilt":
     found = raw.get("model_type") if isinstance(raw, dict) else type(raw).__name__
-    raise InputError(f"{path}: not a ViLT checkpoint (model_type {found!r}, expected 'vilt')")
+    raise InputError(f"{path}: not a ViLT checkpoint (model_type {found!r:.80}, expected 'vilt')")
   values = {}
-  for field in dataclasses.fields(ViltConfig):
-    if field.name in raw and field.name != "labels":
-      default = field.default
-      value, kind = raw[field.name], type(default)
-      ok = (isinstance(value, (int, float)) and not isinstance(value, bool) if kind is float
-            else isinstance(value, kind) and (kind is bool or not isinstance(value, bool)))
-      if not ok:
-        raise InputError(f"{path}: field {field.name} is {value!r}; expected {kind.__name__} (e.g. {default!r})")
-      values[field.name] = kind(value)
-  labels = raw.get("id2label")
-  if labels is None:
-    labels = {str(i): f"LABEL_{i}" for i in range(raw.get("num_labels", 2))}
-  if (not isinstance(labels, dict) or sorted(labels, key=str) != sorted(map(str, range(len(labels))), key=str)
-      or not all(isinstance(v, str) for v in labels.values())):
-    raise InputError(f"{path}: field id2label must map every id 0..n-1 to a string label")
-  config = ViltConfig(**values, labels=tuple(labels[str(i)] for i in range(len(labels))))
-  sizes = ("vocab_size", "type_vocab_size", "modality_type_vocab_size", "max_position_embeddings", "hidden_size",
-           "num_hidden_layers", "num_attention_heads", "intermediate_size", "image_size", "patch_size", "num_channels")
-  bad = [name for name in sizes if getattr(config, name) <= 0]
-  if bad or config.hidden_size % config.num_attention_heads or config.patch_size > config.image_size:
-    raise InputError(f"{path}: sizes do not fit ({', '.join(bad) or 'hidden_size, num_attention_heads, patch_size'}"
-                     ": positive sizes, hidden_size a multiple of num_attention_heads, patch_size <= image_size)")
-  if config.hidden_act not in ACTIVATIONS:
-    raise InputError(f"{path}: field hidden_act is {config.hidden_act!r}; expected one of {sorted(ACTIVATIONS)}")
+  for name, rule in CONFIG_FIELDS.items():
+    if name in raw:
+      _check(path, name, raw[name], rule)
+      values[name] = type(getattr(ViltConfig, name))(raw[name])  # an integer where a float goes: as a float
+  config = ViltConfig(**values, labels=_labels(path, raw))
+  problem = misfit(config)
+  if problem:
+    raise InputError(f"{path}: {problem}")
   return config
 
 
-def _convert_command(folder: str) -> str:
+def _check(path: str, name: str, value, rule: Rule) -> None:
+  if not rule.ok(value):
+    raise InputError(f"{path}: field {name}: expected {rule.expected}, got {value!r:.80}")
+
+
+def _labels(path: str, raw: dict) -> tuple[str, ...]:
+  """`id2label` in id order; without it, num_labels "LABEL_i" (HF's)."""
+  labels = raw.get("id2label")
+  if labels is None:
+    count = raw.get("num_labels", 2)
+    _check(path, "num_labels", count, NUM_LABELS)
+    return tuple(f"LABEL_{i}" for i in range(count))
+  if (not isinstance(labels, dict) or not 0 < len(labels) <= MAX_LABELS
+      or set(labels) != {str(i) for i in range(len(labels))} or not all(isinstance(v, str) for v in labels.values())):
+    raise InputError(f"{path}: field id2label: expected an object mapping every id 0..n-1 (n from 1 to {MAX_LABELS}) "
+                     "to a string label")
+  return tuple(labels[str(i)] for i in range(len(labels)))
+
+
+def misfit(config: ViltConfig) -> str | None:
+  """What in `config`'s sizes cannot be built together, or None."""
+  if config.hidden_size % config.num_attention_heads:
+    return (f"hidden_size {config.hidden_size} is not a multiple of num_attention_heads "
+            f"{config.num_attention_heads} (each head reads an equal share)")
+  if config.patch_size > config.image_size:
+    return f"patch_size {config.patch_size} is larger than image_size {config.image_size} (no whole patch)"
+  return None
+
+
+def _convert_command(folder: str, name: str) -> str:
+  """The shell command (its values quoted) that writes `name`'s weights as safetensors: into the
+  folder itself, or for a Hub id (`ORG/NAME@COMMIT`) into a new folder NAME here."""
   try:
-    with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
-      architecture = (json.load(f).get("architectures") or ["ViltModel"])[0]
-  except (OSError, ValueError, AttributeError, IndexError):
+    architecture = (hub.read_json(folder, "config.json", MAX_JSON_BYTES).get("architectures") or ["ViltModel"])[0]
+  except (InputError, AttributeError, IndexError, KeyError, TypeError):
     architecture = "ViltModel"
-  return (f"python -c \"import transformers; transformers.{architecture}.from_pretrained('{folder}')"
-          f".save_pretrained('{folder}')\" (needs torch and transformers; it adds {WEIGHTS})")
+  if architecture not in ARCHITECTURES:  # a name from the file goes into code only if it is one of these
+    architecture = "ViltModel"
+  if name == folder:
+    source, out = json.dumps(folder), json.dumps(folder)
+  else:
+    repo, _, revision = name.partition("@")
+    source, out = f"{json.dumps(repo)}, revision={json.dumps(revision)}", json.dumps(repo.split("/")[1])
+  code = f"import transformers; transformers.{architecture}.from_pretrained({source}).save_pretrained({out})"
+  return f"python -c {shlex.quote(code)}"
 
 
-def read_tensors(folder: str) -> dict[str, np.ndarray]:
-  """HF tensor name -> float32 array of the folder's safetensors weights (one file or shards)."""
-  files = [WEIGHTS]
-  index = os.path.join(folder, INDEX)
-  if not os.path.exists(os.path.join(folder, WEIGHTS)) and os.path.exists(index):
+@dataclasses.dataclass(frozen=True)
+class Tensor:
+  """A tensor as a safetensors header gives it."""
+  file: str
+  name: str
+  dtype: str
+  shape: tuple[int, ...]
+
+
+def headers(folder: str, name: str | None = None) -> tuple[str, dict[str, Tensor]]:
+  """(the weights file or shard index, for messages; tensor name as stored -> `Tensor`) of the folder's
+  safetensors headers, checked by safetensors (offsets within the file, covering it); no tensor
+  is read. `name`: the checkpoint's name (`hub.Checkpoint.name`) for a conversion hint."""
+  single, index = os.path.join(folder, WEIGHTS), os.path.join(folder, INDEX)
+  if os.path.lexists(single):
+    where, files = single, [WEIGHTS]
+  elif os.path.lexists(index):
+    weight_map = hub.read_json(folder, INDEX, MAX_JSON_BYTES)
+    weight_map = weight_map.get("weight_map") if isinstance(weight_map, dict) else None
+    if not isinstance(weight_map, dict) or not all(
+        isinstance(file, str) and file and os.path.basename(file) == file and file != ".."
+        for file in weight_map.values()):
+      raise InputError(f'{index}: expected a safetensors index, {{"weight_map": {{tensor: a file in the folder}}}}')
+    where, files = index, sorted(set(weight_map.values()))
+  elif name not in (None, folder):  # a Hub id, whose download skips pytorch_model.bin
+    raise InputError(f"{name}: has no {WEIGHTS} (nor {INDEX}); if it has {TORCH_WEIGHTS} only, convert it once: "
+                     f"{_convert_command(folder, name)} (needs torch and transformers), and start from that folder")
+  elif os.path.lexists(os.path.join(folder, TORCH_WEIGHTS)):
+    raise InputError(f"{folder}: has {TORCH_WEIGHTS} only; convert it to {WEIGHTS} once: "
+                     f"{_convert_command(folder, folder)} (needs torch and transformers)")
+  else:
+    raise InputError(f"{folder}: not a ViLT checkpoint (no {WEIGHTS} nor {INDEX})")
+  tensors: dict[str, Tensor] = {}
+  for file in files:
+    path = hub.check(folder, file)  # a regular file; its size is checked against its header
     try:
-      with open(index, encoding="utf-8") as f:
-        files = sorted(set(json.load(f)["weight_map"].values()))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-      raise InputError(f"{index}: not a safetensors index ({type(e).__name__}: {e})") from None
-    if not all(isinstance(name, str) and os.path.basename(name) == name for name in files):
-      raise InputError(f"{index}: weight_map must name files in the folder")
-  elif not os.path.exists(os.path.join(folder, WEIGHTS)):
-    if os.path.exists(os.path.join(folder, TORCH_WEIGHTS)):
-      raise InputError(f"{folder}: has {TORCH_WEIGHTS} only; convert it to {WEIGHTS} once: {_convert_command(folder)}")
-    raise InputError(f"{folder}: not a ViLT checkpoint folder (no {WEIGHTS})")
-  tensors = {}
-  for name in files:
-    path = os.path.join(folder, name)
-    try:
-      tensors.update(safetensors_numpy.load_file(path))
+      with safe_open(path, framework="numpy") as f:
+        for key in f.keys():
+          if key in tensors:
+            raise InputError(f"{path}: tensor {key} is in {tensors[key].file} too")
+          piece = f.get_slice(key)
+          tensors[key] = Tensor(path, key, piece.get_dtype(), tuple(piece.get_shape()))
     except (OSError, SafetensorError) as e:
       raise InputError(f"{path}: not a readable safetensors file ({type(e).__name__}: {e})") from None
-  return {name: np.asarray(tensor, np.float32) for name, tensor in tensors.items()}
+  return where, tensors
 
 
 # HF tensor name -> (Flax parameter path, layout): "dense" [out, in] -> [in, out]; "conv" [out, in, h, w] ->
@@ -192,58 +263,98 @@ def _listed(names: Sequence[str], limit: int = 4) -> str:
   return ", ".join(names[:limit]) + more
 
 
-def init_from(folder: str, params: Mapping, *, head: bool = True, labels: Sequence[str] | None = None) -> Loaded:
-  """`params` (of a `ViltClassifier` or `ViltMask`, freshly initialised) with every tensor of
-  the checkpoint in `folder` put in its place. With `labels` (the run's answers, one per
-  output), the VQA head's last layer is matched by label: an answer the checkpoint's
-  `id2label` has gets that output's weights, any other keeps its initial ones.
+@dataclasses.dataclass(frozen=True)
+class Plan:
+  """Where each tensor of a checkpoint goes in a model's parameters, checked against their
+  shapes from the headers alone (`plan`); `load` reads the tensors."""
+  reads: dict[tuple[str, ...], tuple[str, str]]  # Flax path -> (HF name, layout)
+  tensors: dict[str, Tensor]                     # HF name -> its header (the name as stored there)
+  hub_labels: tuple[str, ...]
+  labels: tuple[str, ...] | None
+  initialised: tuple[str, ...]
+  unused: tuple[str, ...]
+  answers_found: int | None
+
+  def load(self, params: Mapping) -> dict:
+    """`params` with the checkpoint's tensors in their places (float32)."""
+    initial, files = _leaves(params), {}
+    for path, (key, layout) in self.reads.items():
+      files.setdefault(self.tensors[key].file, {})[path] = (key, layout)
+    loaded = {}
+    for file, reads in files.items():
+      try:
+        with safe_open(file, framework="numpy") as f:
+          for path, (key, layout) in reads.items():
+            value = _TO_FLAX[layout](np.asarray(f.get_tensor(self.tensors[key].name), np.float32))
+            if self.labels is not None and key.startswith(ANSWER_LAYER):
+              value = _by_label(value, np.asarray(initial[path]), self.hub_labels, self.labels)
+            loaded[path] = np.ascontiguousarray(value)
+      except (OSError, SafetensorError) as e:  # changed since its header was read
+        raise InputError(f"{file}: not a readable safetensors file ({type(e).__name__}: {e})") from None
+    out: dict = {}
+    for path, value in initial.items():
+      node = out
+      for part in path[:-1]:
+        node = node.setdefault(part, {})
+      node[path[-1]] = loaded.get(path, value)
+    return out
+
+
+def plan(folder: str, params: Mapping, *, head: bool = True, labels: Sequence[str] | None = None,
+         name: str | None = None) -> Plan:
+  """Where the checkpoint in `folder` goes in `params` (of a `ViltClassifier` or `ViltMask`;
+  their shapes are enough: `jax.eval_shape`'s), every file it will read checked. With `labels`
+  (the run's answers, one per output), the VQA head's last layer is matched by label: an answer
+  the checkpoint's `id2label` has gets that output's weights, any other keeps its initial ones.
 
   The backbone must be complete; a head the checkpoint lacks (or every head with `head=False`,
   to fine-tune a VQA checkpoint for other labels) keeps its initial values and is named in
   `initialised`. Tensors of HF's other heads (masked LM, ITM, retrieval; the classifier with
   `head=False` or for a model without one) are named in `unused`; a tensor no ViLT model has,
-  or one whose shape differs from the model's, is an InputError naming it.
+  one whose shape differs from the model's or one not of floating point is an InputError
+  naming it. `name`: what the user named the checkpoint (a Hub id), for messages.
   """
   if "vilt" not in params:
-    raise ValueError("init_from takes a ViltClassifier's or ViltMask's parameters (the backbone under 'vilt')")
+    raise ValueError("plan takes a ViltClassifier's or ViltMask's parameters (the backbone under 'vilt')")
   hub_labels = read_config(folder).labels
-  tensors = read_tensors(folder)
-  if not any(name.startswith("vilt.") for name in tensors):  # a ViltModel checkpoint
-    tensors = {f"vilt.{name}": tensor for name, tensor in tensors.items()}
-  tensors = {name: tensor for name, tensor in tensors.items() if name not in BUFFERS}
-  weights = os.path.join(folder, WEIGHTS if os.path.exists(os.path.join(folder, WEIGHTS)) else INDEX)
+  weights, stored = headers(folder, name)
+  prefix = "" if any(key.startswith("vilt.") for key in stored) else "vilt."  # "": a ViltModel checkpoint
+  tensors = {prefix + key: tensor for key, tensor in stored.items() if prefix + key not in BUFFERS}  # by HF name
   table = parameter_table(_num_layers(params))
-  targets = _leaves(params)
-  unexpected = [name for name in tensors if name not in table and not name.startswith(OTHER_HEADS)]
+  targets = {path: tuple(np.shape(value)) for path, value in _leaves(params).items()}
+  unexpected = [key for key in tensors if key not in table and not key.startswith(OTHER_HEADS)]
   if unexpected:
     raise InputError(f"{weights}: {len(unexpected)} tensors that no ViLT model here has ({_listed(unexpected)})")
-  loaded, used, missing = {}, set(), []
-  for name, (path, layout) in table.items():
+  reads, missing = {}, []
+  for key, (path, layout) in table.items():
     if path not in targets or (not head and path[0] != "vilt"):
       continue
-    if name not in tensors:
-      missing.append(name)
+    if key not in tensors:
+      missing.append(key)
       continue
-    value, expected = _TO_FLAX[layout](tensors[name]), tuple(np.shape(targets[path]))
-    if labels is not None and name.startswith(ANSWER_LAYER):
-      value = _by_label(value, np.asarray(targets[path]), hub_labels, labels)
-    if value.shape != expected:
-      raise InputError(f"{weights}: tensor {name} has shape {tuple(tensors[name].shape)}; the model expects "
+    tensor, expected = tensors[key], targets[path]
+    if labels is not None and key.startswith(ANSWER_LAYER):  # the label axis: the checkpoint's labels
+      expected = expected[:-1] + (len(hub_labels),)
+    if tensor.shape != _TO_HF_SHAPE[layout](expected):
+      raise InputError(f"{weights}: tensor {key} has shape {tensor.shape}; the model expects "
                        f"{_TO_HF_SHAPE[layout](expected)}")
-    loaded[path] = np.ascontiguousarray(value)
-    used.add(name)
-  backbone = [name for name in missing if name.startswith("vilt.")]
+    if tensor.dtype not in FLOATS:
+      raise InputError(f"{tensor.file}: tensor {key} is of dtype {tensor.dtype}; expected one of {sorted(FLOATS)}")
+    reads[path] = (key, layout)
+  backbone = [key for key in missing if key.startswith("vilt.")]
   if backbone:
     raise InputError(f"{weights}: {len(backbone)} backbone tensors missing ({_listed(backbone)})")
-  out: dict = {}
-  for path, value in targets.items():
-    node = out
-    for part in path[:-1]:
-      node = node.setdefault(part, {})
-    node[path[-1]] = loaded.get(path, value)
-  initialised = sorted({path[0] for path in targets if path not in loaded})
-  found = None if labels is None else len(set(labels) & set(hub_labels))
-  return Loaded(out, tuple(initialised), tuple(sorted(set(tensors) - used)), found)
+  used = {key for key, _ in reads.values()}
+  return Plan(reads, {key: tensors[key] for key in used}, hub_labels, None if labels is None else tuple(labels),
+              initialised=tuple(sorted({path[0] for path in targets if path not in reads})),
+              unused=tuple(sorted(set(tensors) - used)),
+              answers_found=None if labels is None else len(set(labels) & set(hub_labels)))
+
+
+def init_from(folder: str, params: Mapping, *, head: bool = True, labels: Sequence[str] | None = None) -> Loaded:
+  """`params` (freshly initialised) with the checkpoint in `folder` in its place (`plan`)."""
+  found = plan(folder, params, head=head, labels=labels)
+  return Loaded(found.load(params), found.initialised, found.unused, found.answers_found)
 
 
 def _by_label(value: np.ndarray, initial: np.ndarray, have: Sequence[str], want: Sequence[str]) -> np.ndarray:
@@ -275,40 +386,41 @@ class Tokenizer:
                                ("token_type_ids", "type_ids"))}
 
 
-def read_tokenizer(folder: str, max_length: int = 40) -> Tokenizer:
+def read_tokenizer(folder: str, max_length: int = 40, vocab_size: int | None = None) -> Tokenizer:
   """The tokenizer of a ViLT folder (ViLT reads 40 tokens): `tokenizer.json` when present, else
-  `vocab.txt` with BERT's normalisation as `tokenizer_config.json` sets it (lower case by default)."""
-  settings_path = os.path.join(folder, "tokenizer_config.json")
+  `vocab.txt` with BERT's normalisation as `tokenizer_config.json` sets it (lower case by default).
+  With `vocab_size` (config.json's: the word embedding table's rows), every id must be below it."""
   settings = {}
-  if os.path.exists(settings_path):
-    try:
-      with open(settings_path, encoding="utf-8") as f:
-        settings = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-      raise InputError(f"{settings_path}: not a readable JSON file ({type(e).__name__}: {e})") from None
+  if os.path.lexists(os.path.join(folder, "tokenizer_config.json")):
+    settings = hub.read_json(folder, "tokenizer_config.json", MAX_JSON_BYTES)
     if not isinstance(settings, dict):
-      raise InputError(f"{settings_path}: expected a JSON object")
+      raise InputError(f"{os.path.join(folder, 'tokenizer_config.json')}: expected a JSON object")
   special = {name: settings.get(name, default) for name, default in (
       ("unk_token", "[UNK]"), ("sep_token", "[SEP]"), ("cls_token", "[CLS]"), ("pad_token", "[PAD]"),
       ("mask_token", "[MASK]"))}
   if not all(isinstance(token, str) for token in special.values()):
-    raise InputError(f"{settings_path}: special tokens must be strings ({special})")
-  path, vocab = os.path.join(folder, "tokenizer.json"), os.path.join(folder, "vocab.txt")
-  if not os.path.exists(path) and not os.path.exists(vocab):
+    raise InputError(f"{os.path.join(folder, 'tokenizer_config.json')}: special tokens must be strings "
+                     f"({special!r:.200})")
+  name = next((name for name in ("tokenizer.json", "vocab.txt") if os.path.lexists(os.path.join(folder, name))), None)
+  if name is None:
     raise InputError(f"{folder}: no tokenizer (expected tokenizer.json or vocab.txt)")
+  path = hub.check(folder, name, MAX_TOKENIZER_BYTES)
   try:
-    if os.path.exists(path):
+    if name == "tokenizer.json":
       tokenizer = tokenizers.Tokenizer.from_file(path)
     else:
-      path = vocab
       tokenizer = tokenizers.implementations.BertWordPieceTokenizer(
-          vocab, clean_text=True, handle_chinese_chars=settings.get("tokenize_chinese_chars", True),
+          path, clean_text=True, handle_chinese_chars=settings.get("tokenize_chinese_chars", True),
           strip_accents=settings.get("strip_accents"), lowercase=settings.get("do_lower_case", True),
           **special)._tokenizer
   except Exception as e:  # the tokenizers library raises plain Exceptions
-    raise InputError(f"{path}: not a readable tokenizer file ({type(e).__name__}: {e})") from None
+    raise InputError(f"{path}: not a readable tokenizer file ({type(e).__name__}: {str(e):.200})") from None
   if tokenizer.token_to_id(special["pad_token"]) is None:
-    raise InputError(f"{path}: the padding token {special['pad_token']!r} is not in the vocabulary")
+    raise InputError(f"{path}: the padding token {special['pad_token']!r:.80} is not in the vocabulary")
+  top = max(tokenizer.get_vocab(with_added_tokens=True).values())
+  if vocab_size is not None and top >= vocab_size:
+    raise InputError(f"{path}: token id {top} is past config.json's vocab_size {vocab_size} (the word embedding "
+                     "table's rows); expected a tokenizer of that checkpoint")
   return Tokenizer(tokenizer, max_length, special["pad_token"])
 
 
