@@ -97,9 +97,10 @@ def gc_paused() -> Iterator[None]:
       gc.enable()
 
 
-def check_file(path: str, max_bytes: int = MAX_INPUT_BYTES) -> None:
+def check_file(path: str, max_bytes: int | None = MAX_INPUT_BYTES) -> None:
   """DataFileError unless the local input `path` is a regular file (a fifo or a device, which
-  could block or never end, is refused before it is opened) of at most `max_bytes`."""
+  could block or never end, is refused before it is opened) of at most `max_bytes` (None: any
+  size, for files a library reads in pieces, e.g. safetensors)."""
   try:
     st = os.stat(path)
   except FileNotFoundError:
@@ -108,7 +109,7 @@ def check_file(path: str, max_bytes: int = MAX_INPUT_BYTES) -> None:
     raise DataFileError(f"{path}: cannot read ({e.strerror})") from None
   if not stat.S_ISREG(st.st_mode):
     raise DataFileError(f"{path}: not a regular file (a fifo, device or folder); expected a file")
-  if st.st_size > max_bytes:
+  if max_bytes is not None and st.st_size > max_bytes:
     raise DataFileError(f"{path}: {st.st_size} bytes, more than the {max_bytes} expected")
 
 
