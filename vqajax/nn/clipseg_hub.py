@@ -1,7 +1,7 @@
 """A CLIPSeg checkpoint folder as it comes from the Hugging Face Hub, read as it is (no torch).
 
 `config.json` (model_type "clipseg") -> `clipseg.CLIPSegConfig`; the safetensors weights of
-`CLIPSegForImageSegmentation` (one file or a sharded index) through `vilt_hub.read_tensors`;
+`CLIPSegForImageSegmentation` (one file or a sharded index; headers checked first, `vilt_hub.headers`);
 CLIP's byte-level BPE tokenizer from `tokenizer.json`, or built from `vocab.json` and
 `merges.txt` as transformers' converter builds it. `parameter_table` is the one map from HF's
 tensor names to the Flax parameters of `clipseg.py` (a layer's tensors go to row `i` of the
@@ -12,16 +12,17 @@ tensor.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Mapping
 
 import jax
 import numpy as np
 import tokenizers
+from safetensors import SafetensorError, safe_open
 
+from vqajax.core import official_files
 from vqajax.core.errors import InputError
-from vqajax.nn import vilt_hub
+from vqajax.nn import hub, vilt_hub
 from vqajax.nn.clipseg import ACTIVATIONS, CLIPSeg, CLIPSegConfig, Tower, example_inputs
 
 UNUSED = ("clip.logit_scale",)  # CLIP's contrastive temperature: read by no mask
@@ -29,17 +30,30 @@ MAX_SIZE = 1 << 16  # no released CLIP has a width, depth, vocabulary or length 
 MAX_LAYERS = 256
 
 
-def _json(path: str) -> dict:
-  try:
-    with open(path, encoding="utf-8") as f:
-      raw = json.load(f)
-  except FileNotFoundError:
-    raise InputError(f"{os.path.dirname(path)}: not a CLIPSeg checkpoint folder (no {os.path.basename(path)})") from None
-  except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
-    raise InputError(f"{path}: not a readable JSON file ({type(e).__name__})") from None
+def _json(path: str, max_bytes: int = vilt_hub.MAX_JSON_BYTES) -> dict:
+  folder, name = os.path.split(path)
+  if not os.path.lexists(path):
+    raise InputError(f"{folder}: not a CLIPSeg checkpoint folder (no {name})")
+  raw = hub.read_json(folder, name, max_bytes)
   if not isinstance(raw, dict):
     raise InputError(f"{path}: expected a JSON object, got {type(raw).__name__}")
   return raw
+
+
+def _tensors(folder: str) -> tuple[str, dict[str, np.ndarray]]:
+  """(the weights file or index, HF name -> float32 array) of the folder's safetensors."""
+  where, stored = vilt_hub.headers(folder)
+  bad = [key for key, tensor in stored.items() if tensor.dtype not in vilt_hub.FLOATS]
+  if bad:
+    raise InputError(f"{where}: tensor {bad[0]} is {stored[bad[0]].dtype}; expected floating point")
+  out = {}
+  for file in sorted({tensor.file for tensor in stored.values()}):
+    try:
+      with safe_open(file, framework="numpy") as f:
+        out.update({key: np.asarray(f.get_tensor(key), np.float32) for key in f.keys()})
+    except (OSError, SafetensorError) as e:
+      raise InputError(f"{file}: not a readable safetensors file ({type(e).__name__}: {e})") from None
+  return where, out
 
 
 def _field(raw: dict, name: str, default, path: str, where: str = ""):
@@ -179,9 +193,9 @@ def read_params(folder: str, config: CLIPSegConfig | None = None) -> dict:
   """The Flax parameters of `CLIPSeg(config)` from the folder's weights: every tensor the model
   has, none it has not, each of its shape."""
   config = config or read_config(folder)
-  tensors = {name: value for name, value in vilt_hub.read_tensors(folder).items() if name not in UNUSED}
+  where, tensors = _tensors(folder)
+  tensors = {name: value for name, value in tensors.items() if name not in UNUSED}
   table = parameter_table(config)
-  where = os.path.join(folder, "model.safetensors")
   unexpected = sorted(set(tensors) - set(table))
   missing = sorted(set(table) - set(tensors))
   if unexpected or missing:
@@ -211,12 +225,12 @@ def read_params(folder: str, config: CLIPSegConfig | None = None) -> dict:
 
 def _clip_tokenizer(folder: str) -> tokenizers.Tokenizer:
   """CLIP's tokenizer from `vocab.json` + `merges.txt`, as transformers' CLIPConverter builds it."""
-  vocab = _json(os.path.join(folder, "vocab.json"))
-  try:
-    with open(os.path.join(folder, "merges.txt"), encoding="utf-8") as f:
-      lines = [line for line in f.read().splitlines()[1:] if line]  # a version line first
-  except OSError as e:
-    raise InputError(f"{folder}: no readable tokenizer.json or merges.txt ({type(e).__name__})") from None
+  vocab = _json(os.path.join(folder, "vocab.json"), vilt_hub.MAX_TOKENIZER_BYTES)
+  if not os.path.lexists(os.path.join(folder, "merges.txt")):
+    raise InputError(f"{folder}: no tokenizer.json, nor merges.txt beside vocab.json")
+  path = os.path.join(folder, "merges.txt")
+  text = official_files.read_bytes(path, vilt_hub.MAX_TOKENIZER_BYTES).decode("utf-8", "replace")
+  lines = [line for line in text.splitlines()[1:] if line]  # a version line first
   merges = [tuple(line.split()) for line in lines]
   if not all(len(m) == 2 for m in merges) or not all(isinstance(i, int) for i in vocab.values()):
     raise InputError(f"{folder}: merges.txt / vocab.json are not CLIP's BPE files")
@@ -242,9 +256,9 @@ def _clip_tokenizer(folder: str) -> tokenizers.Tokenizer:
 
 def read_tokenizer(folder: str) -> tokenizers.Tokenizer:
   """The folder's CLIP tokenizer (`tokenizer.json`, else vocab.json + merges.txt)."""
-  path = os.path.join(folder, "tokenizer.json")
-  if not os.path.exists(path):
+  if not os.path.lexists(os.path.join(folder, "tokenizer.json")):
     return _clip_tokenizer(folder)
+  path = hub.check(folder, "tokenizer.json", vilt_hub.MAX_TOKENIZER_BYTES)
   try:
     return tokenizers.Tokenizer.from_file(path)
   except Exception as e:  # tokenizers raises its own Exception for any malformed file
