@@ -114,7 +114,7 @@ def test_a_mask_run_from_a_checkpoint_starts_with_its_parameters(tiny_copy, tmp_
   assert "initialised mask_head (not in the checkpoint)" in caplog.text
   np.testing.assert_array_equal(params["vilt"]["text_embeddings"]["word_embeddings"]["embedding"],
                                 tensors["embeddings.text_embeddings.word_embeddings.weight"])
-  np.testing.assert_array_equal(params["vilt"]["layer_0"]["intermediate"]["kernel"],
+  np.testing.assert_array_equal(params["vilt"]["layers"]["intermediate"]["kernel"][0],
                                 tensors["encoder.layer.0.intermediate.dense.weight"].T)
   assert sum(x.size for x in jax.tree_util.tree_leaves(params["vilt"])) == sum(t.size for t in tensors.values())
   assert params["mask_head"]["kernel"].shape == (16, 1)

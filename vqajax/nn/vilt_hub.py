@@ -3,9 +3,9 @@
 `config.json` (model_type "vilt") -> `vilt.ViltConfig`; `model.safetensors` (or its sharded
 index) through safetensors' numpy API; `tokenizer.json`, or `vocab.txt` with the lower-casing
 `tokenizer_config.json` names, through the `tokenizers` library. `parameter_table` is the one
-map from HF's tensor names to the Flax parameters of `vilt.py`, for `ViltModel` checkpoints
-(names without the `vilt.` prefix) and `ViltForQuestionAnswering` ones (`vilt.*`,
-`classifier.*`). A folder with only `pytorch_model.bin` is refused with the command that
+map from HF's tensor names to the Flax parameters of `vilt.py` (HF's per-layer tensors to rows of
+the stacked layers), for `ViltModel` checkpoints (names without the `vilt.` prefix) and
+`ViltForQuestionAnswering` ones (`vilt.*`, `classifier.*`); `hub_tensors` maps back. A folder with only `pytorch_model.bin` is refused with the command that
 converts it. Anything that does not fit is an InputError naming the folder and the tensor.
 """
 
@@ -120,47 +120,50 @@ def read_tensors(folder: str) -> dict[str, np.ndarray]:
   return {name: np.asarray(tensor, np.float32) for name, tensor in tensors.items()}
 
 
-# HF tensor name -> (Flax parameter path, layout): "dense" [out, in] -> [in, out]; "conv" [out, in, h, w] ->
-# [h, w, in, out]; "same" as it is.
-Table = dict[str, tuple[tuple[str, ...], str]]
+# HF tensor name -> (Flax parameter path, layout, layer): "dense" [out, in] -> [in, out]; "conv" [out, in, h, w] ->
+# [h, w, in, out]; "same" as it is; `layer` the row of a stacked (scanned) parameter HF keeps per layer, else None.
+Table = dict[str, tuple[tuple[str, ...], str, int | None]]
 
 
-def _linear(table: Table, hf: str, path: tuple[str, ...]) -> None:
-  table[f"{hf}.weight"] = (path + ("kernel",), "dense")
-  table[f"{hf}.bias"] = (path + ("bias",), "same")
+def _linear(table: Table, hf: str, path: tuple[str, ...], layer: int | None = None) -> None:
+  table[f"{hf}.weight"] = (path + ("kernel",), "dense", layer)
+  table[f"{hf}.bias"] = (path + ("bias",), "same", layer)
 
 
-def _layer_norm(table: Table, hf: str, path: tuple[str, ...]) -> None:
-  table[f"{hf}.weight"] = (path + ("scale",), "same")
-  table[f"{hf}.bias"] = (path + ("bias",), "same")
+def _layer_norm(table: Table, hf: str, path: tuple[str, ...], layer: int | None = None) -> None:
+  table[f"{hf}.weight"] = (path + ("scale",), "same", layer)
+  table[f"{hf}.bias"] = (path + ("bias",), "same", layer)
 
 
 def parameter_table(num_layers: int) -> Table:
   """HF `ViltForQuestionAnswering` names (`vilt.*` and `classifier.*`) -> Flax paths of
-  `ViltClassifier` (`vilt` and `classifier`); a `ViltModel` checkpoint's names are the `vilt.*`
-  ones without the prefix."""
+  `ViltClassifier` (`vilt` and `classifier`); HF's `vilt.encoder.layer.{i}.*` tensors are row i of
+  the stacked `vilt/layers/*` arrays. A `ViltModel` checkpoint's names are the `vilt.*` ones
+  without the prefix."""
   e, v = "vilt.embeddings", ("vilt",)
   table: Table = {
-      f"{e}.text_embeddings.word_embeddings.weight": (v + ("text_embeddings", "word_embeddings", "embedding"), "same"),
-      f"{e}.text_embeddings.position_embeddings.weight": (v + ("text_embeddings", "position_embeddings"), "same"),
+      f"{e}.text_embeddings.word_embeddings.weight": (
+          v + ("text_embeddings", "word_embeddings", "embedding"), "same", None),
+      f"{e}.text_embeddings.position_embeddings.weight": (v + ("text_embeddings", "position_embeddings"), "same", None),
       f"{e}.text_embeddings.token_type_embeddings.weight": (
-          v + ("text_embeddings", "token_type_embeddings", "embedding"), "same"),
-      f"{e}.cls_token": (v + ("cls_token",), "same"),
-      f"{e}.position_embeddings": (v + ("position_embeddings",), "same"),
-      f"{e}.patch_embeddings.projection.weight": (v + ("patch_embeddings", "kernel"), "conv"),
-      f"{e}.patch_embeddings.projection.bias": (v + ("patch_embeddings", "bias"), "same"),
-      f"{e}.token_type_embeddings.weight": (v + ("modality_embeddings", "embedding"), "same"),
+          v + ("text_embeddings", "token_type_embeddings", "embedding"), "same", None),
+      f"{e}.cls_token": (v + ("cls_token",), "same", None),
+      f"{e}.position_embeddings": (v + ("position_embeddings",), "same", None),
+      f"{e}.patch_embeddings.projection.weight": (v + ("patch_embeddings", "kernel"), "conv", None),
+      f"{e}.patch_embeddings.projection.bias": (v + ("patch_embeddings", "bias"), "same", None),
+      f"{e}.token_type_embeddings.weight": (v + ("modality_embeddings", "embedding"), "same", None),
   }
   _layer_norm(table, f"{e}.text_embeddings.LayerNorm", v + ("text_embeddings", "layer_norm"))
+  path = v + ("layers",)
   for i in range(num_layers):
-    hf, path = f"vilt.encoder.layer.{i}", v + (f"layer_{i}",)
-    _layer_norm(table, f"{hf}.layernorm_before", path + ("layernorm_before",))
+    hf = f"vilt.encoder.layer.{i}"
+    _layer_norm(table, f"{hf}.layernorm_before", path + ("layernorm_before",), i)
     for name in ("query", "key", "value"):
-      _linear(table, f"{hf}.attention.attention.{name}", path + (name,))
-    _linear(table, f"{hf}.attention.output.dense", path + ("attention_output",))
-    _layer_norm(table, f"{hf}.layernorm_after", path + ("layernorm_after",))
-    _linear(table, f"{hf}.intermediate.dense", path + ("intermediate",))
-    _linear(table, f"{hf}.output.dense", path + ("output",))
+      _linear(table, f"{hf}.attention.attention.{name}", path + (name,), i)
+    _linear(table, f"{hf}.attention.output.dense", path + ("attention_output",), i)
+    _layer_norm(table, f"{hf}.layernorm_after", path + ("layernorm_after",), i)
+    _linear(table, f"{hf}.intermediate.dense", path + ("intermediate",), i)
+    _linear(table, f"{hf}.output.dense", path + ("output",), i)
   _layer_norm(table, "vilt.layernorm", v + ("layernorm",))
   _linear(table, "vilt.pooler.dense", v + ("pooler",))
   _linear(table, "classifier.0", ("classifier", "dense_0"))
@@ -170,6 +173,7 @@ def parameter_table(num_layers: int) -> Table:
 
 
 _TO_FLAX = {"same": lambda w: w, "dense": lambda w: w.T, "conv": lambda w: w.transpose(2, 3, 1, 0)}
+_TO_HF = {"same": lambda w: w, "dense": lambda w: w.T, "conv": lambda w: w.transpose(3, 2, 0, 1)}
 _TO_HF_SHAPE = {"same": lambda s: s, "dense": lambda s: s[::-1], "conv": lambda s: (s[3], s[2], s[0], s[1])}
 
 
@@ -184,7 +188,16 @@ def _leaves(params: Mapping, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ..
 
 
 def _num_layers(params: Mapping) -> int:
-  return sum(1 for key in params.get("vilt", {}) if key.startswith("layer_"))
+  """The depth of `params`' stacked layers (their leading axis)."""
+  return int(np.shape(params["vilt"]["layers"]["query"]["kernel"])[0])
+
+
+def hub_tensors(params: Mapping) -> dict[str, np.ndarray]:
+  """The inverse of the table: HF's tensors (names with the `vilt.` prefix, HF's layouts, one per
+  layer) of a `ViltClassifier`'s or `ViltMask`'s parameters, for every name the model has."""
+  leaves = _leaves(params)
+  return {name: np.ascontiguousarray(_TO_HF[layout](np.asarray(leaves[path] if layer is None else leaves[path][layer])))
+          for name, (path, layout, layer) in parameter_table(_num_layers(params)).items() if path in leaves}
 
 
 def _listed(names: Sequence[str], limit: int = 4) -> str:
@@ -218,19 +231,23 @@ def init_from(folder: str, params: Mapping, *, head: bool = True, labels: Sequen
   if unexpected:
     raise InputError(f"{weights}: {len(unexpected)} tensors that no ViLT model here has ({_listed(unexpected)})")
   loaded, used, missing = {}, set(), []
-  for name, (path, layout) in table.items():
+  for name, (path, layout, layer) in table.items():
     if path not in targets or (not head and path[0] != "vilt"):
       continue
     if name not in tensors:
       missing.append(name)
       continue
-    value, expected = _TO_FLAX[layout](tensors[name]), tuple(np.shape(targets[path]))
+    shape = tuple(np.shape(targets[path]))
+    value, expected = _TO_FLAX[layout](tensors[name]), shape if layer is None else shape[1:]
     if labels is not None and name.startswith(ANSWER_LAYER):
       value = _by_label(value, np.asarray(targets[path]), hub_labels, labels)
     if value.shape != expected:
       raise InputError(f"{weights}: tensor {name} has shape {tuple(tensors[name].shape)}; the model expects "
                        f"{_TO_HF_SHAPE[layout](expected)}")
-    loaded[path] = np.ascontiguousarray(value)
+    if layer is None:
+      loaded[path] = np.ascontiguousarray(value)
+    else:  # its row of the stack (every row is read: a missing one is refused below)
+      loaded.setdefault(path, np.zeros(shape, np.float32))[layer] = value
     used.add(name)
   backbone = [name for name in missing if name.startswith("vilt.")]
   if backbone:
