@@ -23,7 +23,7 @@ from jax.sharding import PartitionSpec as P
 from vqajax.core.errors import InputError
 
 AXES = ("data", "fsdp")
-BATCH = AXES  # a batch's rows are split over every device, in device order
+BATCH = AXES  # a batch's rows are split over every device, in device order (every axis: nn/ relies on it)
 
 
 def data_mesh(devices=None, fsdp: int = 1) -> Mesh:
@@ -43,11 +43,6 @@ def data_sharding(mesh: Mesh) -> NamedSharding:
 
 def replicated(mesh: Mesh) -> NamedSharding:
   return NamedSharding(mesh, P())
-
-
-def batch_devices(mesh) -> int:
-  """How many devices a batch is split over (`mesh` concrete or abstract)."""
-  return int(np.prod([mesh.shape.get(axis, 1) for axis in BATCH]))
 
 
 def fsdp_spec(shape: tuple[int, ...], itemsize: int, fsdp: int, min_bytes: int) -> P:

@@ -10,6 +10,7 @@ fields), which both papers' configs take from here (`FIELDS`, `check`).
 from __future__ import annotations
 
 import functools
+import math
 from typing import Callable
 
 import flax.linen as nn
@@ -19,7 +20,6 @@ import ml_collections
 from flax.linen.recurrent import DenseParams
 from jax.sharding import PartitionSpec as P
 
-from vqajax.core import sharding
 from vqajax.core.config import integer, number
 from vqajax.core.errors import InputError
 from vqajax.nn import initializers, lstm
@@ -91,9 +91,10 @@ class LSTMEncoder(nn.Module):
         self.embed_dim if layer == 0 else self.hidden) for layer in range(self.layers)]
     encode = functools.partial(lstm.encode, dtype=self.dtype, impl=self.impl)
     mesh = jax.sharding.get_abstract_mesh()
-    if sharding.batch_devices(mesh) > 1:  # the weights whole on each device (gathered where FSDP splits them)
-      encode = jax.shard_map(encode, mesh=mesh, in_specs=(P(None, sharding.BATCH), P(sharding.BATCH), P()),
-                             out_specs=P(sharding.BATCH), check_vma=False)
+    rows = tuple(mesh.axis_names)  # a batch's rows are split over every axis (`core/sharding.py`)
+    if math.prod(mesh.shape.values()) > 1:  # the weights whole on each device (gathered where FSDP splits them)
+      encode = jax.shard_map(encode, mesh=mesh, in_specs=(P(None, rows), P(rows), P()), out_specs=P(rows),
+                             check_vma=False)
     return encode(x, lengths, weights)
 
 
