@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 from typing import Any, Callable
@@ -69,8 +70,8 @@ class Experiment:
 
   @classmethod
   def build(cls, task: Task, config, devices=None) -> "Experiment":
-    mesh = sharding.data_mesh(devices)
     config_lib.check(config, config_lib.TRAINING)
+    mesh = sharding.data_mesh(devices, config.mesh.fsdp)
     evals.check(config, task)
     sharding.local_batch_size(config.batch_size, mesh)
     data = task.load(config)
@@ -90,27 +91,37 @@ class Experiment:
     exp.start = task.initial_params(config.model, abstract.params, data.encoders)  # what it reads, checked now
     return exp
 
-  def initial_state(self, abstract: bool = False) -> TrainState:
-    """A fresh train state, created directly with replicated shardings; with `abstract`,
-    only its shapes, dtypes and shardings (a restore target: nothing is computed)."""
+  def _init(self):
+    """`init(rng) -> TrainState`, a fresh state from the model's example batch."""
     example = pipeline.example_batch(self.data.train, self.data.store, 2, self.task.TRAIN_KEYS, self.task.LENGTHS)
 
     def init(rng):
       params_rng, rng = jax.random.split(rng)
       params = self.model.init(params_rng, example, train=False)["params"]
-      return TrainState(step=jnp.zeros((), jnp.int32), params=params,
-                        opt_state=self.tx.init(params), rng=rng)
+      return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=self.tx.init(params), rng=rng)
 
-    replicated = sharding.replicated(self.mesh)
-    create = jax.jit(init, out_shardings=replicated)
+    return init
+
+  @functools.cached_property
+  def state_sharding(self) -> TrainState:
+    """The train state's shardings on the mesh (`sharding.state_sharding`: FSDP over 'fsdp')."""
+    shapes = jax.eval_shape(self._init(), jax.random.PRNGKey(0))
+    return sharding.state_sharding(shapes, self.mesh, self.config.mesh.min_shard_bytes)
+
+  def initial_state(self, abstract: bool = False) -> TrainState:
+    """A fresh train state, created directly on its shardings (`state_sharding`: no whole copy
+    first); with `abstract`, only its shapes, dtypes and shardings (a restore target: nothing
+    is computed)."""
+    shardings = self.state_sharding
+    create = jax.jit(self._init(), out_shardings=shardings)
     key = jax.random.PRNGKey(self.config.seed)
     if abstract:
       return jax.eval_shape(create, key)
     with phases.timed("model init"):
       state = create(key)
       if self.start is not None:  # a checkpoint's (config.model.init_from)
-        params = jax.device_put(self.start(state.params), replicated)
-        state = state.replace(params=params, opt_state=jax.jit(self.tx.init, out_shardings=replicated)(params))
+        params = jax.device_put(self.start(state.params), shardings.params)
+        state = state.replace(params=params, opt_state=jax.jit(self.tx.init, out_shardings=shardings.opt_state)(params))
       return jax.block_until_ready(state)
 
 

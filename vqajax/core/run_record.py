@@ -39,11 +39,12 @@ FORMAT = 1  # run.json's layout; a change to it (or to what a config field means
 LOCK_FILE = "lock"
 LAUNCH_DIR = "launch"  # a launcher's logs of the run's jobs (`vqajax/launch.py`), made before run.json
 # Fields a rerun may change: how long it trains, how often it logs / evaluates / keeps, which
-# evaluations it makes (`evals.*`) and where its features live (the same values either way).
+# evaluations it makes (`evals.*`), where its features live, how the devices split the work
+# (`mesh.*`) and what the backward pass recomputes (`model.remat`): the same values either way.
 BUDGET_FIELDS = ("num_train_steps", "num_epochs", "log_every_steps", "eval_every_steps", "keep_checkpoints",
                  "checkpoint_every_steps", "profile_steps",
-                 "eval_batch_size", "data.features_on_device")
-BUDGET_GROUPS = ("evals.",)
+                 "eval_batch_size", "data.features_on_device", "model.remat")
+BUDGET_GROUPS = ("evals.", "mesh.")
 
 
 def read_record(workdir: str) -> dict | None:

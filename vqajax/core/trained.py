@@ -175,7 +175,7 @@ def open_run(path: str, tasks: Mapping[str, Any], step: int | None = None, best:
   """The run at `path` (`read`) with its model built and its parameters on `devices`."""
   path = os.fspath(path)
   saved = read(path, tasks, step, best, data_dir)
-  mesh = sharding.data_mesh(devices)
+  mesh = sharding.data_mesh(devices)  # parameters replicated: a reader runs on whatever devices it has
   enc = saved.task.encoders_from_tables(saved.tables)
   return Trained(path=path, config=saved.config, task=saved.task, encoders=enc,
                  params=jax.device_put(saved.params, sharding.replicated(mesh)), step=saved.step,

@@ -24,14 +24,13 @@ from typing import Mapping, Sequence
 import jax
 import numpy as np
 import tokenizers
-from safetensors import SafetensorError, safe_open
 
 from vqajax.core.config import FLAG, Rule, integer, number, one_of
 from vqajax.core.errors import InputError
 from vqajax.nn import hub
 from vqajax.nn.vilt import ACTIVATIONS, ViltClassifier, ViltConfig, ViltMask, example_inputs
 
-WEIGHTS, INDEX, TORCH_WEIGHTS = "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"
+WEIGHTS, INDEX = hub.WEIGHTS, hub.INDEX
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt")
 FILES = ("config.json", "*.safetensors", INDEX, *TOKENIZER_FILES)  # what a ViLT checkpoint is read from
 OTHER_HEADS = ("mlm_score.", "itm_score.", "rank_output.")  # HF's pre-training / retrieval heads: read by no model here
@@ -39,9 +38,7 @@ BUFFERS = ("vilt.embeddings.text_embeddings.position_ids", "vilt.embeddings.text
 ANSWER_LAYER = "classifier.3."  # the VQA head's last layer: one output per label (`id2label`)
 ARCHITECTURES = ("ViltModel", "ViltForQuestionAnswering", "ViltForMaskedLM", "ViltForImagesAndTextClassification",
                  "ViltForImageAndTextRetrieval", "ViltForTokenClassification")  # transformers' ViLT classes
-FLOATS = {"F16": np.float16, "BF16": "bfloat16", "F32": np.float32, "F64": np.float64}  # the dtypes read (as float32)
-
-MAX_JSON_BYTES = 16 * 2**20       # config.json, tokenizer_config.json, the shard index
+MAX_JSON_BYTES = hub.MAX_JSON_BYTES
 MAX_TOKENIZER_BYTES = 64 * 2**20  # tokenizer.json, vocab.txt
 MAX_LABELS = 100_000              # id2label / num_labels (VQA v2's head: 3129)
 # config.json's fields and their bounds: ViLT-B/32 is 30522 words, 40 tokens, 768 wide, 12 layers of 12 heads,
@@ -144,118 +141,57 @@ def _convert_command(folder: str, name: str) -> str:
   return f"python -c {shlex.quote(code)}"
 
 
-@dataclasses.dataclass(frozen=True)
-class Tensor:
-  """A tensor as a safetensors header gives it."""
-  file: str
-  name: str
-  dtype: str
-  shape: tuple[int, ...]
+def headers(folder: str, name: str | None = None) -> tuple[str, dict[str, hub.Tensor]]:
+  """The folder's safetensors headers (`hub.headers`), a `pytorch_model.bin`-only one refused with
+  the command that converts it."""
+  return hub.headers(folder, name, _convert_command, "ViLT checkpoint")
 
 
-def headers(folder: str, name: str | None = None) -> tuple[str, dict[str, Tensor]]:
-  """(the weights file or shard index, for messages; tensor name as stored -> `Tensor`) of the folder's
-  safetensors headers, checked by safetensors (offsets within the file, covering it); no tensor
-  is read. `name`: the checkpoint's name (`hub.Checkpoint.name`) for a conversion hint."""
-  single, index = os.path.join(folder, WEIGHTS), os.path.join(folder, INDEX)
-  if os.path.lexists(single):
-    where, files = single, [WEIGHTS]
-  elif os.path.lexists(index):
-    weight_map = hub.read_json(folder, INDEX, MAX_JSON_BYTES)
-    weight_map = weight_map.get("weight_map") if isinstance(weight_map, dict) else None
-    if not isinstance(weight_map, dict) or not all(
-        isinstance(file, str) and file and os.path.basename(file) == file and file != ".."
-        for file in weight_map.values()):
-      raise InputError(f'{index}: expected a safetensors index, {{"weight_map": {{tensor: a file in the folder}}}}')
-    where, files = index, sorted(set(weight_map.values()))
-  elif name not in (None, folder):  # a Hub id, whose download skips pytorch_model.bin
-    raise InputError(f"{name}: has no {WEIGHTS} (nor {INDEX}); if it has {TORCH_WEIGHTS} only, convert it once: "
-                     f"{_convert_command(folder, name)} (needs torch and transformers), and start from that folder")
-  elif os.path.lexists(os.path.join(folder, TORCH_WEIGHTS)):
-    raise InputError(f"{folder}: has {TORCH_WEIGHTS} only; convert it to {WEIGHTS} once: "
-                     f"{_convert_command(folder, folder)} (needs torch and transformers)")
-  else:
-    raise InputError(f"{folder}: not a ViLT checkpoint (no {WEIGHTS} nor {INDEX})")
-  tensors: dict[str, Tensor] = {}
-  for file in files:
-    path = hub.check(folder, file)  # a regular file; its size is checked against its header
-    try:
-      with safe_open(path, framework="numpy") as f:
-        for key in f.keys():
-          if key in tensors:
-            raise InputError(f"{path}: tensor {key} is in {tensors[key].file} too")
-          piece = f.get_slice(key)
-          tensors[key] = Tensor(path, key, piece.get_dtype(), tuple(piece.get_shape()))
-    except (OSError, SafetensorError) as e:
-      raise InputError(f"{path}: not a readable safetensors file ({type(e).__name__}: {e})") from None
-  return where, tensors
-
-
-# HF tensor name -> (Flax parameter path, layout): "dense" [out, in] -> [in, out]; "conv" [out, in, h, w] ->
-# [h, w, in, out]; "same" as it is.
-Table = dict[str, tuple[tuple[str, ...], str]]
-
-
-def _linear(table: Table, hf: str, path: tuple[str, ...]) -> None:
-  table[f"{hf}.weight"] = (path + ("kernel",), "dense")
-  table[f"{hf}.bias"] = (path + ("bias",), "same")
-
-
-def _layer_norm(table: Table, hf: str, path: tuple[str, ...]) -> None:
-  table[f"{hf}.weight"] = (path + ("scale",), "same")
-  table[f"{hf}.bias"] = (path + ("bias",), "same")
-
-
-def parameter_table(num_layers: int) -> Table:
+def parameter_table(num_layers: int) -> hub.Table:
   """HF `ViltForQuestionAnswering` names (`vilt.*` and `classifier.*`) -> Flax paths of
-  `ViltClassifier` (`vilt` and `classifier`); a `ViltModel` checkpoint's names are the `vilt.*`
-  ones without the prefix."""
-  e, v = "vilt.embeddings", ("vilt",)
-  table: Table = {
-      f"{e}.text_embeddings.word_embeddings.weight": (v + ("text_embeddings", "word_embeddings", "embedding"), "same"),
-      f"{e}.text_embeddings.position_embeddings.weight": (v + ("text_embeddings", "position_embeddings"), "same"),
-      f"{e}.text_embeddings.token_type_embeddings.weight": (
-          v + ("text_embeddings", "token_type_embeddings", "embedding"), "same"),
-      f"{e}.cls_token": (v + ("cls_token",), "same"),
-      f"{e}.position_embeddings": (v + ("position_embeddings",), "same"),
-      f"{e}.patch_embeddings.projection.weight": (v + ("patch_embeddings", "kernel"), "conv"),
-      f"{e}.patch_embeddings.projection.bias": (v + ("patch_embeddings", "bias"), "same"),
-      f"{e}.token_type_embeddings.weight": (v + ("modality_embeddings", "embedding"), "same"),
+  `ViltClassifier` (`vilt` and `classifier`); HF's `vilt.encoder.layer.{i}.*` tensors are row i of
+  the stacked `vilt/layers/*` arrays. A `ViltModel` checkpoint's names are the `vilt.*` ones
+  without the prefix."""
+  e, v, Place = "vilt.embeddings", ("vilt",), hub.Place
+  table: hub.Table = {
+      f"{e}.text_embeddings.word_embeddings.weight": Place(v + ("text_embeddings", "word_embeddings", "embedding")),
+      f"{e}.text_embeddings.position_embeddings.weight": Place(v + ("text_embeddings", "position_embeddings")),
+      f"{e}.text_embeddings.token_type_embeddings.weight": Place(
+          v + ("text_embeddings", "token_type_embeddings", "embedding")),
+      f"{e}.cls_token": Place(v + ("cls_token",)),
+      f"{e}.position_embeddings": Place(v + ("position_embeddings",)),
+      f"{e}.patch_embeddings.projection.weight": Place(v + ("patch_embeddings", "kernel"), "conv"),
+      f"{e}.patch_embeddings.projection.bias": Place(v + ("patch_embeddings", "bias")),
+      f"{e}.token_type_embeddings.weight": Place(v + ("modality_embeddings", "embedding")),
   }
-  _layer_norm(table, f"{e}.text_embeddings.LayerNorm", v + ("text_embeddings", "layer_norm"))
+  hub.layer_norm(table, f"{e}.text_embeddings.LayerNorm", v + ("text_embeddings", "layer_norm"))
+  path = v + ("layers",)
   for i in range(num_layers):
-    hf, path = f"vilt.encoder.layer.{i}", v + (f"layer_{i}",)
-    _layer_norm(table, f"{hf}.layernorm_before", path + ("layernorm_before",))
+    hf = f"vilt.encoder.layer.{i}"
+    hub.layer_norm(table, f"{hf}.layernorm_before", path + ("layernorm_before",), i)
     for name in ("query", "key", "value"):
-      _linear(table, f"{hf}.attention.attention.{name}", path + (name,))
-    _linear(table, f"{hf}.attention.output.dense", path + ("attention_output",))
-    _layer_norm(table, f"{hf}.layernorm_after", path + ("layernorm_after",))
-    _linear(table, f"{hf}.intermediate.dense", path + ("intermediate",))
-    _linear(table, f"{hf}.output.dense", path + ("output",))
-  _layer_norm(table, "vilt.layernorm", v + ("layernorm",))
-  _linear(table, "vilt.pooler.dense", v + ("pooler",))
-  _linear(table, "classifier.0", ("classifier", "dense_0"))
-  _layer_norm(table, "classifier.1", ("classifier", "layer_norm"))
-  _linear(table, "classifier.3", ("classifier", "dense_1"))
+      hub.linear(table, f"{hf}.attention.attention.{name}", path + (name,), i)
+    hub.linear(table, f"{hf}.attention.output.dense", path + ("attention_output",), i)
+    hub.layer_norm(table, f"{hf}.layernorm_after", path + ("layernorm_after",), i)
+    hub.linear(table, f"{hf}.intermediate.dense", path + ("intermediate",), i)
+    hub.linear(table, f"{hf}.output.dense", path + ("output",), i)
+  hub.layer_norm(table, "vilt.layernorm", v + ("layernorm",))
+  hub.linear(table, "vilt.pooler.dense", v + ("pooler",))
+  hub.linear(table, "classifier.0", ("classifier", "dense_0"))
+  hub.layer_norm(table, "classifier.1", ("classifier", "layer_norm"))
+  hub.linear(table, "classifier.3", ("classifier", "dense_1"))
   return table
 
 
-_TO_FLAX = {"same": lambda w: w, "dense": lambda w: w.T, "conv": lambda w: w.transpose(2, 3, 1, 0)}
-_TO_HF_SHAPE = {"same": lambda s: s, "dense": lambda s: s[::-1], "conv": lambda s: (s[3], s[2], s[0], s[1])}
-
-
-def _leaves(params: Mapping, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], np.ndarray]:
-  out = {}
-  for key, value in params.items():
-    if isinstance(value, Mapping):
-      out.update(_leaves(value, prefix + (key,)))
-    else:
-      out[prefix + (key,)] = value
-  return out
-
-
 def _num_layers(params: Mapping) -> int:
-  return sum(1 for key in params.get("vilt", {}) if key.startswith("layer_"))
+  """The depth of `params`' stacked layers (their leading axis)."""
+  return int(np.shape(params["vilt"]["layers"]["query"]["kernel"])[0])
+
+
+def hub_tensors(params: Mapping) -> dict[str, np.ndarray]:
+  """The inverse of the table: HF's tensors (names with the `vilt.` prefix, HF's layouts, one per
+  layer) of a `ViltClassifier`'s or `ViltMask`'s parameters, for every name the model has."""
+  return hub.hf_tensors(parameter_table(_num_layers(params)), params)
 
 
 def _listed(names: Sequence[str], limit: int = 4) -> str:
@@ -267,8 +203,8 @@ def _listed(names: Sequence[str], limit: int = 4) -> str:
 class Plan:
   """Where each tensor of a checkpoint goes in a model's parameters, checked against their
   shapes from the headers alone (`plan`); `load` reads the tensors."""
-  reads: dict[tuple[str, ...], tuple[str, str]]  # Flax path -> (HF name, layout)
-  tensors: dict[str, Tensor]                     # HF name -> its header (the name as stored there)
+  reads: dict[str, hub.Place]      # HF name -> where it goes
+  tensors: dict[str, hub.Tensor]   # HF name -> its header (the name as stored there)
   hub_labels: tuple[str, ...]
   labels: tuple[str, ...] | None
   initialised: tuple[str, ...]
@@ -277,27 +213,11 @@ class Plan:
 
   def load(self, params: Mapping) -> dict:
     """`params` with the checkpoint's tensors in their places (float32)."""
-    initial, files = _leaves(params), {}
-    for path, (key, layout) in self.reads.items():
-      files.setdefault(self.tensors[key].file, {})[path] = (key, layout)
-    loaded = {}
-    for file, reads in files.items():
-      try:
-        with safe_open(file, framework="numpy") as f:
-          for path, (key, layout) in reads.items():
-            value = _TO_FLAX[layout](np.asarray(f.get_tensor(self.tensors[key].name), np.float32))
-            if self.labels is not None and key.startswith(ANSWER_LAYER):
-              value = _by_label(value, np.asarray(initial[path]), self.hub_labels, self.labels)
-            loaded[path] = np.ascontiguousarray(value)
-      except (OSError, SafetensorError) as e:  # changed since its header was read
-        raise InputError(f"{file}: not a readable safetensors file ({type(e).__name__}: {e})") from None
-    out: dict = {}
-    for path, value in initial.items():
-      node = out
-      for part in path[:-1]:
-        node = node.setdefault(part, {})
-      node[path[-1]] = loaded.get(path, value)
-    return out
+    def by_label(key, value, initial):
+      if self.labels is None or not key.startswith(ANSWER_LAYER):
+        return value
+      return _by_label(value, np.asarray(initial), self.hub_labels, self.labels)
+    return hub.load(self.reads, self.tensors, params, by_label)
 
 
 def plan(folder: str, params: Mapping, *, head: bool = True, labels: Sequence[str] | None = None,
@@ -321,33 +241,29 @@ def plan(folder: str, params: Mapping, *, head: bool = True, labels: Sequence[st
   prefix = "" if any(key.startswith("vilt.") for key in stored) else "vilt."  # "": a ViltModel checkpoint
   tensors = {prefix + key: tensor for key, tensor in stored.items() if prefix + key not in BUFFERS}  # by HF name
   table = parameter_table(_num_layers(params))
-  targets = {path: tuple(np.shape(value)) for path, value in _leaves(params).items()}
+  targets = {path: tuple(np.shape(value)) for path, value in hub.leaves(params).items()}
   unexpected = [key for key in tensors if key not in table and not key.startswith(OTHER_HEADS)]
   if unexpected:
     raise InputError(f"{weights}: {len(unexpected)} tensors that no ViLT model here has ({_listed(unexpected)})")
   reads, missing = {}, []
-  for key, (path, layout) in table.items():
-    if path not in targets or (not head and path[0] != "vilt"):
+  for key, place in table.items():
+    if place.path not in targets or (not head and place.path[0] != "vilt"):
       continue
     if key not in tensors:
       missing.append(key)
       continue
-    tensor, expected = tensors[key], targets[path]
+    expected = targets[place.path]
     if labels is not None and key.startswith(ANSWER_LAYER):  # the label axis: the checkpoint's labels
       expected = expected[:-1] + (len(hub_labels),)
-    if tensor.shape != _TO_HF_SHAPE[layout](expected):
-      raise InputError(f"{weights}: tensor {key} has shape {tensor.shape}; the model expects "
-                       f"{_TO_HF_SHAPE[layout](expected)}")
-    if tensor.dtype not in FLOATS:
-      raise InputError(f"{tensor.file}: tensor {key} is of dtype {tensor.dtype}; expected one of {sorted(FLOATS)}")
-    reads[path] = (key, layout)
+    hub.check_tensor(weights, key, tensors[key], hub.hf_shape(place, expected))
+    reads[key] = place
   backbone = [key for key in missing if key.startswith("vilt.")]
   if backbone:
     raise InputError(f"{weights}: {len(backbone)} backbone tensors missing ({_listed(backbone)})")
-  used = {key for key, _ in reads.values()}
-  return Plan(reads, {key: tensors[key] for key in used}, hub_labels, None if labels is None else tuple(labels),
-              initialised=tuple(sorted({path[0] for path in targets if path not in reads})),
-              unused=tuple(sorted(set(tensors) - used)),
+  read_paths = {place.path for place in reads.values()}
+  return Plan(reads, {key: tensors[key] for key in reads}, hub_labels, None if labels is None else tuple(labels),
+              initialised=tuple(sorted({path[0] for path in targets if path not in read_paths})),
+              unused=tuple(sorted(set(tensors) - set(reads))),
               answers_found=None if labels is None else len(set(labels) & set(hub_labels)))
 
 

@@ -25,7 +25,7 @@ import ml_collections
 import tokenizers
 from absl import logging
 
-from vqajax.core.config import FLAG, TEXT, integer, number
+from vqajax.core.config import FLAG, TEXT, integer, number, one_of
 from vqajax.core.errors import InputError
 from vqajax.nn import vilt, vilt_hub
 
@@ -125,7 +125,7 @@ FIELDS = {
     "model.hidden_size": integer(1, 8192), "model.num_hidden_layers": integer(1, 64),
     "model.num_attention_heads": integer(1, 128), "model.intermediate_size": integer(1, 65536),
     "model.patch_size": integer(1, 1024), "model.hidden_dropout_prob": number(0, 1, hi_open=True),
-    "model.attention_probs_dropout_prob": number(0, 1, hi_open=True),
+    "model.attention_probs_dropout_prob": number(0, 1, hi_open=True), "model.remat": one_of(*vilt.REMAT),
 }
 
 
@@ -143,6 +143,7 @@ def model_config(text_length: int, hidden_size: int, layers: int, heads: int, pa
   m.patch_size = patch_size
   m.hidden_dropout_prob = m.attention_probs_dropout_prob = 0.0
   m.dtype = "float32"                   # matmul inputs; "bfloat16" on accelerators
+  m.remat = "none"                      # what the backward pass recomputes: "none", "full", "dots" (vilt.REMAT)
   return m
 
 
