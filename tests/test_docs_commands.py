@@ -390,7 +390,7 @@ def test_the_readme_five_commands_train_evaluate_export_and_ask(tiny_data, tmp_p
   assert glob.glob(str(tmp_path / "workdirs" / "quick" / "results" / "step_*" / "v2_OpenEnded_*_results.json"))
   assert os.path.isfile(tmp_path / "workdirs" / "quick-bundle" / "vqajax.json")
   answers = [line for line in outputs[3].splitlines() if re.match(r"\s*\S.*\s0\.\d+\s*$", line)]
-  assert len(answers) >= 3, outputs[3]
+  assert len(answers) >= 3 and answers[0].split()[:2] == ["1.", "yes"], outputs[3]  # the answer the README gives
 
 
 def test_ci_runs_the_readme_test_command():
