@@ -34,8 +34,7 @@ from typing import Sequence
 
 import numpy as np
 
-from vqajax import commands
-from vqajax.core import files, runtime, trained
+from vqajax.core import files, runtime
 from vqajax.core.errors import ArgumentParser, InputError, exit_status
 
 TOP_K = 5
@@ -276,6 +275,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
   parser.add_argument("--therapy-class-workdir", type=files.path_arg, help="a grounding_class run deciding single / multiple "
                       "(default: decided from the masks)")
   parser.add_argument("--step", type=int, help="the VQA run's checkpoint step (default: latest)")
+  from vqajax import commands
   commands.add_data_dir_flag(parser)
   parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default: %(default)s, this machine only)")
   parser.add_argument("--port", type=int, default=7860, help="port (default: %(default)s)")
@@ -285,6 +285,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 def page_of(args) -> Page:
   """The page's logic over the runs the flags name; the VQA run's store is found as `vqajax ask`
   finds it (a bundle's in `--data_dir`; the embedded dataset written first if absent)."""
+  from vqajax import commands
+  from vqajax.core import trained
   from vqajax.vqa import task as vqa_task
   from vqajax.vqa.ask import Answerer
   if args.therapy_class_workdir and not args.therapy_workdir:
