@@ -2,7 +2,7 @@
 the documentation site's pages parses with the real front door (its verb, sub-verb and every flag
 exist; a `--config.FIELD=VALUE` names a field of that config and a value its rule accepts), every
 config field a page names exists, the README's five commands run, and the site builds strictly
-with the demo picture in it.
+and quietly with the demo picture in it, each page rendered as written.
 
 A command is checked in one of two ways. A runnable one goes through `vqajax.cli.main` with
 argparse stopped right after parsing (nothing runs). A synopsis (placeholders such as `DIR` or
