@@ -109,6 +109,7 @@ def test_a_run_from_a_checkpoint_starts_with_its_parameters(tiny_copy, tmp_path,
   assert exp.data.encoders.vilt.config == vilt_hub.read_config(str(tmp_path / "hub"))
 
 
+@pytest.mark.slow
 def test_a_runlocal_run_trains_and_answers_a_new_image(tiny_copy, tmp_path, one_device_env):
   workdir = tmp_path / "run"
   env = dict(one_device_env, PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(), one_device_env.get("PYTHONPATH")])))

@@ -316,6 +316,13 @@ def _print_groundings(records: list[dict], out: str, as_json: bool) -> None:
   print(f"masks: {os.path.join(out, 'masks.json')}")
 
 
+def _say_synthetic(config, items: list[dict]) -> None:
+  """Once, on stderr: a run of the embedded synthetic dataset asked about a picture of the user's."""
+  note = trained.synthetic_note(config)
+  if note and any("image" in item for item in items):
+    print(f"note: {note}", file=sys.stderr)
+
+
 def run(args) -> None:
   if args.top_k < 1:
     raise InputError(f"--top-k {args.top_k}: expected a positive integer")
@@ -329,7 +336,9 @@ def run(args) -> None:
   if config.task == "vqa":
     from vqajax.vqa.ask import Answerer
     answerer = Answerer.from_workdir(args.workdir, args.step, best=args.best, weights=args.weights, data_dir=data_dir)
-    _print_answers(answerer, items, answer_all(answerer, items, args.top_k), args.json)
+    answers = answer_all(answerer, items, args.top_k)
+    _say_synthetic(config, items)
+    _print_answers(answerer, items, answers, args.json)
     return
   if not args.out:
     raise InputError("a grounding_mask run writes masks: give --out FOLDER")
@@ -337,7 +346,9 @@ def run(args) -> None:
   from vqajax.answertherapy.ask import Grounder
   grounder = Grounder.from_workdir(args.workdir, args.step, best=args.best, class_workdir=args.class_workdir,
                                   weights=args.weights, data_dir=data_dir)
-  _print_groundings(ground_all(grounder, items, args.out), args.out, args.json)
+  records = ground_all(grounder, items, args.out)
+  _say_synthetic(config, items)
+  _print_groundings(records, args.out, args.json)
 
 
 def main(argv: Sequence[str], prog: str = "vqajax ask") -> int:

@@ -46,6 +46,15 @@ def read_config(path: str, tasks: Mapping[str, Any], data_dir: str | None = None
   return config
 
 
+def synthetic_note(config) -> str:
+  """What to say about a run trained on the embedded synthetic dataset ("" for any other): its
+  pictures are drawn shapes, so what it answers about anyone else's pictures means little."""
+  if not config.data.get("synthetic"):
+    return ""
+  return ("this run was trained on the embedded synthetic dataset (config.data.synthetic: drawn shapes), "
+          "so its answers about other pictures mean little")
+
+
 def chosen_step(directory: str, path: str, step: int | None, best: tuple[str, str] | None) -> int:
   """The complete checkpoint to use: `step`, the best by `best` ((metric, "max" | "min"),
   `config.best_metric`, `config.best_mode`), or the latest."""
