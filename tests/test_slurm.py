@@ -32,6 +32,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ABLATIONS = os.path.join(ROOT, "experiments", "sweeps", "vqa_ablations.py")
 CONFIG = os.path.join(ROOT, "experiments", "vqa", "deeper_lstm_norm_i.py")
 POINTS = ("base", "no_image_norm", "k500")
+# A name holding a newline, substitutions, quotes, # and \\; run by a shell, it would touch $MARKS-1 .. -3.
+HOSTILE = "x\n$(touch $MARKS-1)`touch $MARKS-2`; touch $MARKS-3 # '\"\\ \t"
 
 
 @pytest.fixture(scope="module")
@@ -199,14 +201,34 @@ def test_a_requeued_training_resumes_from_its_checkpoint(on_cluster, tiny_data, 
 
 
 @pytest.mark.slow
+def test_a_job_from_hostile_folders_runs_nothing_else(on_cluster, tiny_data, tmp_path, one_device_env):
+  """A training submitted from a folder, into a workdir, whose names hold a newline, `$(...)`,
+  backquotes, quotes and `#` runs on the cluster as given, and nothing else runs."""
+  cwd = tmp_path / f"cwd{HOSTILE}"
+  cwd.mkdir()
+  workdir = cwd / f"run{HOSTILE}"
+  done = subprocess.run([sys.executable, "-m", "vqajax", "train", f"--config={CONFIG}:runlocal", f"--workdir={workdir.name}",
+                         f"--config.data.dir={tiny_data}", "--config.num_train_steps=2", "--config.eval_every_steps=2",
+                         "--launcher=slurm", "--slurm.time=5:00", "--slurm.poll=0.3"],
+                        env={**one_device_env, "SLURM_CONF": on_cluster.conf, "PYTHONPATH": ROOT,
+                             "MARKS": str(tmp_path / "MARK")}, cwd=cwd,
+                        capture_output=True, text=True)
+  assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+  with open(workdir / "run.json") as f:
+    assert json.load(f)["finished_step"] == 2
+  assert list(tmp_path.glob("MARK*")) == []
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("flags, message", [
     (["--slurm.partition", "nope"], "--slurm.partition nope: no such partition (the cluster has: debug)"),
     (["--slurm.nodes", "5"], "the cluster can never run this request (--nodes=5 --ntasks-per-node=1): "
                              "allocation failure: Requested node configuration is not available"),
-    (["--slurm.time", "forever"], "the cluster can never run this request (--nodes=1 --ntasks-per-node=1 "
-                                  "--time=forever): Invalid --time specification"),
+    (["--slurm.time", "forever"], "slurm.time 'forever': expected a time limit: MM, MM:SS, HH:MM:SS, D-HH, "),
+    (["--slurm.mem", "999999999G"], "the cluster can never run this request (--nodes=1 --ntasks-per-node=1 "
+                                    "--mem=999999999G): "),
     (["--slurm.gpus_per_node", "1"], "Invalid generic resource (gres) specification"),
-], ids=["partition", "nodes", "time", "gpus"])
+], ids=["partition", "nodes", "time", "mem", "gpus"])
 @pytest.mark.parametrize("verb", ["sweep", "train"])
 def test_bad_requests_are_one_line_and_submit_nothing(on_cluster, tiny_data, tmp_path, capsys, flags, message, verb):
   workdir = str(tmp_path / "w")
@@ -255,6 +277,63 @@ def test_slurm_requests_without_the_slurm_launcher_are_refused(verb, tiny_data, 
   assert cli.main([*argv, "--slurm.nodes=2", "--slurm.detach"]) == 2
   assert capsys.readouterr().err == f"vqajax {verb}: error: --slurm.nodes, --slurm.detach: given without --launcher slurm\n"
   assert not os.path.exists(workdir)
+
+
+
+
+@pytest.mark.parametrize("field", ["partition", "mem", "time", "account", "qos", "constraint"])
+@pytest.mark.parametrize("value", ["1\ntouch MARK", "1\x00", "1 --wrap=x", "$(touch MARK)", "1'", "1#", "1\\"])
+def test_a_request_that_is_no_slurm_value_is_one_line(field, value, tiny_data, tmp_path, capsys):
+  """Every free-text request is checked against sbatch's syntax before anything happens."""
+  workdir = str(tmp_path / "w")
+  argv = ["train", f"--config={CONFIG}:runlocal", f"--workdir={workdir}", "--launcher", "slurm"]
+  assert cli.main([*argv, f"--slurm.{field}={value}"]) == 2
+  assert capsys.readouterr().err == f"vqajax train: error: slurm.{field} {value!r}: expected {launch._SYNTAX[field][1]}\n"
+  with pytest.raises(launch.InputError, match=f"^slurm.{field} "):
+    launch.Resources(**{field: value})  # a sweep point's own request goes through the same check
+  assert not os.path.exists(workdir)
+
+
+@pytest.mark.parametrize("field, value", [("time", "10"), ("time", "4:00:00"), ("time", "2-12:30"), ("time", "UNLIMITED"),
+                                          ("mem", "64G"), ("mem", "500"), ("partition", "gpu,cpu-long"),
+                                          ("account", "proj_1.x"), ("constraint", "[rack1|rack2]&v100*2")])
+def test_slurm_s_own_syntax_passes(field, value):
+  assert f"--{field}={value}" in launch.Resources(**{field: value}).sbatch_options()
+
+
+def test_the_batch_script_keeps_hostile_folders_and_values_one_word(tmp_path, monkeypatch):
+  """A job whose folder, working folder and argv hold newlines, `$(...)`, backquotes, quotes, `#`
+  and backslashes: no line of the script (run by bash, srun stubbed) executes any of it, and
+  srun receives every value as one argument, unchanged; every request is an sbatch argument."""
+  cwd = tmp_path / f"cwd{HOSTILE}"
+  folders = [tmp_path / f"run{HOSTILE}{i}" for i in range(2)]
+  for folder in (cwd, *folders):
+    (folder / "launch").mkdir(parents=True)
+  monkeypatch.chdir(cwd)
+  bin_dir = tmp_path / "bin"
+  bin_dir.mkdir()
+  (bin_dir / "srun").write_text('#!/bin/bash\nprintf "%s\\0" "$@" >"$SRUN_ARGS"\n')
+  (bin_dir / "srun").chmod(0o755)
+  steps = [launch.Step(str(folder), ("train", f"--workdir={folder}", f"--config.data.dir={HOSTILE}")) for folder in folders]
+  slurm = launch.Slurm(launch.Resources(nodes=1, time="10:00", mem="1G"))
+  for array in (False, True):
+    job = slurm.job(steps if array else steps[:1], f"vqajax-sweep-{HOSTILE}", array)
+    assert job.options == [f"--job-name=vqajax-sweep-{HOSTILE}", "--nodes=1", "--ntasks-per-node=1", "--mem=1G",
+                           "--time=10:00", "--requeue", "--output=/dev/null", f"--chdir={cwd}", "--export=ALL",
+                           *(["--array=0-1"] if array else [])]
+    assert "#SBATCH" not in job.script
+    for i, folder in enumerate(folders if array else folders[:1]):
+      record = tmp_path / f"srun-{array}-{i}"
+      env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SRUN_ARGS": str(record), "SLURM_JOB_ID": "7",
+             "SLURM_ARRAY_JOB_ID": "7", "SLURM_ARRAY_TASK_ID": str(i), "SLURM_JOB_NODELIST": "n",
+             "MARKS": str(tmp_path / "MARK")}
+      done = subprocess.run(["bash", "-c", job.script], env=env, cwd=cwd, capture_output=True, text=True)
+      assert done.returncode == 0, done.stderr
+      assert record.read_bytes().split(b"\0")[:-1] == [
+          os.fsencode(a) for a in ["--kill-on-bad-exit=1", sys.executable, "-m", "vqajax", *steps[i].argv]]
+      key = f"7_{i}" if array else "7"
+      assert (folder / "launch" / f"slurm-{key}.exit").read_text() == "0\n"
+  assert list(tmp_path.glob("MARK*")) == []
 
 
 def test_status_of_a_sweep_never_run(tiny_data, tmp_path, capsys):

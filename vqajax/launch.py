@@ -15,6 +15,11 @@ it: a requeued training resumes from its checkpoints), its exit status to
 known after the controller forgot the job, on a cluster without accounting too (one that
 left no exit record was cancelled or killed). A request
 is checked by `sbatch --test-only` before anything is submitted.
+
+No value reaches shell text: the requests, the job name and the folder the job starts in are
+`sbatch` arguments (each checked against the syntax Slurm accepts, so a newline or a quote in
+one is refused in one line), and the batch script holds only shell-quoted words
+(`shlex.quote`): a folder or a flag value holding a newline, `$(...)` or quotes stays one word.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -42,6 +48,18 @@ _VALUE_FLAGS = {"--launcher": "launcher", "--slurm.partition": "partition", "--s
                 "--slurm.account": "account", "--slurm.qos": "qos", "--slurm.constraint": "constraint",
                 "--slurm.poll": "poll"}
 _SWITCHES = ("--slurm.detach",)
+_NAME = r"[A-Za-z0-9_.-]+"
+# What sbatch accepts for each free-text request (its man page); nothing else is passed on.
+_SYNTAX = {
+    "partition": (re.compile(rf"{_NAME}(,{_NAME})*"), "partition names (letters, digits, _ . -), comma-separated"),
+    "account": (re.compile(_NAME), "an account name (letters, digits, _ . -)"),
+    "qos": (re.compile(rf"{_NAME}(,{_NAME})*"), "QOS names (letters, digits, _ . -), comma-separated"),
+    "constraint": (re.compile(r"[A-Za-z0-9_.\-&|,*\[\]()]+"),
+                   "node features joined by & | , * [ ] ( ) (letters, digits, _ . -)"),
+    "mem": (re.compile(r"[0-9]+[KMGTkmgt]?"), "a memory size: a whole number with an optional unit K, M, G or T"),
+    "time": (re.compile(r"[0-9]+(:[0-9]+){0,2}|[0-9]+-[0-9]+(:[0-9]+){0,2}|(?i:infinite|unlimited)"),
+             "a time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED"),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +75,12 @@ class Resources:
   account: str | None = None
   qos: str | None = None
   constraint: str | None = None
+
+  def __post_init__(self):
+    for field, (pattern, expected) in _SYNTAX.items():
+      value = getattr(self, field)
+      if value is not None and not (isinstance(value, str) and pattern.fullmatch(value)):
+        raise InputError(f"slurm.{field} {value!r}: expected {expected}")
 
   def sbatch_options(self) -> list[str]:
     options = [f"--nodes={self.nodes}", f"--ntasks-per-node={self.tasks_per_node}"]
@@ -78,6 +102,13 @@ class Step:
   folder: str
   argv: tuple[str, ...]
   parallel: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+  """What `sbatch` is given: its arguments, and the batch script on its standard input."""
+  options: list[str]
+  script: str
 
 
 def _positive(text: str) -> int:
@@ -214,15 +245,12 @@ class Slurm:
       raise InputError(f"--slurm.partition {self.request.partition}: no such partition (the cluster has: "
                        f"{', '.join(partitions)})")
 
-  def script(self, steps: Sequence[Step], name: str, array: bool) -> str:
-    """The batch script running `steps` (one per array task when `array`)."""
-    lines = ["#!/bin/bash", f"#SBATCH --job-name={name}", *(f"#SBATCH {o}" for o in self.request.sbatch_options()),
-             "#SBATCH --requeue", "#SBATCH --output=/dev/null", f"#SBATCH --chdir={os.getcwd()}",
-             "#SBATCH --export=ALL"]
-    if array:
-      lines.append(f"#SBATCH --array=0-{len(steps) - 1}")
+  def job(self, steps: Sequence[Step], name: str, array: bool) -> Job:
+    """The batch job running `steps` (one per array task when `array`)."""
+    options = [f"--job-name={name}", *self.request.sbatch_options(), "--requeue", "--output=/dev/null",
+               f"--chdir={os.getcwd()}", "--export=ALL", *([f"--array=0-{len(steps) - 1}"] if array else [])]
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this vqajax, imported first
-    lines.append(f"export PYTHONPATH={shlex.quote(root)}${{PYTHONPATH:+:$PYTHONPATH}}")
+    lines = ["#!/bin/bash", f"export PYTHONPATH={shlex.quote(root)}${{PYTHONPATH:+:$PYTHONPATH}}"]
     commands = [(shlex.quote(s.folder), self._command(s)) for s in steps]
     if array:
       lines.append('key="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"')
@@ -235,7 +263,7 @@ class Slurm:
               'echo "$(date -Is) job $key (restart ${SLURM_RESTART_COUNT:-0}) on $SLURM_JOB_NODELIST: ${command[*]}"',
               '"${command[@]}"', "status=$?", f'echo "$status" >"$folder/{LAUNCH_DIR}/slurm-$key.exit"',
               'exit "$status"']
-    return "\n".join(lines) + "\n"
+    return Job(options, "\n".join(lines) + "\n")
 
   def _command(self, step: Step) -> str:
     srun = ["srun", "--kill-on-bad-exit=1"]
@@ -246,20 +274,20 @@ class Slurm:
       argv.append("--distributed")
     return shlex.join(srun + argv)
 
-  def test(self, script: str) -> None:
-    """InputError unless the cluster could run `script` (`sbatch --test-only`: nothing is submitted)."""
-    tested = _run(["sbatch", "--test-only"], script)
+  def test(self, job: Job) -> None:
+    """InputError unless the cluster could run `job` (`sbatch --test-only`: nothing is submitted)."""
+    tested = _run(["sbatch", "--test-only", *job.options], job.script)
     if tested.returncode:
       raise InputError(f"--slurm.*: the cluster can never run this request ({' '.join(self.request.sbatch_options())}):"
                        f" {_last_line(tested.stderr)}")
 
   def submit(self, steps: Sequence[Step], name: str, array: bool = False) -> list[str]:
     """Submits `steps` (their folders get `launch/`) once tested; their job keys, in order."""
-    script = self.script(steps, name, array)
-    self.test(script)
+    job = self.job(steps, name, array)
+    self.test(job)
     for step in steps:
       os.makedirs(os.path.join(step.folder, LAUNCH_DIR), exist_ok=True)
-    done = _run(["sbatch", "--parsable"], script)
+    done = _run(["sbatch", "--parsable", *job.options], job.script)
     if done.returncode:
       raise InputError(f"sbatch refused the job: {_last_line(done.stderr)}")
     job = done.stdout.strip().split(";")[0]

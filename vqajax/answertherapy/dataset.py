@@ -201,10 +201,12 @@ def load(config, grid_targets: bool = False) -> TherapyData:
   store = open_store(config)
   if store is None and grid_targets:
     raise InputError("config.data.features: the mask predictor needs a grid feature store")
+  make_text = model_lib.text_encoder(therapy_models.MODELS, config.model)  # from the training questions and answers
+  if store is not None and make_text is None:  # models with their own text encoder read pixel stores
+    store.check_features(f"config.model.name {config.model.get('name')!r}")
   vocab = text.Vocab.build((text.tokenize(t) for s in train for t in (s.question,) + s.answers),
                            data.vocab_min_count)
   image_shape = None if store is None else store.shape
-  make_text = model_lib.text_encoder(therapy_models.MODELS, config.model)  # from the training questions and answers
   enc = Encoders(vocab=vocab, image_shape=image_shape, text=make_text and make_text(
       [t for s in train for t in (s.question,) + s.answers], image_shape or ()))
   grid = mask_grid(config.model, image_shape) if grid_targets else None

@@ -74,18 +74,18 @@ def _spec(enc) -> vilt_run.Spec:
 
 def _vqa(cfg, enc) -> vilt_run.ViltOnBatch:
   """ViLT with the VQA classifier over the run's answer table (`nn/vilt_models.py`)."""
-  return vilt_run.ViltOnBatch(ViltClassifier(_spec(enc).config, len(enc.answers), jnp.dtype(cfg.dtype)))
+  return vilt_run.ViltOnBatch(ViltClassifier(_spec(enc).config, len(enc.answers), jnp.dtype(cfg.dtype), cfg.remat))
 
 
 def _grounding_class(cfg, enc) -> vilt_run.ViltOnBatch:
   """ViLT with the two-class head on the question and its answers (`nn/vilt_models.py`)."""
-  return vilt_run.ViltOnBatch(ViltClassifier(_spec(enc).config, 2, jnp.dtype(cfg.dtype)))
+  return vilt_run.ViltOnBatch(ViltClassifier(_spec(enc).config, 2, jnp.dtype(cfg.dtype), cfg.remat))
 
 
 def _grounding_mask(cfg, enc) -> ViltSlots:
   """ViLT with a mask per answer slot, on the slot's own text (`nn/vilt_models.py`)."""
   spec = _spec(enc)
-  return ViltSlots(ViltMask(spec.config, 1, (cfg.mask_grid, cfg.mask_grid), jnp.dtype(cfg.dtype)))
+  return ViltSlots(ViltMask(spec.config, 1, (cfg.mask_grid, cfg.mask_grid), jnp.dtype(cfg.dtype), cfg.remat))
 
 
 VILT = Model(
