@@ -15,7 +15,7 @@ from bench import bench_fsdp
 from experiments.vqa import deeper_lstm_norm_i
 from experiments.vqa import vilt as vilt_row
 from vqajax import cli
-from vqajax.core import checkpoint, device_features, pipeline, sharding, train
+from vqajax.core import checkpoint, device_features, evals, pipeline, sharding, train
 from vqajax.core import config as config_lib
 from vqajax.core.errors import InputError
 from vqajax.core.experiment import Experiment
@@ -43,9 +43,9 @@ def test_a_mesh_the_devices_cannot_form_is_refused_naming_config_mesh_fsdp(tiny_
   with pytest.raises(InputError, match=r"^config.mesh.fsdp: expected a positive integer dividing the device count 8, "
                                        r"got 3$"):
     Experiment.build(cli.task_of(config), config)
-  config.mesh.fsdp = 0
+  config.mesh.fsdp = 0  # the front door's check of every field (evals.check_config)
   with pytest.raises(InputError, match=r"^config.mesh.fsdp: expected a positive integer <= 4096, got 0$"):
-    Experiment.build(cli.task_of(config), config)
+    evals.check_config(config, cli.task_of(config))
 
 
 def _steps(config, steps: int) -> tuple[list[float], Experiment, object]:

@@ -128,7 +128,7 @@ def check_fits(state: TrainState, mesh) -> None:
   exceeds a device's memory, or on CPU devices this machine's: the run could not start."""
   per_device = sum(math.prod(leaf.sharding.shard_shape(leaf.shape)) * leaf.dtype.itemsize
                    for leaf in jax.tree.leaves(state))
-  device = mesh.devices.flat[0]
+  device = next(d for d in mesh.devices.flat if d.process_index == jax.process_index())  # this host's
   stats = device.memory_stats() or {}
   if "bytes_limit" in stats:
     limit = stats["bytes_limit"]
