@@ -7,8 +7,8 @@ Gemma's special tokens, `<image>`, the `<loc>` and `<seg>` tokens). `reference.n
 model holds, per batch of LOGITS (prompts and suffixes as HF's `PaliGemmaProcessor` encodes them,
 padded on the right), the images, the token rows and HF's logits; and for GENERATE's prompts the
 rows padded on the right, HF's greedy tokens (`generate(do_sample=False)`, the rows padded on the
-left as HF generates) with the configured end-of-sequence id and with one the first row meets
-early. Run in a subprocess: importing torch after TensorFlow (which other tests load) can crash a
+left as HF generates) with the configured end-of-sequence id and with one the first row alone
+meets early. Run in a subprocess: importing torch after TensorFlow (which other tests load) can crash a
 process.
 
   python tests/paligemma_reference.py FOLDER
@@ -29,12 +29,12 @@ GEMMA2 = dict(hidden_size=48, num_hidden_layers=3, num_key_value_heads=2, query_
 VISION = dict(hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4)
 # name -> (text_config changes, vision_config changes, top-level changes): Gemma at 28 px in 14 px patches,
 # Gemma 2 (grouped heads, local layers, soft caps) at 32 px in 8 px patches, and Gemma 2 with an untied
-# output projection, attention biases and no final soft cap
+# output projection, attention biases, no final soft cap and SigLIP's pooling head stored (PaliGemma reads none)
 ARCHITECTURES = {
     "gemma": (dict(model_type="gemma", num_hidden_layers=2), dict(image_size=28, patch_size=14), {}),
     "gemma2": (dict(model_type="gemma2", **GEMMA2), dict(image_size=32, patch_size=8), {}),
     "gemma2_untied": (dict(GEMMA2, model_type="gemma2", attention_bias=True, final_logit_softcapping=None),
-                      dict(image_size=28, patch_size=14), dict(tie_word_embeddings=False)),
+                      dict(image_size=28, patch_size=14, vision_use_head=True), dict(tie_word_embeddings=False)),
 }
 PROMPTS = ["what is in the image?", "answer en where is the cat", "caption en", "segment the red car",
            "detect cat ; dog", "is this a cup of coffee?", "how many people are there?", "a", ""]
@@ -86,7 +86,7 @@ def model_reference(folder: str, words, changes) -> None:
   text, vision, top = changes
   image_size, patches = vision["image_size"], (vision["image_size"] // vision["patch_size"]) ** 2
   config = transformers.PaliGemmaConfig(
-      vision_config=dict(model_type="siglip_vision_model", vision_use_head=False, **VISION, **vision),
+      vision_config=dict(dict(model_type="siglip_vision_model", vision_use_head=False, **VISION), **vision),
       text_config=dict(TEXT, vocab_size=len(words), **text),
       image_token_index=words.convert_tokens_to_ids("<image>"), vocab_size=len(words),
       projection_dim=text.get("hidden_size", TEXT["hidden_size"]), **top)
@@ -125,7 +125,8 @@ def model_reference(folder: str, words, changes) -> None:
                               eos_token_id=eos, pad_token_id=words.pad_token_id)
     out[f"generate/{key}"] = tokens[:, left["input_ids"].shape[1]:].numpy()
     out[f"generate/{key}_eos"] = np.asarray(eos)
-    eos = int(out["generate/tokens"][0, 5])  # the first row's sixth token ends the second run early
+    first, others = out["generate/tokens"][0], out["generate/tokens"][1:]
+    eos = int(next(t for t in first[2:10] if t not in others))  # a token of the first row alone ends it early
   np.savez(os.path.join(folder, "reference.npz"), **out)
 
 

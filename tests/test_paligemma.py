@@ -5,6 +5,7 @@ random checkpoints of both generations that tests/paligemma_reference.py writes 
 (torch next to TensorFlow can crash a process).
 """
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -13,9 +14,11 @@ import subprocess
 import sys
 
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import tokenizers
 from safetensors import numpy as safetensors_numpy
 
 from tests import paligemma_reference as reference
@@ -69,8 +72,8 @@ def test_logits_equal_hf(checkpoints, name):
 def test_greedy_tokens_equal_hf_with_and_without_the_cache(checkpoints, name):
   """16 greedy steps for three prompts of different lengths: the tokens of HF's `generate` (which
   pads on the left) from the rows padded on the right, with the key / value cache and by recomputing
-  the sequence; with an end-of-sequence id the first row meets at its sixth token, that row stops
-  there and is padding after while the others go on."""
+  the sequence; with an end-of-sequence id only the first row meets (within its first 10 tokens), that
+  row stops there and is padding after while the others go on."""
   config, variables, ref = _load(checkpoints / name)
   model = paligemma.PaliGemma(config)
   for key in ("tokens", "tokens_early_eos"):
@@ -81,7 +84,9 @@ def test_greedy_tokens_equal_hf_with_and_without_the_cache(checkpoints, name):
                                   ref["generate/attention_mask"], jnp.atleast_1d(ref[f"generate/{key}_eos"]),
                                   config.text.pad_token_id, max_decode_len=reference.STEPS, cache=cache)
       np.testing.assert_array_equal(tokens, expected, err_msg=f"{key}, cache={cache}")
-  assert (expected[0, 6:] == config.text.pad_token_id).all() and (expected[1:, 6:] != config.text.pad_token_id).any()
+  stop = list(expected[0]).index(ref["generate/tokens_early_eos_eos"])
+  assert stop < 10 and (expected[0, stop + 1:] == config.text.pad_token_id).all()
+  assert (expected[1:] != config.text.pad_token_id).all()
 
 
 @needs_torch
@@ -251,3 +256,60 @@ def test_matmul_inputs_are_bfloat16_when_asked(tmp_path):
   assert len(found) >= 10
   assert all(var.aval.dtype == jnp.bfloat16 for equation in found for var in equation.invars)
   assert jaxpr.out_avals[0].dtype == jnp.float32
+
+
+def _tokenizer(folder, extra=paligemma_hub.EXTRA_TOKENS):
+  """A word-level tokenizer.json with Gemma's special ids, `<image>` at 4 and `extra` added."""
+  vocab = {token: i for i, token in enumerate(["<pad>", "<eos>", "<bos>", "<unk>", "<image>", "what", "?", "\n"])}
+  words = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="<unk>"))
+  words.pre_tokenizer = tokenizers.pre_tokenizers.Split(tokenizers.Regex(r"\w+|[^\w ]"), "isolated")
+  words.add_special_tokens(["<image>", "<bos>", "<eos>"])
+  words.add_tokens(list(extra))
+  words.save(str(folder / "tokenizer.json"))
+
+
+def test_a_tokenizer_without_palis_tokens_is_one_line(tmp_path):
+  config = _config(tmp_path)
+  _tokenizer(tmp_path, extra=paligemma_hub.EXTRA_TOKENS[:1000])
+  with pytest.raises(InputError, match=r"tokenizer.json: lacks 152 of PaliGemma's location / segmentation tokens "
+                                       r"\(e.g. <loc1000>\)"):
+    paligemma_hub.read_tokenizer(str(tmp_path), config)
+  _tokenizer(tmp_path)
+  with pytest.raises(InputError, match="tokenizer.json: <image> has id 4; config.json's image_token_index is 5"):
+    paligemma_hub.read_tokenizer(str(tmp_path), dataclasses.replace(config, image_token_index=5))
+
+
+def test_encode_pads_on_the_right_and_refuses_a_row_too_long(tmp_path):
+  """The image's 4 tokens, <bos>, the prompt and "\\n" the prefix; the suffix and <eos> after it."""
+  config = _config(tmp_path)
+  _tokenizer(tmp_path)
+  words = paligemma_hub.read_tokenizer(str(tmp_path), config)
+  encoded = paligemma_hub.encode(words, config, ["what?", ""], ["what", "?"], length=12)
+  np.testing.assert_array_equal(encoded["input_ids"], [[4, 4, 4, 4, 2, 5, 6, 7, 5, 1, 0, 0],
+                                                       [4, 4, 4, 4, 2, 7, 6, 1, 0, 0, 0, 0]])
+  np.testing.assert_array_equal(encoded["input_mask"], [[1] * 10 + [0] * 2, [1] * 8 + [0] * 4])
+  np.testing.assert_array_equal(encoded["prefix_mask"], [[1] * 8 + [0] * 4, [1] * 6 + [0] * 6])
+  with pytest.raises(InputError, match="prompt 0: 10 tokens with its image's 4; rows hold 9"):
+    paligemma_hub.encode(words, config, ["what?", ""], ["what", "?"], length=9)
+
+
+@pytest.mark.slow
+def test_remat_changes_no_value(tmp_path):
+  """Rematerialised layers (every activation recomputed) give the same logits and gradients."""
+  config = _config(tmp_path)
+  inputs = paligemma.example_inputs(config, batch=2, text_length=5)
+  inputs["input_ids"][:, 4:] = np.arange(10).reshape(2, 5) + 5
+  inputs["prefix_mask"][:, 7:] = 0
+  variables = paligemma.PaliGemma(config).init(jax.random.key(0), **inputs)
+  weights = jax.random.normal(jax.random.key(1), (2, 9, config.text.vocab_size))
+
+  def loss(variables, remat):
+    return jnp.sum(paligemma.PaliGemma(config, remat=remat).apply(variables, **inputs) * weights)
+
+  scans = [str(jax.make_jaxpr(loss, static_argnums=1)(variables, r)).count("remat") for r in (None, "nothing_saveable")]
+  assert scans == [0, 2]  # the vision tower's and the decoder's layers
+  plain, remat = (jax.jit(jax.value_and_grad(loss), static_argnums=1)(variables, r) for r in (None, "nothing_saveable"))
+  np.testing.assert_allclose(plain[0], remat[0], rtol=1e-6)
+  # the same products, fused differently when recomputed: equal up to float32's rounding at the gradients' scale
+  plain, remat = (np.asarray(jax.flatten_util.ravel_pytree(grads)[0]) for grads in (plain[1], remat[1]))
+  np.testing.assert_allclose(remat, plain, rtol=0, atol=1e-6 * np.abs(plain).max())

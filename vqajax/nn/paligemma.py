@@ -133,6 +133,11 @@ def _scan(layer: type[nn.Module], length: int, remat: str | None, in_axes, name:
   return scan(name=name, **fields)
 
 
+def _layer_norm(config: VisionConfig, name: str) -> nn.LayerNorm:
+  """torch's LayerNorm: the variance as the mean squared deviation (not E[x^2] - E[x]^2)."""
+  return nn.LayerNorm(config.layer_norm_eps, use_fast_variance=False, name=name)
+
+
 class _VisionLayer(nn.Module):
   """HF's `SiglipEncoderLayer`: x + attention(LN(x)), then x + MLP(LN(x))."""
   config: VisionConfig
@@ -143,10 +148,10 @@ class _VisionLayer(nn.Module):
     c = self.config
     batch, length, width = x.shape
     heads, depth = c.num_attention_heads, width // c.num_attention_heads
-    y = nn.LayerNorm(c.layer_norm_eps, name="layer_norm1")(x)
+    y = _layer_norm(c, "layer_norm1")(x)
     q, k, v = (_dense(width, self.dtype, f"{n}_proj")(y).reshape(batch, length, heads, depth) for n in "qkv")
     x = x + _dense(width, self.dtype, "out_proj")(_attend(q, k, v, None, depth ** -0.5, None, self.dtype))
-    y = nn.LayerNorm(c.layer_norm_eps, name="layer_norm2")(x)
+    y = _layer_norm(c, "layer_norm2")(x)
     y = ACTIVATIONS[c.hidden_act](_dense(c.intermediate_size, self.dtype, "fc1")(y))
     return x + _dense(width, self.dtype, "fc2")(y), None
 
@@ -171,7 +176,7 @@ class SigLIP(nn.Module):
     x = x + self.param("position_embedding", init, (c.num_patches, c.hidden_size))
     x, _ = _scan(_VisionLayer, c.num_hidden_layers, self.remat, nn.broadcast, "layers", config=c, dtype=self.dtype)(
         x, None)
-    return nn.LayerNorm(c.layer_norm_eps, name="post_layernorm")(x)
+    return _layer_norm(c, "post_layernorm")(x)
 
 
 class RMSNorm(nn.Module):

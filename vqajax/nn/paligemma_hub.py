@@ -43,9 +43,9 @@ VISION, PROJECTOR, TEXT = "model.vision_tower", "model.multi_modal_projector", "
 
 # Each architecture's own defaults (a sub-config present in config.json) and PaliGemma's (one absent)
 SIGLIP = dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12, image_size=224,
-              patch_size=16, num_channels=3, hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6, vision_use_head=True)
+              patch_size=16, num_channels=3, hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6)
 PALIGEMMA_VISION = dict(SIGLIP, intermediate_size=4096, hidden_size=1152, patch_size=14, num_hidden_layers=27,
-                        num_attention_heads=16, vision_use_head=False)
+                        num_attention_heads=16)
 GEMMA = dict(vocab_size=256000, hidden_size=3072, intermediate_size=24576, num_hidden_layers=28, num_attention_heads=16,
              num_key_value_heads=16, head_dim=256, rms_norm_eps=1e-6, attention_bias=False, bos_token_id=2,
              eos_token_id=1, pad_token_id=0, hidden_act="gelu_pytorch_tanh")
@@ -112,8 +112,7 @@ class _Fields:
     return value
 
 
-def _vision(raw, path: str) -> tuple[VisionConfig, bool]:
-  """The vision tower's config and whether the checkpoint holds SigLIP's pooling head (unused here)."""
+def _vision(raw, path: str) -> VisionConfig:
   f = _Fields(PALIGEMMA_VISION if raw is None else raw, SIGLIP, path, "vision_config.")
   if raw is not None and raw.get("model_type") != "siglip_vision_model":
     f.fail("model_type", "'siglip_vision_model'")
@@ -125,7 +124,7 @@ def _vision(raw, path: str) -> tuple[VisionConfig, bool]:
   if config.hidden_size % config.num_attention_heads or config.patch_size > config.image_size:
     raise InputError(f"{path}: vision_config sizes do not fit (hidden_size a multiple of num_attention_heads, "
                      "patch_size <= image_size)")
-  return config, f.flag("vision_use_head")
+  return config
 
 
 def _token_ids(f: _Fields, name: str) -> tuple[int, ...]:
@@ -184,25 +183,20 @@ def _text(raw, path: str) -> TextConfig:
 
 def read_config(folder: str) -> PaliGemmaConfig:
   """The architecture of a PaliGemma folder's `config.json`."""
-  return _read_config(folder)[0]
-
-
-def _read_config(folder: str) -> tuple[PaliGemmaConfig, bool]:
   if not os.path.isdir(folder):
     raise InputError(f"{folder}: not a folder (expected a PaliGemma checkpoint folder with config.json)")
   path = os.path.join(folder, "config.json")
   raw = _json(path)
   if raw.get("model_type") != "paligemma":
     raise InputError(f"{path}: not a PaliGemma checkpoint (model_type {raw.get('model_type')!r}, expected 'paligemma')")
-  vision, head = _vision(raw.get("vision_config"), path)
+  vision = _vision(raw.get("vision_config"), path)
   text = _text(raw.get("text_config"), path)
   f = _Fields(raw, {"image_token_index": raw.get("image_token_id", 256000), "projection_dim": 2048,
                     "tie_word_embeddings": True}, path)
   if f.int("projection_dim") != text.hidden_size:
     f.fail("projection_dim", f"text_config.hidden_size ({text.hidden_size}): the projected image tokens are decoder inputs")
-  config = PaliGemmaConfig(vision=vision, text=text, image_token_index=f.int("image_token_index", 0, MAX_VOCAB - 1),
-                           tie_word_embeddings=f.flag("tie_word_embeddings"))
-  return config, head
+  return PaliGemmaConfig(vision=vision, text=text, image_token_index=f.int("image_token_index", 0, MAX_VOCAB - 1),
+                         tie_word_embeddings=f.flag("tie_word_embeddings"))
 
 
 # HF tensor name -> (Flax parameter path, layout, layer row in a scanned stack or None); layouts as _TO_FLAX
@@ -264,12 +258,12 @@ def _shapes(config: PaliGemmaConfig) -> dict[tuple[str, ...], tuple[int, ...]]:
 
 def read_params(folder: str, config: PaliGemmaConfig | None = None) -> dict:
   """The Flax parameters of `PaliGemma(config)` from the folder's weights: every tensor the model has,
-  none it has not (SigLIP's pooling head, which PaliGemma does not read, aside), each of its shape."""
-  config, head = (config, False) if config is not None else _read_config(folder)
+  none it has not (SigLIP's pooling head, kept by checkpoints with `vision_use_head`, aside: PaliGemma
+  does not read it), each of its shape."""
+  config = config or read_config(folder)
   tensors = {_module_name(name): value for name, value in vilt_hub.read_tensors(folder).items()}
+  tensors = {name: value for name, value in tensors.items() if not name.startswith(f"{VISION}.head.")}
   where = os.path.join(folder, "model.safetensors")
-  if head:
-    tensors = {name: value for name, value in tensors.items() if not name.startswith(f"{VISION}.head.")}
   embedding = tensors.get(f"{TEXT}.embed_tokens.weight")
   if config.tie_word_embeddings and "lm_head.weight" in tensors:
     if embedding is None or not np.array_equal(tensors.pop("lm_head.weight"), embedding):
