@@ -62,11 +62,14 @@ def _generate(kind: str, arg: str | None, where: str) -> str:
 
 
 def _cell(text) -> str:
-  return str(text).replace("|", "\\|").replace("\n", " ")
+  """`text` as one table cell: a pipe escaped outside code spans (a code span keeps its pipes in
+  Python-Markdown's tables, and would show the backslash)."""
+  parts = re.split(r"(`[^`]*`)", str(text).replace("\n", " "))
+  return "".join(part if part.startswith("`") else part.replace("|", "\\|") for part in parts)
 
 
 def _value(value) -> str:
-  return "`" + _cell(repr(value)) + "`"
+  return _cell("`" + repr(value) + "`")
 
 
 def comments(sources: list[str]) -> dict[str, str]:
@@ -173,7 +176,7 @@ def benchmarks() -> str:
             f"```bash\n{record['command']}\n```", "",
             "| what | measured | target |", "|---|---:|---:|"]
     out += [f"| {_cell(r['what'])} | {_number(r['value'])}{'' if r['unit'] in ('x', '%') else ' '}{r['unit']} | "
-            f"{_cell(r['target'])} |"
+            f"{_cell(r['target'])}{' **missed**' if missed(r['target'], r['value']) else ''} |"
             for r in record["rows"]]
     out.append("")
   recorded = {os.path.basename(p)[:-len(".json")] for p in paths}
@@ -182,6 +185,16 @@ def benchmarks() -> str:
   if missing:
     out.append("No record yet: " + ", ".join(f"`{n}`" for n in missing) + ".")
   return "\n".join(out)
+
+
+def missed(target: str, value: float) -> bool:
+  """Whether `value` misses a target written ">= N UNIT", "<= N UNIT" or "A-B UNIT" (no target: False)."""
+  if m := re.match(r"(>=|<=)\s*([\d.]+)", target):
+    bound = float(m.group(2))
+    return value < bound if m.group(1) == ">=" else value > bound
+  if m := re.match(r"([\d.]+)-([\d.]+)", target):
+    return not float(m.group(1)) <= value <= float(m.group(2))
+  return False
 
 
 def _number(value: float) -> str:

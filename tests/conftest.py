@@ -27,7 +27,7 @@ import pytest
 
 # The modules whose setup or tests take minutes go first, so that pytest-xdist's workers
 # (one module each at a time, setup.cfg) do not end on them.
-_FIRST = ("test_bench.py", "test_sweep.py", "test_learning.py", "test_multihost.py", "test_demo.py",
+_FIRST = ("test_bench.py", "test_sweep.py", "test_learning.py", "test_multihost.py", "test_sharding.py", "test_demo.py",
           "test_slurm.py")
 
 

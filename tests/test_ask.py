@@ -215,10 +215,10 @@ def test_the_embedded_run_answers_about_its_own_image_ids(embedded_run, tiny_dat
   picture = answerer.image_path(key)  # the embedded datasets have pictures, under official COCO names
   assert answerer.caption(key) == first[key] and os.path.basename(picture) == f"COCO_train2014_{key:012d}.jpg"
   assert os.path.samefile(picture, os.path.join(tiny_data, "train2014", os.path.basename(picture)))
-  status, out, _ = _ask(["--workdir", embedded_run, "--image-id", str(key), "--question", "what color is it?",
-                         "--question", "is it red?", "--choices", "red,blue", "--top-k", "2"], capsys)
+  status, out, err = _ask(["--workdir", embedded_run, "--image-id", str(key), "--question", "what color is it?",
+                           "--question", "is it red?", "--choices", "red,blue", "--top-k", "2"], capsys)
   lines = out.splitlines()
-  assert status == 0 and len(lines) == 8 and lines[0] == f"image_id {key}: what color is it?"
+  assert status == 0 and err == "" and len(lines) == 8 and lines[0] == f"image_id {key}: what color is it?"
   assert lines[1].startswith("  1. ") and lines[3].startswith(("  multiple choice: red  0.", "  multiple choice: blue  0."))
   expected = answerer.answer(["is it red?"], image_ids=[key], k=2, choices=[["red", "blue"]])[0]
   assert lines[4:] == [f"image_id {key}: is it red?"] + [f"  {r}. {a}  {p:.3f}" for r, (a, p) in
@@ -247,7 +247,8 @@ def test_a_drawn_picture_is_answered_on_the_embedded_run_with_no_download(embedd
   [expected] = answerer.answer([question], features=answerer.features_of([str(folder / "dog_1.png")]),
                                choices=[["brown", "glorp"]])
   assert status == 0 and err == f"unreadable, skipped: {folder / 'notes_2.png'}: UnidentifiedImageError: " \
-      f"cannot identify image file '{folder / 'notes_2.png'}'\n"
+      f"cannot identify image file '{folder / 'notes_2.png'}'\nnote: this run was trained on the embedded synthetic " \
+      "dataset (config.data.synthetic: drawn shapes), so its answers about other pictures mean little\n"
   assert out.splitlines() == [f"{folder / 'dog_1.png'}: {question}"] + [
       f"  {r}. {a}  {p:.3f}" for r, (a, p) in enumerate(expected["answers"], 1)] + [
       f"  multiple choice: {expected['choice']}  {expected['choice_probability']:.3f}",

@@ -217,6 +217,15 @@ def test_the_mask_runs_own_images_ground_typed_answers():
       "No masks: answers ['a', 'b', 'c', 'd']: expected 1 to 3 non-empty answers")
 
 
+def test_a_run_of_the_embedded_set_says_once_under_the_title_that_other_pictures_mean_little():
+  pytest.importorskip("gradio")
+  shown = lambda page: [(c.elem_id, c.value) for c in demo.build(page).blocks.values()
+                        if getattr(c, "elem_id", None) == "note"]
+  assert shown(demo.Page(FakeAnswerer(), note="this run was trained on X")) == [
+      ("note", "Note: this run was trained on X.")]
+  assert shown(demo.Page(FakeAnswerer())) == []
+
+
 def test_without_gradio_the_verb_says_how_to_install_it(monkeypatch, tmp_path, capsys):
   monkeypatch.setitem(sys.modules, "gradio", None)  # `import gradio` raises ImportError
   monkeypatch.setenv("GRADIO_ANALYTICS_ENABLED", "True")
@@ -346,13 +355,23 @@ def _ask(driver, question, message="", choices=""):
 
 
 def _pick(driver, key, label):
-  """Searches the picker for `key` and picks the option `label`."""
+  """Searches the picker for `key`, picks the option `label` and waits until the picker holds it.
+  The list re-renders while the search narrows it: each try finds the options afresh, and an
+  option replaced between finding and clicking is found again."""
+  from selenium.common.exceptions import StaleElementReferenceException
   from selenium.webdriver.common.by import By
+  from selenium.webdriver.support.ui import WebDriverWait
   box = driver.find_element(By.CSS_SELECTOR, "#image input")
   box.click()
   box.send_keys(key)
-  option = _wait(driver, lambda d: [o for o in d.find_elements(By.CSS_SELECTOR, "ul[role=listbox] li") if o.text == label])
-  option[0].click()
+
+  def picked(d):
+    options = [o for o in d.find_elements(By.CSS_SELECTOR, "ul[role=listbox] li") if o.text == label]
+    if options:
+      options[0].click()
+    return d.find_element(By.CSS_SELECTOR, "#image input").get_attribute("value") == label
+
+  WebDriverWait(driver, 60, ignored_exceptions=(StaleElementReferenceException,)).until(picked)
 
 
 @pytest.mark.slow
@@ -360,6 +379,9 @@ def test_the_page_shows_a_store_picture_answers_it_and_says_which(page):
   from selenium.webdriver.common.by import By
   browser, answerer = page["browser"], page["answerer"]
   _open(browser, page["url"])
+  assert _text(browser, "#note") == ("Note: this run was trained on the embedded synthetic dataset "  # tiny_data's
+                                     "(config.data.synthetic: drawn shapes), so its answers about other pictures "
+                                     "mean little.")
   _ask(browser, "   ", "type a question")
   assert browser.find_element(By.CSS_SELECTOR, "#message").value_of_css_property("border-left-color") == (
       "rgba(198, 40, 40, 1)")  # styled as an error

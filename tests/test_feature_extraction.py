@@ -362,3 +362,31 @@ def test_the_extracted_store_trains(tiny_data, tmp_path):
   with open(tmp_path / "run" / "metrics.jsonl") as f:
     losses = [r["train/loss"] for r in map(json.loads, f) if "train/loss" in r]
   assert len(losses) == 2 and np.isfinite(losses).all() and metrics
+
+
+@pytest.mark.slow
+def test_a_full_disk_fails_the_extraction_in_one_line_leaving_nothing(tmp_path, capsys):
+  """A pixel store on a 600 KiB tmpfs (root only): a 512-pixel image (1 MiB) fits no chunk,
+  so exit 3 and nothing left (no OUT.partial/); a 300-pixel one (352 KiB) fits its chunk but
+  not the merged store beside it: exit 3, the chunk kept for the rerun that resumes."""
+  disk = tmp_path / "disk"
+  disk.mkdir()
+  if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(disk)], capture_output=True).returncode:
+    pytest.skip("mounting a small tmpfs needs root")
+  (tmp_path / "images").mkdir()
+  shutil.copy(GRACE, tmp_path / "images" / "COCO_val2014_000000000001.jpg")
+  extract_to = lambda out, size: front_door.main(["features", "--images", str(tmp_path / "images"), "--model", "pixels",
+                                                  "--layer", "pixels", "--out", str(disk / out), "--size", str(size)])
+  try:
+    codes = [extract_to("big.h5", 512)]
+    left = [sorted(os.listdir(disk))]
+    errors = [capsys.readouterr().err.strip().splitlines()]
+    codes.append(extract_to("small.h5", 300))
+    left.append(sorted(os.listdir(disk / "small.h5.partial")))
+    errors.append(capsys.readouterr().err.strip().splitlines())
+  finally:
+    subprocess.run(["umount", str(disk)], check=True)
+  assert codes == [3, 3] and left == [[], ["chunk_000000.npz", "meta.json"]], (codes, left)
+  for err in errors:
+    assert err[-1].startswith("vqajax features: failed: ") and "No space left on device; free space and rerun" in err[-1]
+    assert not [line for line in err if "Traceback" in line or ": error: " in line], err

@@ -1,3 +1,4 @@
+import errno
 import json
 import os
 import stat
@@ -5,7 +6,7 @@ import stat
 import pytest
 
 from vqajax.core import files
-from vqajax.core.errors import InputError
+from vqajax.core.errors import InputError, RunFailed
 
 
 def test_write_json_atomic_replaces_whole_file_with_default_permissions(tmp_path):
@@ -59,3 +60,23 @@ def test_write_atomic_many_removes_the_folders_it_made_when_it_fails(tmp_path):
   with pytest.raises(TypeError):
     files.write_atomic_many({str(tmp_path / "mine" / "a.json"): {1}}, make_dirs=True)
   assert os.listdir(tmp_path) == ["mine"]  # a folder that was there stays
+
+
+def test_a_full_disk_fails_the_run_and_leaves_no_folder_made_for_the_write(tmp_path):
+  """ENOSPC / EDQUOT are a run that cannot go on (exit 3, the input was fine); other write
+  errors name the output (exit 2); either way the folders made for the file are removed."""
+  def full(f):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+  def denied(f):
+    raise OSError(errno.EACCES, "Permission denied")
+
+  with pytest.raises(RunFailed, match=r"new/deeper/x\.npz: cannot write: No space left on device; free space and "
+                                      r"rerun$"):
+    files.write_atomic(str(tmp_path / "new" / "deeper" / "x.npz"), full, make_dirs=True)
+  with pytest.raises(InputError, match=r"x\.npz: cannot write: Permission denied$"):
+    files.write_atomic(str(tmp_path / "new" / "x.npz"), denied, make_dirs=True)
+  (tmp_path / "kept").mkdir()
+  with pytest.raises(RunFailed):
+    files.write_atomic(str(tmp_path / "kept" / "x.npz"), full, make_dirs=True)
+  assert os.listdir(tmp_path) == ["kept"] and os.listdir(tmp_path / "kept") == []  # a folder it did not make stays

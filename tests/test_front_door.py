@@ -226,6 +226,24 @@ def test_report_run_names_cannot_leave_the_output_folder(tmp_path, capsys):
   assert not os.path.exists(tmp_path / "out" / "x_fig9_correct_given_answer.png")
 
 
+def test_a_rerun_with_another_seed_is_refused_before_it_writes_an_embedded_dataset(tmp_path, monkeypatch, capsys):
+  """The seed names the embedded dataset's folder: the refusal comes before that dataset is written."""
+  from experiments.vqa import deeper_lstm_norm_i
+  from vqajax.core import run_record
+  from vqajax.synthetic import embedded
+  monkeypatch.setenv("HOME", str(tmp_path / "home"))
+  config = deeper_lstm_norm_i.get_config("runlocal")
+  embedded.resolve(config)  # as the first run recorded it
+  workdir = str(tmp_path / "w")
+  run_record.write_run_file(workdir, config, {"train_questions": 1})
+  before = open(os.path.join(workdir, "run.json")).read()
+  assert cli.main(["train", f"--config={CONFIG}", f"--workdir={workdir}", "--config.seed=3"]) == 2
+  cache = tmp_path / "home" / ".cache" / "vqajax" / "synthetic-v3"
+  assert f"holds a run with other settings (data.dir '{cache / 'tiny-seed0'}' -> '{cache / 'tiny-seed3'}'; " \
+      "seed 0 -> 3)" in _error_line(capsys, "vqajax train")
+  assert not os.path.exists(tmp_path / "home") and open(os.path.join(workdir, "run.json")).read() == before
+
+
 @pytest.mark.slow
 def test_a_workdir_is_one_run(tiny_data, tmp_path, capsys):
   """Issue 13.5-7: another run's settings are refused with the fields that differ; a

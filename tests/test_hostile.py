@@ -1,8 +1,10 @@
 """Every command over a folder of bad inputs: exit status 2, one line on stderr naming the
 file / record / field and what was expected, no traceback, every input byte-identical."""
 
+import glob
 import json
 import os
+import re
 import shutil
 import socket
 
@@ -11,7 +13,10 @@ import numpy as np
 import pytest
 
 from tests.digests import digests
-from vqajax import cli
+from vqajax import ask_cli, cli
+from vqajax.core import bundle, official_files
+from vqajax.core.errors import InputError
+from vqajax.features.store import FeatureStore, write_store_blocks
 from vqajax.vqa import models as vqa_models
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -63,6 +68,8 @@ def bad(tiny_data, tmp_path_factory):
   np.savez(root / "weights.npz", w=np.zeros(10_000, np.float32))
   _write(root / "truncated.npz", open(root / "weights.npz", "rb").read()[:3000].decode("latin-1"))
   _write(root / "text.pth", "these are not weights\n")
+  ids = FeatureStore(os.path.join(tiny_data, "features", "fc7.h5")).image_ids
+  write_store_blocks(str(root / "pixels.h5"), ids, (32, 32, 4), np.uint8, [np.zeros((len(ids), 32, 32, 4), np.uint8)])
   _write(root / "exits.py", "import sys\nsys.exit(0)\n")
   _write(root / "raises_sweep.py", "def get_sweep(arg):\n  raise RuntimeError('no points today')\n")
   return root
@@ -92,6 +99,9 @@ CASES = [
      "vqajax train", "empty.h5: not a readable feature store"),
     ("garbage feature store", lambda d, b, w: _train(d, w, f"--config.data.features={b / 'garbage.h5'}"),
      "vqajax train", "garbage.h5: not a readable feature store"),
+    ("a pixel store for a features model (32x32x4 == 4096)",
+     lambda d, b, w: _train(d, w, f"--config.data.features={b / 'pixels.h5'}"), "vqajax train",
+     "pixels.h5: holds images' pixels (vqajax features --model pixels, for ViLT), while this model"),
     ("float image ids in a store", lambda d, b, w: _train(d, w, f"--config.data.features={b / 'float_ids.h5'}"),
      "vqajax train", "float_ids.h5: image ids are float64, expected integers"),
     ("batch_size 0", lambda d, b, w: _train(d, w, "--config.batch_size=0"), "vqajax train",
@@ -302,3 +312,134 @@ def test_a_lock_of_pid_0_is_stale(tmp_path):
   with run_record.WorkdirLock(str(tmp_path), "vqajax test"):
     assert json.load(open(tmp_path / "lock"))["pid"] == os.getpid()
   assert not os.path.exists(tmp_path / "lock")
+
+
+def _one_line(capsys, prog):
+  """The only line on stderr, which must be `prog`'s refusal (no usage block, no traceback)."""
+  captured = capsys.readouterr()
+  err = captured.err.splitlines()
+  assert len(err) == 1 and err[0].startswith(f"{prog}: error: "), captured.err
+  return err[0]
+
+
+PARSER_CASES = [  # (argv, prog, what the line says)
+    (["train", "--config=x.py", "--workdir="], "vqajax train", "argument --workdir: expected a path, got an empty one"),
+    (["submit", "--workdir=w", "q.json", "--data_dir="], "vqajax submit", "argument --data_dir: expected a path"),
+    (["train", "--config=x.py", "--workdir=w", "--slurm.nodes=-1"], "vqajax train",
+     "argument --slurm.nodes: expected a positive whole number, got '-1'"),
+    (["train", "--config=x.py", "--workdir=w", "--launcher", "pbs"], "vqajax train",
+     "argument --launcher: invalid choice: 'pbs' (choose from 'local', 'slurm')"),
+    (["features", "--images=i", "--model=pixels", "--layer=pixels", "--out=o.h5", "--size", "big"], "vqajax features",
+     "argument --size: expected an integer, got 'big'"),
+    (["eval", "--workdir=w", "--step", "last"], "vqajax eval", "argument --step: expected an integer, got 'last'"),
+    (["ask", "--workdir=w", "--step=1", "--best"], "vqajax ask", "argument --best: not allowed with argument --step"),
+    (["export", "--workdir=w"], "vqajax export", "the following arguments are required: --out"),
+    (["data", "synth", "--seed", "x"], "vqajax data synth", "argument --seed: expected an integer, got 'x'"),
+    (["therapy", "nope"], "vqajax therapy", "invalid choice: 'nope'"),
+    (["features", "convert", "in.pth"], "vqajax features convert", "the following arguments are required: npz"),
+    (["convert", "vizwiz"], "vqajax convert vizwiz", "the following arguments are required"),
+    (["train", "--config=x.py", "--workdir=w", "--config.batch_size"], "vqajax train",
+     "--config.batch_size: expected a value"),
+]
+
+
+@pytest.mark.parametrize("argv, prog, expected", PARSER_CASES, ids=[" ".join(c[0][:2]) for c in PARSER_CASES])
+def test_a_flag_refused_is_one_line_without_the_usage_block(argv, prog, expected, tmp_path, monkeypatch, capsys):
+  monkeypatch.chdir(tmp_path)
+  with pytest.raises(SystemExit) as done:
+    cli.main(argv)
+  assert done.value.code == 2 and expected in _one_line(capsys, prog)
+  assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("verb", list(cli.VERBS))
+def test_every_verbs_parser_refuses_in_one_line(verb, tmp_path, monkeypatch, capsys):
+  monkeypatch.chdir(tmp_path)
+  with pytest.raises(SystemExit) as done:
+    cli.main([verb, "--no-such-flag"])
+  assert done.value.code == 2
+  _one_line(capsys, f"vqajax {verb}")
+
+
+def test_every_parser_is_the_one_line_parser():
+  """Every parser of the front door and the pipelines is `errors.ArgumentParser` (its
+  sub-parsers follow it): a plain argparse parser would print its usage block."""
+  plain = [os.path.relpath(path, ROOT) for folder in ("vqajax", "data_pipeline")
+           for path in glob.glob(os.path.join(ROOT, folder, "**", "*.py"), recursive=True)
+           if "argparse.ArgumentParser(" in open(path).read() and not path.endswith(os.path.join("core", "errors.py"))]
+  assert plain == []
+
+
+def test_a_malicious_pth_is_refused_in_one_line_and_never_run(tmp_path, monkeypatch, capsys):
+  torch = pytest.importorskip("torch")
+  marker = tmp_path / "ran"
+
+  class Payload:
+    def __reduce__(self):
+      return (os.system, (f"touch {marker}",))
+
+  torch.save({"features.0.weight": Payload()}, tmp_path / "evil.pth")
+  before = digests(str(tmp_path))
+  assert cli.main(["features", "convert", str(tmp_path / "evil.pth"), str(tmp_path / "out.npz")]) == 2
+  line = _one_line(capsys, "vqajax features")
+  assert "evil.pth: not a readable torch state dict: not a pickle of tensors only" in line
+  assert "weights_only" not in line  # torch's advice to load it unsafely is not passed on
+  assert digests(str(tmp_path)) == before and not marker.exists()
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--size", "100000"], "--size 100000: only pixels takes a size, a number of pixels from 1 to 4096"),
+    (["--batch", "100000000"], "--batch 100000000: the inputs of a batch of 384x384 images would take 219726.6 GiB, "
+                               "more than the 2 GiB allowed: give at most 910"),  # 384 * 384 * 4 channels * 4 bytes
+    (["--size", "4096", "--batch", "9"], "the inputs of a batch of 4096x4096 images would take 2.2 GiB"),
+], ids=["size", "batch", "size and batch"])
+def test_a_pixel_store_that_cannot_fit_is_refused_before_it_starts(flags, expected, bad, tmp_path, capsys):
+  out = tmp_path / "pixels.h5"
+  assert cli.main(["features", "--images", str(bad / "images"), "--model", "pixels", "--layer", "pixels",
+                   "--out", str(out), *flags]) == 2
+  assert expected in _one_line(capsys, "vqajax features")
+  assert os.listdir(tmp_path) == []
+
+
+def test_a_lone_surrogate_is_refused_naming_where_it_is(tiny_data, tmp_path):
+  """A lone surrogate ("\\ud800" in JSON) is no character: the tokenizers and the terminal
+  cannot take it, so every reader of text names it (the test file of `submit`, `ask`'s
+  flags and questions file)."""
+  questions = _json(os.path.join(tiny_data, "v2_OpenEnded_mscoco_test-dev2015_questions.json"))
+  questions["questions"][2]["question"] = "what is \ud800?"
+  qid = questions["questions"][2]["question_id"]
+  _write(tmp_path / "test.json", questions)
+  with pytest.raises(InputError, match=rf'test.json: questions\[2\] \(question_id={qid}\): "question": expected '
+                                       r"text, got 'what is \\ud800\?' \(a lone surrogate is no character\)"):
+    official_files.read_questions(str(tmp_path / "test.json"))
+  _write(tmp_path / "ask.json", [{"image_id": 1, "question": "fine"}, {"image_id": 1, "question": "a\ud800"}])
+  with pytest.raises(InputError, match=r'ask.json: records\[1\]: "question": expected text'):
+    ask_cli.read_questions(str(tmp_path / "ask.json"))
+  flags = ask_cli._parser("vqajax ask").parse_args(["--workdir=w", "--image-id=1", "--question=fine",
+                                                     "--question=b\ud800"])
+  with pytest.raises(InputError, match=r"^--question: expected text, got 'b\\ud800'"):
+    ask_cli.asked(flags)
+
+
+def test_a_sparse_2_gib_file_is_refused_before_it_is_read(tiny_data, tmp_path, capsys):
+  zeros = tmp_path / "results.json"
+  with open(zeros, "wb") as f:
+    f.truncate(2 * 2**30)  # sparse: no disk, and no memory unless read
+  assert cli.main(["score", "--questions", os.path.join(tiny_data, VAL_Q), "--annotations",
+                   os.path.join(tiny_data, VAL_A), "--results", str(zeros)]) == 2
+  assert f"results.json: 2147483648 bytes, more than the {2**30} expected" in _one_line(capsys, "vqajax score")
+  assert official_files.MAX_INPUT_BYTES == 2**30
+
+
+def test_bytes_that_are_no_parameters_are_one_line():
+  """A bundle's parameters are verified by sha256 first, so these come from an edit that
+  updated the checksum: random bytes (msgpack's ExtraData), a number, objects of strings."""
+  from flax import serialization
+  for blob, expected in [(np.random.default_rng(0).bytes(1000), "not Flax msgpack parameters (ExtraData)"),
+                         (serialization.msgpack_serialize(5), "expected nested objects of arrays"),
+                         (serialization.msgpack_serialize({"dense": {"kernel": "x"}}), "expected nested objects")]:
+    with pytest.raises(InputError, match=rf"^B/flax_model.msgpack: {re.escape(expected)}"):
+      bundle._params("B/flax_model.msgpack", blob)
+  params = {"dense": {"kernel": np.ones((2, 3), np.float32)}}
+  np.testing.assert_array_equal(bundle._params("B", serialization.msgpack_serialize(params))["dense"]["kernel"],
+                                params["dense"]["kernel"])

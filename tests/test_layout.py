@@ -1,8 +1,9 @@
 """The import rules of the layout (WORKSPACE.md, "Layout"): folders never import upward or sideways.
 
   core/, nn/       no paper package, no synthetic/, no features, no front door; nn/ no core/ but
-                   core/errors (a Hub folder's reader, nn/vilt_hub.py, raises InputError) and
+                   core/errors (a Hub folder's reader, nn/vilt_hub.py, raises InputError),
                    core/config (the rules of an encoder's or a model's config fields sit beside it)
+                   and core/official_files (a checkpoint's files are read as every input file is)
   vqa/ and answertherapy/   stand side by side: neither imports the other
   synthetic/       imported only by the front door (cli.py, commands.py) that writes the embedded
                    datasets (and tests)
@@ -63,9 +64,10 @@ def _violations(importer, forbidden, exempt=(), allowed=()):
                 if any(_within(name, f) for f in forbidden) and not any(_within(name, a) for a in allowed))
 
 
-# importer -> the modules of a forbidden folder it may import: nn/ raises InputError and declares
-# its config fields' rules beside its encoders and models (core/config's Rule)
-ALLOWED = {"vqajax.nn": ("vqajax.core.errors", "vqajax.core.config")}
+# importer -> the modules of a forbidden folder it may import: nn/ raises InputError, declares
+# its config fields' rules beside its encoders and models (core/config's Rule) and reads a
+# checkpoint's files as every input file is read (core/official_files' check_file, load_json)
+ALLOWED = {"vqajax.nn": ("vqajax.core.errors", "vqajax.core.config", "vqajax.core.official_files")}
 
 
 @pytest.mark.parametrize("importer, forbidden", [

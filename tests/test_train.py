@@ -47,8 +47,8 @@ def test_the_sharded_step_never_gathers_the_batch(tiny_data):
   exp = Experiment.build(cli.task_of(_config(tiny_data)), _config(tiny_data))
   assert exp.mesh.devices.size == 8
   batch = sharding.to_global(pipeline.example_batch(exp.data.train, exp.data.store, 32, exp.task.TRAIN_KEYS), exp.mesh)
-  step = train.make_train_step(exp.model, exp.tx, exp.mesh, exp.task.make_loss(exp.config))
-  hlo = step.lower(exp.initial_state(abstract=True), batch).compile().as_text()
+  step = train.make_train_step(exp.model, exp.tx, exp.mesh, exp.task.make_loss(exp.config), None, exp.state_sharding)
+  hlo = step.lower(exp.initial_state(abstract=True), batch).compile().as_text()  # fsdp 1: nothing gathered
   assert "all-reduce" in hlo and "all-gather" not in hlo and "all-to-all" not in hlo
 
 

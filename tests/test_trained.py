@@ -22,7 +22,7 @@ import yaml
 import vqajax
 from experiments.vqa import bow_q_i
 from tests import devices
-from vqajax import cli
+from vqajax import cli, demo
 from vqajax.core import checkpoint, train
 from vqajax.core import config as config_lib
 from vqajax.core.errors import InputError
@@ -192,6 +192,12 @@ def test_a_bundle_answers_as_its_workdir_anywhere(run, capsys, tmp_path):
   shutil.rmtree(copy)  # the bundle stands alone
   moved = shutil.move(bundle, tmp_path / "elsewhere")
   assert _asked(str(moved), run, capsys, "--data_dir", run["data"]) == before  # it names no data folder
+  opened = lambda path, *flags: demo.page_of(demo._parser("vqajax demo").parse_args(["--workdir", str(path), *flags]))
+  store = [str(i) for i in opened(run["workdir"]).answerer.image_ids]  # the demo's picker offers the store's images
+  assert store and [key for _, key in opened(moved, "--data_dir", run["data"]).image_choices()] == store
+  assert opened(moved).image_choices() == []
+  with pytest.raises(InputError, match="a workdir, which reads the data it recorded"):
+    opened(run["workdir"], "--data_dir", run["data"])
   names = sorted(os.listdir(moved))
   assert names == ["README.md", "config.json", "encoders.json", "flax_model.msgpack", "vqajax.json"]
   with open(os.path.join(moved, "vqajax.json")) as f:
@@ -209,6 +215,7 @@ def test_a_bundle_answers_as_its_workdir_anywhere(run, capsys, tmp_path):
       k: round(v, 4) for k, v in record["metrics"].items() if "/" not in k}
   assert "/" not in result["dataset"]["name"] and os.sep + "tmp" not in card  # no local path in the card
   assert f"| accuracy | {record['metrics']['accuracy']:.2f} |" in card
+  assert "pip install -e ./vqajax" in card and "pip install vqajax" not in card  # it is on no package index
   workdir_bytes = sum(os.path.getsize(os.path.join(d, n)) for d, _, ns in os.walk(run["workdir"]) for n in ns)
   assert sum(os.path.getsize(os.path.join(moved, n)) for n in names) < workdir_bytes / 2
   # submit takes it too (into a named folder: a bundle is not written into)

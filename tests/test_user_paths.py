@@ -4,6 +4,8 @@ are not runs, and outputs inside a run or a bundle."""
 import hashlib
 import json
 import os
+import pathlib
+import random
 import shutil
 
 import pytest
@@ -276,3 +278,57 @@ def test_a_bundle_reads_its_data_from_the_home_folder_or_data_dir(tiny_lstm_run,
   capsys.readouterr()
   assert cli.main([*ask, f"--workdir={home_bundle}"]) == 0
   assert json.loads(capsys.readouterr().out) == expected
+
+
+def _only_error(capsys, prog):
+  """The one line on stderr: `prog`'s refusal."""
+  err = capsys.readouterr().err.splitlines()
+  assert len(err) == 1 and err[0].startswith(f"{prog}: error: "), err
+  return err[0]
+
+
+@pytest.mark.slow
+def test_load_takes_path_objects_and_refuses_a_step_with_best(tiny_lstm_run, bundle, tiny_data):
+  run, image = tiny_lstm_run[0], _image_id(tiny_lstm_run[0])
+  asked = lambda answerer: answerer.answer(["what color is it?"], image_ids=[image], k=3)
+  expected = asked(vqajax.load(run))
+  assert asked(vqajax.load(pathlib.Path(run))) == expected
+  assert asked(vqajax.load(pathlib.Path(bundle[0]), data_dir=pathlib.Path(tiny_data))) == expected
+  with pytest.raises(InputError, match=r"run: step 4 and best: give one of them \(--step N or --best\)$"):
+    vqajax.load(pathlib.Path(run), step=4, best=True)
+
+
+@pytest.mark.slow
+def test_ask_and_submit_refuse_a_lone_surrogate_and_a_huge_file_in_one_line(tiny_lstm_run, tiny_data, tmp_path,
+                                                                            capsys):
+  run, out = tiny_lstm_run[0], tmp_path / "out"
+  before = digests(run)
+  assert cli.main(["ask", f"--workdir={run}", "--image-id", str(_image_id(run)), "--question", "what is \ud800?"]) == 2
+  assert _only_error(capsys, "vqajax ask").endswith(
+      "--question: expected text, got 'what is \\ud800?' (a lone surrogate is no character)")
+  with open(os.path.join(tiny_data, TEST_DEV)) as f:
+    questions = json.load(f)
+  questions["questions"][0]["question"] = "\ud800"
+  (tmp_path / "q").mkdir()
+  (tmp_path / "q" / TEST_DEV).write_text(json.dumps(questions))  # "\ud800" escaped in the file
+  assert cli.main(["submit", f"--workdir={run}", f"--out={out}", str(tmp_path / "q" / TEST_DEV)]) == 2
+  qid = questions["questions"][0]["question_id"]
+  assert f'questions[0] (question_id={qid}): "question": expected text' in _only_error(capsys, "vqajax submit")
+  with open(tmp_path / TEST_DEV, "wb") as f:
+    f.truncate(2 * 2**30)  # sparse zeros
+  assert cli.main(["submit", f"--workdir={run}", f"--out={out}", str(tmp_path / TEST_DEV)]) == 2
+  assert f"{TEST_DEV}: 2147483648 bytes, more than the" in _only_error(capsys, "vqajax submit")
+  assert digests(run) == before and not out.exists()
+
+
+@pytest.mark.slow
+def test_random_bytes_with_their_checksum_as_a_bundles_parameters(bundle, tmp_path, capsys):
+  edited = tmp_path / "edited"
+  shutil.copytree(bundle[0], edited)
+  blob = random.Random(0).randbytes(4096)
+  (edited / "flax_model.msgpack").write_bytes(blob)
+  record = json.loads((edited / "vqajax.json").read_text())
+  record["files"]["flax_model.msgpack"] = hashlib.sha256(blob).hexdigest()
+  (edited / "vqajax.json").write_text(json.dumps(record))
+  assert cli.main(["ask", f"--workdir={edited}", "--image-id", str(bundle[1]), "--question", "what?"]) == 2
+  assert "flax_model.msgpack: not Flax msgpack parameters (" in _only_error(capsys, "vqajax ask")

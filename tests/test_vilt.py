@@ -161,8 +161,8 @@ def test_folders_that_are_not_vilt_checkpoints_are_refused(checkpoint, tmp_path)
     json.dump({"model_type": "vilt", "architectures": ["ViltForQuestionAnswering"]}, f)
   converting = re.escape(f"{bert}: has pytorch_model.bin only; convert it to model.safetensors once: ")
   with pytest.raises(InputError, match=converting + ".*transformers.ViltForQuestionAnswering.from_pretrained"):
-    vilt_hub.read_tensors(bert)
-  with pytest.raises(InputError, match="field hidden_size is '32'; expected int"):
+    vilt_hub.headers(bert)
+  with pytest.raises(InputError, match="field hidden_size: expected a positive integer <= 16384, got '32'"):
     vilt_hub.read_config(_copy(folder, tmp_path / "b", hidden_size="32"))
 
 
@@ -215,8 +215,11 @@ def test_init_from_gives_exactly_the_checkpoints_parameters(checkpoint):
   loaded = [vilt_hub.init_from(folder, init(jax.random.key(seed), **example)["params"])
             for seed in (0, 1)]
   jax.tree.map(np.testing.assert_array_equal, loaded[0].params, loaded[1].params)  # nothing of the init is left
-  leaves = {jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in
-            jax.tree_util.tree_leaves_with_path(loaded[0].params)}
+  leaves = {}
+  for path, leaf in jax.tree_util.tree_leaves_with_path(loaded[0].params):
+    name, leaf = jax.tree_util.keystr(path), np.asarray(leaf)
+    stacked = path[1].key == "layers"  # one row per layer, each an HF tensor
+    leaves.update({f"{name}[{i}]": row for i, row in enumerate(leaf)} if stacked else {name: leaf})
   assert len(leaves) == len(tensors) and sum(leaf.size for leaf in leaves.values()) == sum(
       t.size for t in tensors.values())
   by_values = {}
@@ -227,10 +230,18 @@ def test_init_from_gives_exactly_the_checkpoints_parameters(checkpoint):
   p = loaded[0].params["vilt"]
   conv = tensors["vilt.embeddings.patch_embeddings.projection.weight"]  # [out, in, h, w]
   assert p["patch_embeddings"]["kernel"][2, 5, 1, 7] == conv[7, 1, 2, 5]
-  np.testing.assert_array_equal(p["layer_1"]["query"]["kernel"], tensors["vilt.encoder.layer.1.attention.attention"
-                                                                         ".query.weight"].T)
+  np.testing.assert_array_equal(p["layers"]["query"]["kernel"][1], tensors["vilt.encoder.layer.1.attention.attention"
+                                                                            ".query.weight"].T)
   np.testing.assert_array_equal(p["modality_embeddings"]["embedding"], tensors["vilt.embeddings.token_type_embeddings"
                                                                                 ".weight"])
+
+
+def test_hub_tensors_map_the_parameters_back_to_the_checkpoint(checkpoint, classifier):
+  tensors = safetensors_numpy.load_file(os.path.join(checkpoint[0], "model.safetensors"))
+  back = vilt_hub.hub_tensors(classifier[2].params)
+  assert sorted(back) == sorted(tensors)
+  for name, tensor in tensors.items():
+    np.testing.assert_array_equal(back[name], tensor, err_msg=name)
 
 
 def test_mask_head_maps_each_patch_token_to_slot_logits(checkpoint, classifier):

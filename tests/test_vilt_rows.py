@@ -98,9 +98,9 @@ def test_a_run_from_a_checkpoint_starts_with_its_parameters(tiny_copy, tmp_path,
                                 tensors["embeddings.text_embeddings.word_embeddings.weight"])
   np.testing.assert_array_equal(backbone["patch_embeddings"]["kernel"],
                                 tensors["embeddings.patch_embeddings.projection.weight"].transpose(2, 3, 1, 0))
-  np.testing.assert_array_equal(backbone["layer_1"]["intermediate"]["kernel"],
+  np.testing.assert_array_equal(backbone["layers"]["intermediate"]["kernel"][1],
                                 tensors["encoder.layer.1.intermediate.dense.weight"].T)
-  np.testing.assert_array_equal(backbone["layer_0"]["layernorm_before"]["scale"],
+  np.testing.assert_array_equal(backbone["layers"]["layernorm_before"]["scale"][0],
                                 tensors["encoder.layer.0.layernorm_before.weight"])
   assert sum(x.size for x in jax.tree_util.tree_leaves(backbone)) == sum(t.size for t in tensors.values())
   # the run's text is the folder's tokenizer, at the checkpoint's 12 tokens
@@ -109,6 +109,7 @@ def test_a_run_from_a_checkpoint_starts_with_its_parameters(tiny_copy, tmp_path,
   assert exp.data.encoders.vilt.config == vilt_hub.read_config(str(tmp_path / "hub"))
 
 
+@pytest.mark.slow
 def test_a_runlocal_run_trains_and_answers_a_new_image(tiny_copy, tmp_path, one_device_env):
   workdir = tmp_path / "run"
   env = dict(one_device_env, PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(), one_device_env.get("PYTHONPATH")])))

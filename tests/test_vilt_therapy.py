@@ -67,7 +67,8 @@ def test_each_answer_slot_is_its_own_texts_mask():
   enc.vilt = vilt_run.Spec(vilt.ViltConfig(vocab_size=12, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                            intermediate_size=24, image_size=16, patch_size=8,
                                            max_position_embeddings=6), enc.vilt.tokenizer_json)
-  cfg = ml_collections.ConfigDict({"name": "vilt", "inputs": "i+q+a", "dtype": "float32", "mask_grid": 5})
+  cfg = ml_collections.ConfigDict({"name": "vilt", "inputs": "i+q+a", "dtype": "float32", "remat": "none",
+                                   "mask_grid": 5})
   model = models.build(cfg, enc, "grounding_mask")
   rng = np.random.default_rng(0)
   image = rng.integers(0, 256, (2, 16, 16, 4)).astype(np.uint8)
@@ -114,7 +115,7 @@ def test_a_mask_run_from_a_checkpoint_starts_with_its_parameters(tiny_copy, tmp_
   assert "initialised mask_head (not in the checkpoint)" in caplog.text
   np.testing.assert_array_equal(params["vilt"]["text_embeddings"]["word_embeddings"]["embedding"],
                                 tensors["embeddings.text_embeddings.word_embeddings.weight"])
-  np.testing.assert_array_equal(params["vilt"]["layer_0"]["intermediate"]["kernel"],
+  np.testing.assert_array_equal(params["vilt"]["layers"]["intermediate"]["kernel"][0],
                                 tensors["encoder.layer.0.intermediate.dense.weight"].T)
   assert sum(x.size for x in jax.tree_util.tree_leaves(params["vilt"])) == sum(t.size for t in tensors.values())
   assert params["mask_head"]["kernel"].shape == (16, 1)

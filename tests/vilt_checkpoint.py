@@ -17,9 +17,9 @@ def random_checkpoint(folder, config: vilt.ViltConfig, words: list[str]) -> dict
   params = jax.eval_shape(vilt.ViltClassifier(config, 2).init, jax.random.key(0), **vilt.example_inputs(config))
   leaves = {tuple(k.key for k in path): leaf for path, leaf in jax.tree_util.tree_leaves_with_path(params["params"])}
   shapes = {"dense": lambda s: s[::-1], "conv": lambda s: (s[3], s[2], s[0], s[1]), "same": lambda s: s}
-  tensors = {name[len("vilt."):]: rng.standard_normal(shapes[layout](leaves[path].shape)).astype(np.float32)
-             for name, (path, layout) in vilt_hub.parameter_table(config.num_hidden_layers).items()
-             if path[0] == "vilt"}
+  tensors = {name[len("vilt."):]: rng.standard_normal(shapes[p.layout](leaves[p.path].shape[p.layer is not None:]))
+             .astype(np.float32)  # a stacked layer's tensor is one row of it
+             for name, p in vilt_hub.parameter_table(config.num_hidden_layers).items() if p.path[0] == "vilt"}
   safetensors_numpy.save_file(tensors, os.path.join(folder, vilt_hub.WEIGHTS))
   fields = {k: v for k, v in vars(config).items() if k != "labels"}
   with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:

@@ -35,8 +35,8 @@ import numpy as np
 from PIL import Image
 
 from vqajax import commands
-from vqajax.core import files, official_files, runtime, trained
-from vqajax.core.errors import InputError, exit_status
+from vqajax.core import files, official_files, runtime, text, trained
+from vqajax.core.errors import ArgumentParser, InputError, exit_status
 from vqajax.features import forward, images
 
 _TASKS = ("vqa", "grounding_mask")
@@ -45,7 +45,7 @@ PROGRESS_EVERY = 256  # image files a progress line
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+  parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   runtime.add_compilation_cache_flag(parser)
   parser.add_argument("--workdir", type=files.path_arg, required=True, help="a trained vqa or grounding_mask run")
   commands.add_checkpoint_flags(parser)
@@ -86,6 +86,7 @@ def _records_of_file(path: str) -> list:
 def _strings(value, where: str, field: str) -> list[str]:
   if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
     raise InputError(f'{where}: "{field}" expected a non-empty list of strings')
+  text.check_text(value, lambda i: f'{where}: "{field}"[{i}]')
   return value
 
 
@@ -102,6 +103,7 @@ def read_questions(path: str) -> list[dict]:
       raise InputError(f"{where}: expected an object, got {type(record).__name__}")
     if not isinstance(record.get("question"), str):
       raise InputError(f'{where}: "question" expected a string')
+    text.check_text([record["question"]], lambda _: f'{where}: "question"')
     item = {"question": record["question"]}
     if ("image" in record) == ("image_id" in record):
       raise InputError(f'{where}: expected one of "image" (a path) and "image_id" (an integer)')
@@ -159,6 +161,9 @@ def asked(args) -> list[dict]:
     return read_questions(args.questions)
   if not args.question:
     raise InputError("no questions: give --question TEXT (repeatable) or --questions FILE")
+  for flag in ("question", "choices", "answers"):
+    given = getattr(args, flag) or []
+    text.check_text([given] if isinstance(given, str) else given, lambda _: f"--{flag}")
   if not args.image and not args.image_id:
     raise InputError("no image: give --image FILE|FOLDER or --image-id N")
   targets = [{"image": path} for path in _image_files(args.image)] + [{"image_id": i} for i in args.image_id]
@@ -311,6 +316,13 @@ def _print_groundings(records: list[dict], out: str, as_json: bool) -> None:
   print(f"masks: {os.path.join(out, 'masks.json')}")
 
 
+def _say_synthetic(config, items: list[dict]) -> None:
+  """Once, on stderr: a run of the embedded synthetic dataset asked about a picture of the user's."""
+  note = trained.synthetic_note(config)
+  if note and any("image" in item for item in items):
+    print(f"note: {note}", file=sys.stderr)
+
+
 def run(args) -> None:
   if args.top_k < 1:
     raise InputError(f"--top-k {args.top_k}: expected a positive integer")
@@ -324,7 +336,9 @@ def run(args) -> None:
   if config.task == "vqa":
     from vqajax.vqa.ask import Answerer
     answerer = Answerer.from_workdir(args.workdir, args.step, best=args.best, weights=args.weights, data_dir=data_dir)
-    _print_answers(answerer, items, answer_all(answerer, items, args.top_k), args.json)
+    answers = answer_all(answerer, items, args.top_k)
+    _say_synthetic(config, items)
+    _print_answers(answerer, items, answers, args.json)
     return
   if not args.out:
     raise InputError("a grounding_mask run writes masks: give --out FOLDER")
@@ -332,7 +346,9 @@ def run(args) -> None:
   from vqajax.answertherapy.ask import Grounder
   grounder = Grounder.from_workdir(args.workdir, args.step, best=args.best, class_workdir=args.class_workdir,
                                   weights=args.weights, data_dir=data_dir)
-  _print_groundings(ground_all(grounder, items, args.out), args.out, args.json)
+  records = ground_all(grounder, items, args.out)
+  _say_synthetic(config, items)
+  _print_groundings(records, args.out, args.json)
 
 
 def main(argv: Sequence[str], prog: str = "vqajax ask") -> int:

@@ -25,7 +25,7 @@ from vqajax.commands import (
   train_config,
 )
 from vqajax.core import files, runtime
-from vqajax.core.errors import exit_status
+from vqajax.core.errors import ArgumentParser, exit_status
 
 VERBS = {
     "train": "train a config with periodic evaluation and checkpoints (a rerun resumes)",
@@ -49,7 +49,7 @@ _BASELINES = ("random", "prior", "q_type_prior", "nearest_neighbour")
 
 
 def _run_parser(verb: str) -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(
+  parser = ArgumentParser(
       prog=f"vqajax {verb}", description=VERBS[verb],
       epilog="Any config field is set with --config.FIELD=VALUE (e.g. --config.batch_size=256); "
              "--print-config lists every field with its value.")
@@ -247,7 +247,7 @@ def _launch(verb: str, args, argv: Sequence[str]) -> int:
 
 def _trained_parser(verb: str, description: str, out: str) -> argparse.ArgumentParser:
   """The flags of the verbs that use a trained run (a workdir, or a bundle for submit)."""
-  parser = argparse.ArgumentParser(prog=f"vqajax {verb}", description=description)
+  parser = ArgumentParser(prog=f"vqajax {verb}", description=description)
   parser.add_argument("--workdir", type=files.path_arg, required=True, help="the trained run (a workdir" + (
       ", or an export bundle)" if verb == "submit" else ")"))
   add_checkpoint_flags(parser)

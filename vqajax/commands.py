@@ -87,8 +87,14 @@ def check_workdir(workdir: str) -> None:
 
 
 def train_config(config, workdir: str, allow_changed_run: bool = False) -> dict:
-  """`vqajax train` on a resolved config: its data, then training; returns the last metrics."""
-  from vqajax.core import train
+  """`vqajax train` on a resolved config: its data, then training; returns the last metrics. A
+  rerun with other settings is refused before the data is prepared (a changed seed would write a
+  whole embedded dataset first), and again with the data's sizes when training starts."""
+  from vqajax.core import run_record, train
+  from vqajax.synthetic import embedded
+  if not allow_changed_run:
+    embedded.resolve(config)
+    run_record.check_same_run(workdir, config, None, train.CHANGED_RUN)
   prepare_data(config)
   check_workdir(workdir)
   return train.train_and_evaluate(task_of(config), config, workdir, allow_changed_run=allow_changed_run)

@@ -1,7 +1,7 @@
 """vqajax demo: a local web page (Gradio) asking a VQA run about an image.
 
   vqajax demo --workdir VQA_WORKDIR [--therapy-workdir MASK_WORKDIR [--therapy-class-workdir CLASS_WORKDIR]]
-              [--host 127.0.0.1] [--port 7860]
+              [--data_dir DIR] [--host 127.0.0.1] [--port 7860]
 
 Choose any of the run's store images (a searchable list, each with its caption where the
 data has captions; shown as a picture where the store recorded its file, as the embedded
@@ -11,7 +11,8 @@ question, and see the top answers as bars, the pick among the choices and which 
 was answered. With a VQA-AnswerTherapy mask run beside it, each answer's mask is drawn
 over the picture in a colour of its own, with a legend and whether the answers share one
 grounding (from a grounding_class run when given, else from the masks). Bad input in the
-page is a message on the page, in words.
+page is a message on the page, in words. A run trained on the embedded synthetic dataset says
+once, under the title, that its answers about other pictures mean little.
 
 On a shared machine: Gradio's files (uploads, the pictures it shows) live in a temporary
 folder of this server's own, removed at exit, and the page serves nothing else; uploads
@@ -34,7 +35,7 @@ from typing import Sequence
 import numpy as np
 
 from vqajax.core import files, runtime
-from vqajax.core.errors import InputError, exit_status
+from vqajax.core.errors import ArgumentParser, InputError, exit_status
 
 TOP_K = 5
 GROUNDED = 3  # the top answers grounded when the page names none
@@ -58,8 +59,8 @@ class Page:
   Store images are keyed by their id as text (VQA ids are integers, AnswerTherapy's
   strings); an upload by its path, its features cached by its content."""
 
-  def __init__(self, answerer, grounder=None):
-    self.answerer, self.grounder = answerer, grounder
+  def __init__(self, answerer, grounder=None, note: str = ""):
+    self.answerer, self.grounder, self.note = answerer, grounder, note
     self._asked = {str(i): i for i in answerer.image_ids}
     self._grounded = {str(i): i for i in grounder.image_ids} if grounder else {}
 
@@ -231,6 +232,8 @@ def build(page: Page):
 
   with gr.Blocks(title="vqajax demo", analytics_enabled=False) as blocks:
     gr.Markdown("# vqajax: ask the model about a picture")
+    if page.note:
+      gr.Markdown(f"Note: {html.escape(page.note)}.", elem_id="note")
     with gr.Row():
       with gr.Column(scale=5):
         choice = gr.Dropdown(choices=page.image_choices(), value=None, label="Store image", elem_id="image",
@@ -265,16 +268,37 @@ def build(page: Page):
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+  parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   runtime.add_compilation_cache_flag(parser)
   parser.add_argument("--workdir", type=files.path_arg, required=True, help="a trained VQA run")
   parser.add_argument("--therapy-workdir", type=files.path_arg, help="a trained VQA-AnswerTherapy mask run (draws the groundings)")
   parser.add_argument("--therapy-class-workdir", type=files.path_arg, help="a grounding_class run deciding single / multiple "
                       "(default: decided from the masks)")
   parser.add_argument("--step", type=int, help="the VQA run's checkpoint step (default: latest)")
+  from vqajax import commands
+  commands.add_data_dir_flag(parser)
   parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default: %(default)s, this machine only)")
   parser.add_argument("--port", type=int, default=7860, help="port (default: %(default)s)")
   return parser
+
+
+def page_of(args) -> Page:
+  """The page's logic over the runs the flags name; the VQA run's store is found as `vqajax ask`
+  finds it (a bundle's in `--data_dir`; the embedded dataset written first if absent)."""
+  from vqajax import commands
+  from vqajax.core import trained
+  from vqajax.vqa import task as vqa_task
+  from vqajax.vqa.ask import Answerer
+  if args.therapy_class_workdir and not args.therapy_workdir:
+    raise InputError("--therapy-class-workdir decides single / multiple beside --therapy-workdir: give both")
+  config = trained.read_config(args.workdir, {"vqa": vqa_task}, args.data_dir)
+  data_dir = commands.prepare_run_data(config, args.workdir)
+  answerer = Answerer.from_workdir(args.workdir, step=args.step, data_dir=data_dir)
+  grounder = None
+  if args.therapy_workdir:
+    from vqajax.answertherapy.ask import Grounder
+    grounder = Grounder.from_workdir(args.therapy_workdir, class_workdir=args.therapy_class_workdir)
+  return Page(answerer, grounder, trained.synthetic_note(config))
 
 
 def _private_gradio_folder() -> str:
@@ -302,15 +326,7 @@ def main(argv: Sequence[str], prog: str = "vqajax demo") -> int:
     except ImportError:
       raise InputError("the demo needs Gradio: pip install 'vqajax[demo]'") from None
     runtime.use_compilation_cache(args.compilation_cache_dir)
-    from vqajax.vqa.ask import Answerer
-    answerer = Answerer.from_workdir(args.workdir, step=args.step)
-    grounder = None
-    if args.therapy_workdir:
-      from vqajax.answertherapy.ask import Grounder
-      grounder = Grounder.from_workdir(args.therapy_workdir, class_workdir=args.therapy_class_workdir)
-    elif args.therapy_class_workdir:
-      raise InputError("--therapy-class-workdir decides single / multiple beside --therapy-workdir: give both")
-    blocks = build(Page(answerer, grounder))
+    blocks = build(page_of(args))
     try:
       blocks.launch(server_name=args.host, server_port=args.port, quiet=True, prevent_thread_lock=True,
                     max_file_size=MAX_UPLOAD, css=CSS, allowed_paths=[], show_error=False)

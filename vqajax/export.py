@@ -57,7 +57,8 @@ def card_metadata(saved: trained.Checkpoint, name: str) -> dict:
 def model_card(saved: trained.Checkpoint, name: str, with_weights: bool) -> str:
   """README.md: Hub metadata (YAML front matter) and what a user needs to know and type."""
   config, task = saved.config, saved.config.task
-  data = "the embedded synthetic dataset" if config.data.get("synthetic") else f"`{_dataset(config)['name']}`"
+  data = ("the embedded synthetic dataset (drawn shapes: its answers about other pictures mean little)"
+          if config.data.get("synthetic") else f"`{_dataset(config)['name']}`")
   ask = ("vqajax ask --workdir=BUNDLE --image=photo.jpg --question='what color is the bus?'" if task == "vqa" else
          "vqajax ask --workdir=BUNDLE --image=photo.jpg --question='what is it?' --answers red blue --out=masks")
   return f"""---
@@ -73,8 +74,10 @@ Trained on {data}; the files it read are named in `config.json` (`data`).
 {_metrics_table(saved.metrics)}
 ## Use
 
+vqajax is on no package index: install it from a clone of its repository, then ask the bundle:
+
 ```bash
-pip install vqajax
+git clone <the vqajax repository> vqajax && pip install -e ./vqajax
 {ask}
 vqajax submit QUESTIONS.json --workdir=BUNDLE --out=submission
 ```
@@ -87,8 +90,8 @@ model = vqajax.load("BUNDLE")  # an Answerer (VQA) or a Grounder (AnswerTherapy 
 Asking about an image file computes its features as the training store's were (the
 extractor settings in `vqajax.json`){", with the weights shipped in `extractor/`" if with_weights else
 "; an extractor with weights needs them given with `--weights`"}.
-Asking by image id and `submit` read the run's feature store: in the data folder `config.json`
-names (`data.dir`, a folder under the home folder as `~/...`), or the one given with `--data_dir`.
+Asking by image id, `submit` and the demo's store pictures read the run's feature store: in the data folder
+`config.json` names (`data.dir`, a folder under the home folder as `~/...`), or the one given with `--data_dir`.
 
 ## Files
 

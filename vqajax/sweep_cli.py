@@ -25,7 +25,6 @@ failed points (3 when only cluster jobs failed).
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import os
 import time
@@ -33,7 +32,7 @@ from typing import Sequence
 
 from vqajax import commands, launch
 from vqajax.core import files, fs, official_files, tables
-from vqajax.core.errors import InputError, RunFailed, exit_status
+from vqajax.core.errors import ArgumentParser, InputError, RunFailed, exit_status
 from vqajax.vqa import sweep
 
 JOBS_FILE = "jobs.json"  # in the sweep's folder: {"points": {name: [job key, ...]}}, the last one current
@@ -255,7 +254,7 @@ def _failed(point: sweep.Point, error: InputError | RunFailed) -> str:
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "vqajax sweep") -> int:
-  parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+  parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   parser.add_argument("sweep", help="sweep file, FILE.py[:ARG]")
   parser.add_argument("--workdir", type=files.path_arg, required=True, help="one subdirectory per point, tables here")
   parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

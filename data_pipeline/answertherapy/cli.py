@@ -13,11 +13,11 @@ from typing import Sequence
 
 from data_pipeline.answertherapy import construct
 from vqajax.core import files
-from vqajax.core.errors import exit_status
+from vqajax.core.errors import ArgumentParser, exit_status
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+  parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   parser.add_argument("--questions", help="VQA v2 questions file (official format)")
   parser.add_argument("--annotations", help="VQA v2 annotations file (official format)")
   parser.add_argument("--vizwiz", nargs="+", default=[], metavar="FILE", help="VizWiz-VQA split files")

@@ -14,7 +14,7 @@ from typing import Sequence
 
 from data_pipeline.convert import vizwiz
 from vqajax.core import files
-from vqajax.core.errors import exit_status
+from vqajax.core.errors import ArgumentParser, exit_status
 
 
 def _vizwiz(args: argparse.Namespace) -> None:
@@ -25,7 +25,7 @@ def _vizwiz(args: argparse.Namespace) -> None:
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+  parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   formats = parser.add_subparsers(dest="format", required=True)
   command = formats.add_parser("vizwiz", help="VizWiz-VQA train.json / val.json / test.json -> VQA v2 files")
   command.set_defaults(fn=_vizwiz)

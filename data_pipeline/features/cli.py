@@ -16,6 +16,7 @@ to be extracted and none could be read, 2 for bad input.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Sequence
 
@@ -23,14 +24,16 @@ from absl import logging
 
 from data_pipeline.features.extract import extract
 from vqajax.core import files
-from vqajax.core.errors import InputError, exit_status
+from vqajax.core.errors import ArgumentParser, InputError, exit_status
 from vqajax.features import images, models, recorded, store, weights
 
 PIXELS_SIZE = 384  # ViLT's fine-tuning resolution
+MAX_PIXELS_SIZE = 4096  # above the datasets' largest images (VizWiz's 2592 pixels): a larger side only pads
+MAX_BATCH_BYTES = 2 * 2**30  # a batch's float32 inputs on the host (two more batches are decoded ahead)
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+  parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   parser.add_argument("--images", required=True, help="a directory of images or a file listing image paths")
   parser.add_argument("--model", required=True, choices=sorted(models.MODELS))
   parser.add_argument("--weights", help="torchvision state dict (.pth) or its .npz conversion (not for colour_cells)")
@@ -62,9 +65,14 @@ def run(args: argparse.Namespace) -> int:
   if args.model in models.DTYPES and args.dtype:
     raise InputError(f"--dtype {args.dtype}: {args.model} stores {models.DTYPES[args.model]}")
   dtype = models.DTYPES.get(args.model, args.dtype or "float16")
-  if args.size is not None and (args.model != "pixels" or args.size < 1):
-    raise InputError(f"--size {args.size}: only pixels takes a size, a positive number of pixels")
+  if args.size is not None and (args.model != "pixels" or not 1 <= args.size <= MAX_PIXELS_SIZE):
+    raise InputError(f"--size {args.size}: only pixels takes a size, a number of pixels from 1 to {MAX_PIXELS_SIZE}")
   size = args.size or (PIXELS_SIZE if args.model == "pixels" else weights.IMAGE_SIZE)
+  image_bytes = 4 * math.prod(images.input_shape(preprocess, size))
+  if args.batch * image_bytes > MAX_BATCH_BYTES:
+    raise InputError(f"--batch {args.batch}: the inputs of a batch of {size}x{size} images would take "
+                     f"{args.batch * image_bytes / 2**30:.1f} GiB, more than the {MAX_BATCH_BYTES // 2**30} GiB "
+                     f"allowed: give at most {MAX_BATCH_BYTES // image_bytes}")
   files.protect(args.images, args.weights)
   files.check_output(args.out)
   paths = images.list_images(args.images)
@@ -90,7 +98,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "vqajax features") -> in
   argv = sys.argv[1:] if argv is None else list(argv)
   logging.set_verbosity(logging.INFO)
   if argv[:1] == ["convert"]:
-    parser = argparse.ArgumentParser(prog=f"{prog} convert", description="torchvision .pth -> .npz (same names)")
+    parser = ArgumentParser(prog=f"{prog} convert", description="torchvision .pth -> .npz (same names)")
     parser.add_argument("pth")
     parser.add_argument("npz")
     args = parser.parse_args(argv[1:])

@@ -95,53 +95,53 @@ def extract(paths: list[str], model: nn.Module, params, out: str, settings: dict
   ids = checked_ids(paths)
   row_shape = jax.eval_shape(lambda p, x: model.apply({"params": p}, x), params,
                              jax.ShapeDtypeStruct((1, *images.input_shape(preprocess, image_size)), np.float32)).shape[1:]
-  store = ChunkedStore(out, settings, row_shape, dtype)
-  todo = [(path, key) for path, key in zip(paths, ids) if key not in store.done]
-  summary = Summary(images=len(paths), already=len(paths) - len(todo))
+  with ChunkedStore(out, settings, row_shape, dtype) as store:  # a failure before a chunk leaves nothing
+    todo = [(path, key) for path, key in zip(paths, ids) if key not in store.done]
+    summary = Summary(images=len(paths), already=len(paths) - len(todo))
 
-  forward = Forward(model, params, batch)
-  batch = forward.batch
-  ahead = 2 * batch  # images decoded ahead of the forward
-  progress = Progress(len(todo), log_every, warmup=ahead)
-  rows: list[tuple[list[int], np.ndarray]] = []  # fetched, not yet in a chunk
-  path_of = {key: path for path, key in todo}
+    forward = Forward(model, params, batch)
+    batch = forward.batch
+    ahead = 2 * batch  # images decoded ahead of the forward
+    progress = Progress(len(todo), log_every, warmup=ahead)
+    rows: list[tuple[list[int], np.ndarray]] = []  # fetched, not yet in a chunk
+    path_of = {key: path for path, key in todo}
 
-  def fetch(keys: list[int], outputs: jax.Array) -> None:
-    rows.append((keys, np.asarray(jax.device_get(outputs))[:len(keys)].astype(dtype)))
-    if sum(len(k) for k, _ in rows) >= chunk:
-      flush()
+    def fetch(keys: list[int], outputs: jax.Array) -> None:
+      rows.append((keys, np.asarray(jax.device_get(outputs))[:len(keys)].astype(dtype)))
+      if sum(len(k) for k, _ in rows) >= chunk:
+        flush()
 
-  def flush() -> None:
-    if rows:
-      keys = np.concatenate([k for k, _ in rows])
-      store.append(keys, np.concatenate([f for _, f in rows]), [path_of[k] for k in keys.tolist()])
-      rows.clear()
+    def flush() -> None:
+      if rows:
+        keys = np.concatenate([k for k, _ in rows])
+        store.append(keys, np.concatenate([f for _, f in rows]), [path_of[k] for k in keys.tolist()])
+        rows.clear()
 
-  in_flight = None
-  decoded = _decoded(todo, preprocess, image_size, ahead)
-  while True:
-    keys, inputs = [], np.zeros((batch, *images.input_shape(preprocess, image_size)), np.float32)
-    for path, key, pixels, reason in decoded:
-      if pixels is None:
-        logging.warning("%s: unreadable, skipped (%s)", path, reason)
-        summary.unreadable.append((path, reason))
-        progress.add(1)
-        continue
-      inputs[len(keys)] = pixels
-      keys.append(key)
-      if len(keys) == batch:
+    in_flight = None
+    decoded = _decoded(todo, preprocess, image_size, ahead)
+    while True:
+      keys, inputs = [], np.zeros((batch, *images.input_shape(preprocess, image_size)), np.float32)
+      for path, key, pixels, reason in decoded:
+        if pixels is None:
+          logging.warning("%s: unreadable, skipped (%s)", path, reason)
+          summary.unreadable.append((path, reason))
+          progress.add(1)
+          continue
+        inputs[len(keys)] = pixels
+        keys.append(key)
+        if len(keys) == batch:
+          break
+      if not keys:
         break
-    if not keys:
-      break
-    outputs = forward(inputs)  # dispatched, runs while we fetch
+      outputs = forward(inputs)  # dispatched, runs while we fetch
+      if in_flight:
+        fetch(*in_flight)
+      in_flight = (keys, outputs)
+      summary.extracted += len(keys)
+      progress.add(len(keys))
     if in_flight:
       fetch(*in_flight)
-    in_flight = (keys, outputs)
-    summary.extracted += len(keys)
-    progress.add(len(keys))
-  if in_flight:
-    fetch(*in_flight)
-  flush()
-  summary.rows = store.finish()
-  summary.seconds = time.monotonic() - start
-  return summary
+    flush()
+    summary.rows = store.finish()
+    summary.seconds = time.monotonic() - start
+    return summary

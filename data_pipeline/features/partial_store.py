@@ -78,6 +78,15 @@ class ChunkedStore:
     self._chunks.append(path)
     self.done.update(np.asarray(image_ids).tolist())
 
+  def __enter__(self) -> "ChunkedStore":
+    return self
+
+  def __exit__(self, kind, error, trace) -> None:
+    """After a failed extraction the folder of chunks is removed if it holds none (a full disk
+    leaves nothing), else kept for the rerun that resumes."""
+    if kind is not None and not self._chunks:
+      shutil.rmtree(self.partial, ignore_errors=True)
+
   def finish(self) -> int:
     """Merges the existing store and the chunks into `out`; returns its row count."""
     if not self._chunks:

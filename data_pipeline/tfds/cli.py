@@ -17,7 +17,7 @@ from typing import Sequence
 
 from data_pipeline.tfds import base, builders
 from vqajax.core import files
-from vqajax.core.errors import exit_status
+from vqajax.core.errors import ArgumentParser, exit_status
 
 
 def build(name: str, manual_dir: str, data_dir: str, features: str = "") -> str:
@@ -38,7 +38,7 @@ def build(name: str, manual_dir: str, data_dir: str, features: str = "") -> str:
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog=prog, description=__doc__,
+  parser = ArgumentParser(prog=prog, description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   commands = parser.add_subparsers(dest="command", required=True)
   b = commands.add_parser("build", help="prepare a dataset from the official files in --manual_dir")

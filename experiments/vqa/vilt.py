@@ -10,13 +10,13 @@ Arguments (`vqajax/vqa/configs.py:vilt_config`): "" (ViLT-B/32, 384 px, 40 token
 about 25 minutes on 2 cores) and
 "runlocal" (1 layer, 32 px, 4 steps: seconds). On the embedded data the pixel store is made from
 its pictures on first use; from scratch the tokenizer is the training questions' words
-(`vqajax/nn/vilt_run.py`). From a Hub checkpoint folder (architecture, WordPiece tokenizer and
-weights; a head it lacks is initialised and said so):
+(`vqajax/nn/vilt_run.py`). From a Hub checkpoint, by id (recorded as ORG/NAME@COMMIT) or folder
+(architecture, WordPiece tokenizer and weights; a head it lacks is initialised and said so):
 
   vqajax train --config=experiments/vqa/vilt.py:cpu --workdir=/tmp/vilt
   vqajax features --images /data/coco/train2014 --model pixels --layer pixels --out /data/VQA/features/pixels384.npy
   vqajax train --config=experiments/vqa/vilt.py --workdir=/ckpt/vilt --config.data.synthetic=False \
-      --config.data.dir=/data/VQA --config.model.init_from=/models/vilt-b32-mlm
+      --config.data.dir=/data/VQA --config.model.init_from=dandelin/vilt-b32-finetuned-vqa
 """
 
 from vqajax.vqa import configs

@@ -16,6 +16,7 @@ import numpy as np
 
 from vqajax.answertherapy import dataset as therapy_dataset
 from vqajax.answertherapy import from_masks, grounding_class, grounding_mask, masks
+from vqajax.core import text
 from vqajax.core import trained as trained_runs
 from vqajax.core.errors import InputError
 from vqajax.features.run_images import RunImages
@@ -90,6 +91,7 @@ class Grounder(RunImages):
       raise InputError(f"answers {answers!r}: expected 1 to {width} non-empty answers")
     if not isinstance(question, str) or not question.strip():
       raise InputError("the question is empty")
+    text.check_text([question, *answers], lambda i: f"answers[{i - 1}]" if i else "the question")
     image = self._image(image_id, features)
     probs = self._masks(question, answers, image)[:len(answers)]
     height, cols = image_size or (self.grid, self.grid)

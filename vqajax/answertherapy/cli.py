@@ -28,7 +28,7 @@ from typing import Sequence
 from vqajax.answertherapy import analysis as therapy
 from vqajax.answertherapy.files import read_therapy
 from vqajax.core import files
-from vqajax.core.errors import InputError, exit_status
+from vqajax.core.errors import ArgumentParser, InputError, exit_status
 
 
 def analyze(args) -> None:
@@ -62,7 +62,7 @@ def table4(args) -> None:
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+  parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   commands = parser.add_subparsers(dest="command", required=True)
   command = commands.add_parser("analyze", help="single vs multiple groundings, Tables 1-3")
   command.set_defaults(fn=analyze)

@@ -57,6 +57,7 @@ def therapy_config(arg: str, name: str, task: str, **model) -> ml_collections.Co
   config.name = name
   config.task = task                    # vqajax/core/task.py
   config.seed = 0
+  config.mesh = config_lib.mesh_config()  # how the devices split the batch and the parameters
 
   config.data = data = ml_collections.ConfigDict()
   data.synthetic = True                 # generate the synthetic therapy set into `dir` if missing

@@ -219,6 +219,8 @@ def load(config, grid_targets: bool = False) -> TherapyData:
   store = open_store(config)
   if store is None and grid_targets:
     raise InputError("config.data.features: the mask predictor needs a grid feature store")
+  if store is not None and config.model.get("name") != "vilt":
+    store.check_features(f"config.model.name {config.model.get('name')!r}")
   vocab = text.Vocab.build((text.tokenize(t) for s in train for t in (s.question,) + s.answers),
                            data.vocab_min_count)
   image_shape = None if store is None else store.shape

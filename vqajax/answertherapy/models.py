@@ -148,9 +148,9 @@ def _vilt(cfg, enc, task: str) -> nn.Module:
     raise InputError("config.model.name 'vilt': this run's encoders hold no ViLT tokenizer (train it as a ViLT row)")
   dtype = jnp.dtype(cfg.dtype)
   if task == "grounding_class":
-    return vilt_run.ViltOnBatch(ViltClassifier(enc.vilt.config, 2, dtype))
+    return vilt_run.ViltOnBatch(ViltClassifier(enc.vilt.config, 2, dtype, cfg.remat))
   grid = therapy_dataset.mask_grid(cfg, enc.image_shape)
-  return ViltSlots(ViltMask(enc.vilt.config, 1, (grid, grid), dtype))
+  return ViltSlots(ViltMask(enc.vilt.config, 1, (grid, grid), dtype, cfg.remat))
 
 
 MODELS = {"grounding_classifier": GroundingClassifier, "mask_predictor": MaskPredictor,  # config.model.name

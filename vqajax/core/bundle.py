@@ -99,11 +99,23 @@ def read(path: str, task: str) -> tuple[dict, dict, dict]:
   """(record, encoders' tables, host parameters) of the bundle at `path`, every file verified."""
   record = read_record(path)
   tables = encoders.read(path, task, record["encoders"])  # checked against its sha256 there
-  params = serialization.msgpack_restore(_verified(path, PARAMS, record["files"]))
+  params = _params(os.path.join(path, PARAMS), _verified(path, PARAMS, record["files"]))
   weights = (record.get("extractor") or {}).get("weights")
   if weights is not None:  # shipped inside
     record["extractor"]["weights"] = os.path.join(path, weights)
   return record, tables, params
+
+
+def _params(where: str, blob: bytes) -> dict:
+  """The parameters in `blob`: nested dicts of arrays (any bytes whose sha256 was listed may
+  come here: a file replaced with its checksum updated)."""
+  try:
+    params = serialization.msgpack_restore(blob)
+  except (ValueError, TypeError) as e:  # msgpack's errors are ValueErrors (ExtraData, FormatError, ...)
+    raise InputError(f"{where}: not Flax msgpack parameters ({type(e).__name__})") from None
+  if not isinstance(params, dict) or not all(isinstance(leaf, np.ndarray) for leaf in jax.tree.leaves(params)):
+    raise InputError(f"{where}: expected nested objects of arrays (Flax msgpack parameters), got {type(params).__name__}")
+  return params
 
 
 def write(out: str, *, task: str, config, tables: dict, params, step: int, metrics: dict, sizes: dict,

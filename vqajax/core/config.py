@@ -247,7 +247,16 @@ TRAINING = {
     "optimizer.rmsprop_decay": number(0, 1, hi_open=True),
     "optimizer.eps": number(0),
     "optimizer.grad_clip": number(0),
+    "mesh.fsdp": integer(1, 4096), "mesh.min_shard_bytes": integer(0, 2**40),  # and dividing the devices: core/sharding
 }
+
+
+def mesh_config() -> ml_collections.ConfigDict:
+  """The config.mesh group every task's config has (`core/sharding.py`)."""
+  mesh = ml_collections.ConfigDict()
+  mesh.fsdp = 1                         # devices per parameter shard; 1: data parallelism, all replicated
+  mesh.min_shard_bytes = 1 << 20        # arrays smaller than this stay replicated
+  return mesh
 
 
 def leaves(config: ml_collections.ConfigDict, prefix: str = "") -> dict[str, Any]:

@@ -4,9 +4,10 @@
 
 * "false": streamed; the host reads every batch's rows from the store (`pipeline`);
 * "true": the rows the splits use form one table on the devices: replicated when it takes
-  at most `DEVICE_SHARE` of one device's memory (or that memory is unknown), else sharded
-  over 'data' when each device's part fits that share; refused when neither fits;
-* "sharded": sharded over 'data' whatever its size (the layout of tables too big to copy);
+  at most `DEVICE_SHARE` of one device's memory (or that memory is unknown), else its rows
+  split over every device (the batch axes) when each device's part fits that share; refused
+  when neither fits;
+* "sharded": its rows split over every device whatever its size (tables too big to copy);
 * "auto" (default): "true" when the table fits, "false" otherwise and on devices that do
   not report their memory (the CPU, whose "device memory" is the host's own RAM).
 
@@ -63,19 +64,21 @@ class DeviceFeatures:
   splits: dict[str, dict[str, np.ndarray]]
 
   def gather(self, table: jax.Array, rows: jax.Array) -> jax.Array:
-    """float32 features of `rows` (sharded over 'data'); traced in the step under its mesh."""
+    """float32 features of `rows` (split over the batch axes); traced in the step under its mesh."""
     if not self.sharded:
       return table[rows].astype(jnp.float32)
 
+    axes = sharding.BATCH
+
     def local(part, rows):
-      wanted = jax.lax.all_gather(rows, "data", tiled=True) - jax.lax.axis_index("data") * part.shape[0]
+      wanted = jax.lax.all_gather(rows, axes, tiled=True) - jax.lax.axis_index(axes) * part.shape[0]
       held = (wanted >= 0) & (wanted < part.shape[0])
       found = part[jnp.clip(wanted, 0, part.shape[0] - 1)].astype(jnp.float32)
       found = jnp.where(held.reshape(held.shape + (1,) * (found.ndim - 1)), found, 0)
-      return jax.lax.psum_scatter(found, "data", tiled=True)
+      return jax.lax.psum_scatter(found, axes, tiled=True)
 
     mesh = jax.sharding.get_abstract_mesh()
-    return jax.shard_map(local, mesh=mesh, in_specs=(P("data"), P("data")), out_specs=P("data"))(table, rows)
+    return jax.shard_map(local, mesh=mesh, in_specs=(P(axes), P(axes)), out_specs=P(axes))(table, rows)
 
 
 def step_batch(batch: dict, features: DeviceFeatures | None = None, table: jax.Array | None = None) -> dict:

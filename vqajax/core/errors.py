@@ -11,6 +11,7 @@ opens a file the user named reports it as an InputError).
 
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import Callable
 
@@ -23,6 +24,34 @@ class InputError(ValueError):
 
 class RunFailed(RuntimeError):
   """A run that cannot go on: the message says what happened and what to try."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+  """argparse whose refusal is one line `PROG: error: ...` naming the flag and what it
+  expects, exit status 2, without the usage block (`--help` shows it). Every verb's parser
+  is one, and so are their sub-parsers (argparse makes them of their parent's class)."""
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.register("type", int, _integer)  # `type=int` flags say what they expect
+    self.register("type", float, _number)
+
+  def error(self, message: str):
+    self.exit(INPUT_ERROR, f"{self.prog}: error: {message}\n")
+
+
+def _integer(text: str) -> int:
+  try:
+    return int(text)
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def _number(text: str) -> float:
+  try:
+    return float(text)
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
 
 
 def exit_status(prog: str, run: Callable[[], int | None]) -> int:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from typing import Any
+import os
+from typing import Any, Callable
 
 import flax
 import jax
@@ -14,7 +16,7 @@ from absl import logging
 
 from vqajax.core import config as config_lib
 from vqajax.core import device_features, evals, phases, pipeline, sharding
-from vqajax.core.errors import InputError
+from vqajax.core.errors import InputError, RunFailed
 from vqajax.core.task import LABEL, Task
 
 
@@ -64,11 +66,12 @@ class Experiment:
   model: Any
   tx: optax.GradientTransformation
   features: device_features.DeviceFeatures | None  # None: streamed from the store by the host
+  start: Callable | None = None  # the task's `initial_params` (fresh params -> the initial ones), or None
 
   @classmethod
   def build(cls, task: Task, config, devices=None) -> "Experiment":
-    mesh = sharding.data_mesh(devices)
     config_lib.check(config, config_lib.TRAINING)
+    mesh = sharding.data_mesh(devices, config.mesh.fsdp)
     evals.check(config, task)
     sharding.local_batch_size(config.batch_size, mesh)
     data = task.load(config)
@@ -82,28 +85,61 @@ class Experiment:
     model = task.build_model(config.model, data.encoders)
     with phases.timed("device transfer"):
       features = device_features.place(config.data.get("features_on_device", "auto"), data, mesh)
-    return cls(config, mesh, task, data, model, make_optimizer(config.optimizer, config.num_train_steps), features)
+    exp = cls(config, mesh, task, data, model, make_optimizer(config.optimizer, config.num_train_steps), features)
+    abstract = exp.initial_state(abstract=True)
+    check_fits(abstract, mesh)
+    exp.start = task.initial_params(config.model, abstract.params, data.encoders)  # what it reads, checked now
+    return exp
 
-  def initial_state(self, abstract: bool = False) -> TrainState:
-    """A fresh train state, created directly with replicated shardings; with `abstract`,
-    only its shapes, dtypes and shardings (a restore target: nothing is computed)."""
+  def _init(self):
+    """`init(rng) -> TrainState`, a fresh state from the model's example batch."""
     example = pipeline.example_batch(self.data.train, self.data.store, 2, self.task.TRAIN_KEYS, self.task.LENGTHS)
 
     def init(rng):
       params_rng, rng = jax.random.split(rng)
       params = self.model.init(params_rng, example, train=False)["params"]
-      return TrainState(step=jnp.zeros((), jnp.int32), params=params,
-                        opt_state=self.tx.init(params), rng=rng)
+      return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=self.tx.init(params), rng=rng)
 
-    replicated = sharding.replicated(self.mesh)
-    create = jax.jit(init, out_shardings=replicated)
+    return init
+
+  @functools.cached_property
+  def state_sharding(self) -> TrainState:
+    """The train state's shardings on the mesh (`sharding.state_sharding`: FSDP over 'fsdp')."""
+    shapes = jax.eval_shape(self._init(), jax.random.PRNGKey(0))
+    return sharding.state_sharding(shapes, self.mesh, self.config.mesh.min_shard_bytes)
+
+  def initial_state(self, abstract: bool = False) -> TrainState:
+    """A fresh train state, created directly on its shardings (`state_sharding`: no whole copy
+    first); with `abstract`, only its shapes, dtypes and shardings (a restore target: nothing
+    is computed)."""
+    shardings = self.state_sharding
+    create = jax.jit(self._init(), out_shardings=shardings)
     key = jax.random.PRNGKey(self.config.seed)
     if abstract:
       return jax.eval_shape(create, key)
     with phases.timed("model init"):
       state = create(key)
-      loaded = self.task.initial_params(self.config.model, state.params, self.data.encoders)
-      if loaded is not None:  # a checkpoint's (config.model.init_from)
-        params = jax.device_put(loaded, replicated)
-        state = state.replace(params=params, opt_state=jax.jit(self.tx.init, out_shardings=replicated)(params))
+      if self.start is not None:  # a checkpoint's (config.model.init_from)
+        params = jax.device_put(self.start(state.params), shardings.params)
+        state = state.replace(params=params, opt_state=jax.jit(self.tx.init, out_shardings=shardings.opt_state)(params))
       return jax.block_until_ready(state)
+
+
+def check_fits(state: TrainState, mesh) -> None:
+  """RunFailed when the train state alone (parameters and optimizer state, each device's shards)
+  exceeds a device's memory, or on CPU devices this machine's: the run could not start."""
+  per_device = sum(math.prod(leaf.sharding.shard_shape(leaf.shape)) * leaf.dtype.itemsize
+                   for leaf in jax.tree.leaves(state))
+  device = mesh.devices.flat[0]
+  stats = device.memory_stats() or {}
+  if "bytes_limit" in stats:
+    limit = stats["bytes_limit"]
+    where = f"the {limit / 2**30:.1f} GiB of a {device.device_kind}"
+  else:  # CPU devices share the machine's memory
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    here = sum(d.process_index == jax.process_index() for d in mesh.devices.flat)
+    limit = memory // here
+    where = f"this machine's {memory / 2**30:.1f} GiB shared by {here} devices"
+  if per_device > limit:
+    raise RunFailed(f"the train state (parameters and optimizer state) needs {per_device / 2**30:.1f} GiB per device, "
+                    f"more than {where}; choose a smaller model (config.model) or more devices")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import os
 import re
@@ -35,7 +36,7 @@ import stat
 from typing import IO, Any, Callable
 
 from vqajax.core import fs
-from vqajax.core.errors import InputError
+from vqajax.core.errors import InputError, RunFailed
 
 SAFE_NAME = re.compile(r"[\w.+-]+")
 _PROTECTED_FILES: set[tuple[int, int]] = set()  # (st_dev, st_ino) of this process' inputs
@@ -157,7 +158,7 @@ def _write_temp(path: str, write: Callable[[IO[bytes]], None], fsync: bool) -> s
     # O_EXCL: never clobber; mode 0o666 & ~umask like a plain open(), unlike mkstemp's 0o600.
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
   except OSError as e:
-    raise InputError(f"{path}: cannot write: {e.strerror}") from None
+    raise cannot_write(path, e) from None
   try:
     with os.fdopen(fd, "wb") as f:
       write(f)
@@ -167,7 +168,7 @@ def _write_temp(path: str, write: Callable[[IO[bytes]], None], fsync: bool) -> s
   except BaseException as e:
     os.remove(temp)
     if isinstance(e, OSError):
-      raise InputError(f"{path}: cannot write: {e.strerror}") from None
+      raise cannot_write(path, e) from None
     raise
   return temp
 
@@ -180,16 +181,24 @@ def _write_temp_url(path: str, temp: str, write: Callable[[IO[bytes]], None]) ->
     with contextlib.suppress(OSError):
       fs.remove(temp)
     if isinstance(e, OSError):
-      raise InputError(f"{path}: cannot write: {e.strerror}") from None
+      raise cannot_write(path, e) from None
     raise
   return temp
+
+
+def cannot_write(path: str, e: OSError) -> InputError | RunFailed:
+  """The error of a failed write of `path`: a full disk (or quota) fails the run, exit 3 (the
+  input was fine), anything else (permissions, a read-only file system) is the output named."""
+  if e.errno in (errno.ENOSPC, errno.EDQUOT):
+    return RunFailed(f"{path}: cannot write: {os.strerror(e.errno)}; free space and rerun")  # h5py's: paragraphs
+  return InputError(f"{path}: cannot write: {e.strerror}")
 
 
 def _replace(temp: str, path: str) -> None:
   try:
     fs.replace(temp, path)
   except OSError as e:
-    raise InputError(f"{path}: cannot write: {e.strerror}") from None
+    raise cannot_write(path, e) from None
 
 
 def _json_writer(obj: Any) -> Callable[[IO[bytes]], None]:
@@ -204,13 +213,17 @@ def write_atomic(path: str, write: Callable[[IO[bytes]], None], *, fsync: bool =
   `make_dirs` creates missing parent directories first.
   """
   path = check_output(path)
-  if make_dirs:
-    _make_dirs(path)
-  temp = _write_temp(path, write, fsync)
+  created = _make_dirs(path) if make_dirs else []
+  try:
+    temp = _write_temp(path, write, fsync)
+  except BaseException:
+    _remove_empty(created)
+    raise
   try:
     _replace(temp, path)
   except BaseException:
     fs.remove(temp)
+    _remove_empty(created)
     raise
 
 
@@ -252,9 +265,14 @@ def write_atomic_many(outputs: dict[str, Any], *, make_dirs: bool = False) -> No
   finally:
     for temp in temps.values():
       fs.remove(temp)
-    for folder in reversed(created):
-      with contextlib.suppress(OSError):
-        os.rmdir(folder)  # only if empty
+    _remove_empty(created)
+
+
+def _remove_empty(folders: list[str]) -> None:
+  """Removes the folders (made here, outermost first) that are still empty."""
+  for folder in reversed(folders):
+    with contextlib.suppress(OSError):
+      os.rmdir(folder)  # only if empty
 
 
 def _make_dirs(path: str) -> list[str]:

@@ -33,7 +33,7 @@ from typing import Any, Callable, Collection, Iterator, TypedDict
 import msgspec
 import numpy as np
 
-from vqajax.core import fs
+from vqajax.core import fs, text
 from vqajax.core.errors import InputError
 
 # Fields checked by default besides `question_id` (unique integers, always checked),
@@ -47,6 +47,9 @@ ANSWER_FIELDS = {"answer": str}  # of each of an annotation's answers
 # config.data.source: the official files, or a prepared TFDS dataset (`core/tfds_records.py`)
 DATA_SOURCES = ("raw", "tfds")
 _INT64 = (-(2**63), 2**63 - 1)  # ids become int64 arrays
+# An input file read whole (JSON): three times the largest official file (VQA v2's train annotations, 332 MB).
+# A larger one (a sparse file of zeros, say) would take twice its size in memory before the parser refused it.
+MAX_INPUT_BYTES = 2**30
 _KIND_NAMES = {int: "an integer", str: "a string", list: "a list"}
 
 
@@ -94,19 +97,32 @@ def gc_paused() -> Iterator[None]:
       gc.enable()
 
 
-def read_bytes(path: str, max_bytes: int | None = None) -> bytes:
-  """The bytes of the input file `path`: a regular file (a fifo or a device, which could block
-  or never end, is refused before it is opened) of at most `max_bytes`, if given."""
+def check_file(path: str, max_bytes: int | None = MAX_INPUT_BYTES) -> None:
+  """DataFileError unless the local input `path` is a regular file (a fifo or a device, which
+  could block or never end, is refused before it is opened) of at most `max_bytes` (None: any
+  size, for files a library reads in pieces, e.g. safetensors)."""
   try:
-    if not fs.is_url(path):
-      st = os.stat(path)
-      if not stat.S_ISREG(st.st_mode):
-        raise DataFileError(f"{path}: not a regular file (a fifo, device or folder); expected a file")
-      if max_bytes is not None and st.st_size > max_bytes:
-        raise DataFileError(f"{path}: {st.st_size} bytes, more than the {max_bytes} expected")
+    st = os.stat(path)
+  except FileNotFoundError:
+    raise DataFileError(f"{path}: file not found") from None
+  except OSError as e:
+    raise DataFileError(f"{path}: cannot read ({e.strerror})") from None
+  if not stat.S_ISREG(st.st_mode):
+    raise DataFileError(f"{path}: not a regular file (a fifo, device or folder); expected a file")
+  if max_bytes is not None and st.st_size > max_bytes:
+    raise DataFileError(f"{path}: {st.st_size} bytes, more than the {max_bytes} expected")
+
+
+def read_bytes(path: str, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
+  """The bytes of the input file `path` (a local one as `check_file` allows), refused before it
+  is read when larger than `max_bytes`."""
+  try:
+    local = not fs.is_url(path)
+    if local:
+      check_file(path, max_bytes)
     with fs.open_file(path, "rb") as f:
-      content = f.read() if max_bytes is None else f.read(max_bytes + 1)
-    if max_bytes is not None and len(content) > max_bytes:
+      content = f.read() if local else f.read(max_bytes + 1)  # a local file's size is known
+    if len(content) > max_bytes:
       raise DataFileError(f"{path}: more than the {max_bytes} bytes expected")
     return content
   except FileNotFoundError:
@@ -173,7 +189,8 @@ def records(path: str, data: Any, key: str) -> list:
 
 def column(records: list, key: str, kind: type, where: Callable[[int], str]) -> list:
   """[record[key] for record in records], checked to be objects whose `key` has the JSON
-  type `kind` (exactly: a bool is no int). `where(i)` names record i in errors."""
+  type `kind` (exactly: a bool is no int; a string is text, `text.check_text`). `where(i)`
+  names record i in errors."""
   try:
     values = list(map(operator.itemgetter(key), records))
   except (TypeError, KeyError):
@@ -187,6 +204,8 @@ def column(records: list, key: str, kind: type, where: Callable[[int], str]) -> 
         raise DataFileError(f"{where(i)}: expected {expected}, got none")
       if type(record[key]) is not kind:
         raise DataFileError(f"{where(i)}: expected {expected}, got {record[key]!r}")
+  if kind is str:
+    text.check_text(values, lambda i: f'{where(i)}: "{key}"')
   if kind is int and values and not _INT64[0] <= min(values) <= max(values) <= _INT64[1]:
     i = next(i for i, v in enumerate(values) if not _INT64[0] <= v <= _INT64[1])
     raise DataFileError(f'{where(i)}: expected an integer "{key}" within 64 bits, got {values[i]}')

@@ -39,11 +39,12 @@ FORMAT = 1  # run.json's layout; a change to it (or to what a config field means
 LOCK_FILE = "lock"
 LAUNCH_DIR = "launch"  # a launcher's logs of the run's jobs (`vqajax/launch.py`), made before run.json
 # Fields a rerun may change: how long it trains, how often it logs / evaluates / keeps, which
-# evaluations it makes (`evals.*`) and where its features live (the same values either way).
+# evaluations it makes (`evals.*`), where its features live, how the devices split the work
+# (`mesh.*`) and what the backward pass recomputes (`model.remat`): the same values either way.
 BUDGET_FIELDS = ("num_train_steps", "num_epochs", "log_every_steps", "eval_every_steps", "keep_checkpoints",
                  "checkpoint_every_steps", "profile_steps",
-                 "eval_batch_size", "data.features_on_device")
-BUDGET_GROUPS = ("evals.",)
+                 "eval_batch_size", "data.features_on_device", "model.remat")
+BUDGET_GROUPS = ("evals.", "mesh.")
 
 
 def read_record(workdir: str) -> dict | None:
@@ -123,17 +124,20 @@ def _flat(tree: dict, prefix: str = "") -> dict:
   return out
 
 
-def differences(recorded: dict, config, sizes: dict) -> list[str]:
-  """`field recorded -> now` for every setting (and data size) that differs."""
-  old = {**_flat(recorded["config"]), **_flat(recorded.get("data", {}), "data sizes: ")}
-  new = {**_flat(json.loads(json.dumps(config.to_dict()))), **_flat(sizes, "data sizes: ")}
+def differences(recorded: dict, config, sizes: dict | None) -> list[str]:
+  """`field recorded -> now` for every setting (and data size) that differs; `sizes` None: before
+  the data is prepared (its sizes and the feature store's path, resolved with it, not compared)."""
+  old = {**_flat(recorded["config"]), **_flat(recorded.get("data", {}) if sizes is not None else {}, "data sizes: ")}
+  new = {**_flat(json.loads(json.dumps(config.to_dict()))), **_flat(sizes or {}, "data sizes: ")}
+  if sizes is None:
+    old.pop("data.features", None)
   keys = sorted(set(old) | set(new))  # a field the record lacks is newer than the run: not a change
   return [f"{k} {old.get(k)!r} -> {new.get(k)!r}" for k in keys
           if k not in BUDGET_FIELDS and not k.startswith(BUDGET_GROUPS) and k in old and old.get(k) != new.get(k)]
 
 
-def check_same_run(workdir: str, config, sizes: dict, hint: str) -> None:
-  """InputError listing the differences when `workdir` records another run."""
+def check_same_run(workdir: str, config, sizes: dict | None, hint: str) -> None:
+  """InputError listing the differences when `workdir` records another run (`sizes` None: `differences`)."""
   recorded = read_record(workdir)
   if recorded is None:
     return

@@ -54,9 +54,11 @@ class Task(Protocol):
   def build_model(self, model_config, encoders) -> Any:
     """A flax module sized by the encoders: `model.apply(vars, batch, train=...) -> outputs`."""
 
-  def initial_params(self, model_config, params, encoders) -> Any:
-    """The initial parameters where the model starts from elsewhere (a ViLT row's
-    `config.model.init_from`: `nn/vilt_run.initial_params`), else None (`params` stay)."""
+  def initial_params(self, model_config, shapes, encoders) -> Any:
+    """Where the model starts from elsewhere (a ViLT row's `config.model.init_from`:
+    `nn/vilt_run.initial_params`), the function from the fresh parameters to the initial ones,
+    everything it will read checked now against the parameters' `shapes` (before the run is
+    recorded); else None (the fresh parameters stay)."""
 
   def make_loss(self, config) -> Any:
     """`(outputs, batch) -> scalar`, jittable: the training loss `config` asks for."""

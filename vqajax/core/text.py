@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import collections
 import itertools
+import operator
 import re
-from typing import Any, Hashable, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Hashable, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
+
+from vqajax.core.errors import InputError
 
 PAD, UNK = 0, 1
 _WORD = re.compile(r"\w+(?:'\w+)?")
@@ -24,6 +27,25 @@ def unique_codes(values: Iterable[Hashable], dtype=np.int64) -> tuple[list[Any],
   first = dict.fromkeys(values)  # each value hashed here, once (strings keep their hash)
   first.update(zip(first, itertools.count()))
   return list(first), np.fromiter(map(first.__getitem__, values), dtype, len(values))
+
+
+def check_text(values: Sequence[str], where: Callable[[int], str]) -> None:
+  """InputError naming (`where(i)`) the first of the strings `values` that is not Unicode text: a
+  lone surrogate (a JSON `\\ud800` escape, undecodable bytes of a command line) is no character,
+  so no tokenizer reads it and no terminal prints it. ASCII strings cost nothing to check."""
+  try:
+    "".join(itertools.compress(values, map(operator.not_, map(str.isascii, values)))).encode("utf-8")
+  except UnicodeEncodeError:
+    i = next(i for i, value in enumerate(values) if not _encodes(value))
+    raise InputError(f"{where(i)}: expected text, got {values[i]!r} (a lone surrogate is no character)") from None
+
+
+def _encodes(value: str) -> bool:
+  try:
+    value.encode("utf-8")
+    return True
+  except UnicodeEncodeError:
+    return False
 
 
 def tokenize(question: str) -> list[str]:

@@ -57,13 +57,15 @@ def _check_finite(metrics: list[dict], first_step: int, newest_checkpoint: int |
           "lower the learning rate, enable gradient clipping or check the inputs for NaN/inf")
 
 
-def make_train_step(model, tx, mesh, task_loss, features=None):
-  """The jitted step `(state, batch)`; `task_loss(outputs, batch)` is the task's loss. With
-  `features` (`device_features`), batches carry `image_row` and the step gathers `image`."""
+def make_train_step(model, tx, mesh, task_loss, features=None, state_sharding=None):
+  """The jitted step `(state, batch)`, the state donated and kept on `state_sharding`
+  (`Experiment.state_sharding`; None: replicated); `task_loss(outputs, batch)` is the task's loss.
+  With `features` (`device_features`), batches carry `image_row` and the step gathers `image`."""
   replicated, data = sharding.replicated(mesh), sharding.data_sharding(mesh)
+  state_sharding = replicated if state_sharding is None else state_sharding
   table = () if features is None else (features.table.sharding,)
 
-  @functools.partial(jax.jit, in_shardings=(replicated, data, *table), out_shardings=(replicated, replicated),
+  @functools.partial(jax.jit, in_shardings=(state_sharding, data, *table), out_shardings=(state_sharding, replicated),
                      donate_argnums=0)
   @functools.partial(sharding.in_mesh, mesh)
   def train_step(state: TrainState, batch, table=None):
@@ -263,7 +265,7 @@ def _loop(exp: Experiment, evaluators, workdir: str, record, ckpt, state: TrainS
   """Steps `start` + 1 to the end or a SIGTERM: logs, evaluations and checkpoints at their steps."""
   config, task, mesh = exp.config, exp.task, exp.mesh
   final, every = config.num_train_steps, config.checkpoint_every_steps
-  train_step = make_train_step(exp.model, exp.tx, mesh, task.make_loss(config), exp.features)
+  train_step = make_train_step(exp.model, exp.tx, mesh, task.make_loss(config), exp.features, exp.state_sharding)
   arrays, store, keys = device_features.host_inputs(exp.data, exp.features, "train", task.TRAIN_KEYS)
   batches = pipeline.train_batches(arrays, store, config.batch_size, config.seed, start, keys, lengths=task.LENGTHS)
   best_metric = config.best_metric

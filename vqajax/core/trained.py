@@ -23,7 +23,9 @@ from vqajax.core.errors import InputError
 
 def read_config(path: str, tasks: Mapping[str, Any], data_dir: str | None = None):
   """The locked config of the run at `path` (a workdir or a bundle); InputError without one
-  or for a task not in `tasks`. `data_dir`: a bundle's data folder on this machine."""
+  or for a task not in `tasks`. `data_dir`: a bundle's data folder on this machine (both paths
+  a str or an os.PathLike)."""
+  path, data_dir = os.fspath(path), data_dir and os.fspath(data_dir)
   if not fs.isdir(path):
     raise InputError(f"{path}: no such run")
   is_bundle = bundle.is_bundle(path)
@@ -42,6 +44,15 @@ def read_config(path: str, tasks: Mapping[str, Any], data_dir: str | None = None
   except InputError as e:
     raise InputError(f"{path}: its config: {e}") from None
   return config
+
+
+def synthetic_note(config) -> str:
+  """What to say about a run trained on the embedded synthetic dataset ("" for any other): its
+  pictures are drawn shapes, so what it answers about anyone else's pictures means little."""
+  if not config.data.get("synthetic"):
+    return ""
+  return ("this run was trained on the embedded synthetic dataset (config.data.synthetic: drawn shapes), "
+          "so its answers about other pictures mean little")
 
 
 def chosen_step(directory: str, path: str, step: int | None, best: tuple[str, str] | None) -> int:
@@ -144,6 +155,9 @@ def read(path: str, tasks: Mapping[str, Any], step: int | None = None, best: boo
          data_dir: str | None = None) -> Checkpoint:
   """Checkpoint `step` (default: the latest; `best`: the best by `config.best_metric`) of
   the run at `path` (a workdir or a bundle) of one of `tasks` ({config.task: module})."""
+  path = os.fspath(path)
+  if step is not None and best:
+    raise InputError(f"{path}: step {step} and best: give one of them (--step N or --best)")
   config = read_config(path, tasks, data_dir)
   task = tasks[config.task]
   if bundle.is_bundle(path):
@@ -168,8 +182,9 @@ def read(path: str, tasks: Mapping[str, Any], step: int | None = None, best: boo
 def open_run(path: str, tasks: Mapping[str, Any], step: int | None = None, best: bool = False,
              devices=None, data_dir: str | None = None) -> Trained:
   """The run at `path` (`read`) with its model built and its parameters on `devices`."""
+  path = os.fspath(path)
   saved = read(path, tasks, step, best, data_dir)
-  mesh = sharding.data_mesh(devices)
+  mesh = sharding.data_mesh(devices)  # parameters replicated: a reader runs on whatever devices it has
   enc = saved.task.encoders_from_tables(saved.tables)
   return Trained(path=path, config=saved.config, task=saved.task, encoders=enc,
                  params=jax.device_put(saved.params, sharding.replicated(mesh)), step=saved.step,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import os
 from typing import Iterator
 
 import numpy as np
@@ -25,7 +26,7 @@ class RunImages:
   weights file is now, if it moved since the store was made."""
 
   def __init__(self, run: Trained, weights: str | None = None):
-    self._run, self._weights, self._extractor = run, weights, None
+    self._run, self._weights, self._extractor = run, weights and os.fspath(weights), None
     self._kept: collections.OrderedDict[str, np.ndarray] = collections.OrderedDict()  # sha256 -> features
 
   @property
@@ -55,7 +56,7 @@ class RunImages:
     if self._extractor is None:
       self._extractor = Extractor(self._run.extractor_settings(), self._run.encoders.image_shape, self._run.path,
                                   self._weights)
-    return self._extractor.batches(list(image_paths))
+    return self._extractor.batches(list(map(os.fspath, image_paths)))
 
   def features_of(self, image_paths: list[str]) -> np.ndarray:
     """Features of image files, made as the run's store's were (module docstring)."""

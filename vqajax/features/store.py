@@ -36,7 +36,7 @@ import numpy as np
 
 from vqajax.core import fs
 from vqajax.core.errors import InputError
-from vqajax.core.files import temp_path, write_json_atomic
+from vqajax.core.files import cannot_write, temp_path, write_json_atomic
 from vqajax.core.official_files import load_json
 
 _DTYPES = (np.float16, np.float32, np.uint8)
@@ -234,6 +234,18 @@ class FeatureStore:
     path = path and os.path.join(os.path.dirname(self.path), path)  # a relative one: to the store's folder
     return path if path and os.path.isfile(path) else None
 
+  @property
+  def holds_pixels(self) -> bool:
+    """Images' pixels, not features: the store of `vqajax features --model pixels`, the only uint8 one."""
+    return self.dtype == np.uint8
+
+  def check_features(self, reader: str) -> None:
+    """FeatureStoreError for a pixel store given to `reader`, a model that reads image features
+    (however its shape happens to fit, as 32x32x4 fits 4096)."""
+    if self.holds_pixels:
+      raise FeatureStoreError(f"{self.path}: holds images' pixels (vqajax features --model pixels, for ViLT), while "
+                              f"{reader} reads image features (vqajax features --model vgg16 --layer fc7, say)")
+
   def check_shape(self, expected: tuple[int, ...]) -> None:
     if self.shape != tuple(expected):
       raise FeatureStoreError(
@@ -317,6 +329,8 @@ def write_store_blocks(path: str, image_ids, row_shape, dtype, blocks: Iterable,
           os.remove(side)
       os.replace(ids_path(tmp), ids_path(path))
     os.replace(tmp, path)
+  except OSError as e:  # a full disk fails the run (exit 3), the store untouched
+    raise cannot_write(path, e) from None
   finally:
     for leftover in (tmp, ids_path(tmp) if suffix == ".npy" else None):
       if leftover and os.path.exists(leftover):

@@ -10,6 +10,7 @@ imported only to read `.pth` files; `convert` writes the `.npz` that needs no to
 from __future__ import annotations
 
 import hashlib
+import pickle
 import zipfile
 from typing import Callable, Mapping
 
@@ -111,8 +112,11 @@ def read_state(path: str) -> dict[str, np.ndarray]:
                        "it once elsewhere: vqajax features convert IN.pth OUT.npz") from None
   try:
     state = torch.load(path, map_location="cpu", weights_only=True)
+  except pickle.UnpicklingError:  # torch's paragraphs of advice (to load it unsafely) are not repeated
+    raise WeightsError(f"{path}: not a readable torch state dict: not a pickle of tensors only (refused by torch's "
+                       "weights-only loader, nothing in it was run)") from None
   except Exception as e:  # torch raises many kinds
-    reason = next((line for line in str(e).splitlines() if line.strip()), "")  # not its paragraphs of advice
+    reason = next((line for line in str(e).splitlines() if line.strip()), "")
     raise WeightsError(f"{path}: not a readable torch state dict ({type(e).__name__}: {reason})") from None
   if not isinstance(state, Mapping) or not all(isinstance(v, torch.Tensor) for v in state.values()):
     raise WeightsError(f"{path}: expected a state dict (names -> tensors), got {type(state).__name__}")

@@ -1,7 +1,7 @@
 """A CLIPSeg checkpoint folder as it comes from the Hugging Face Hub, read as it is (no torch).
 
 `config.json` (model_type "clipseg") -> `clipseg.CLIPSegConfig`; the safetensors weights of
-`CLIPSegForImageSegmentation` (one file or a sharded index) through `vilt_hub.read_tensors`;
+`CLIPSegForImageSegmentation` (one file or a sharded index; every header checked before a tensor is read);
 CLIP's byte-level BPE tokenizer from `tokenizer.json`, or built from `vocab.json` and
 `merges.txt` as transformers' converter builds it. `parameter_table` is the one map from HF's
 tensor names to the Flax parameters of `clipseg.py` (a layer's tensors go to row `i` of the
@@ -12,7 +12,6 @@ tensor.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Mapping
 
@@ -21,22 +20,21 @@ import numpy as np
 import tokenizers
 
 from vqajax.core.errors import InputError
-from vqajax.nn import vilt_hub
+from vqajax.nn import hub
 from vqajax.nn.clipseg import ACTIVATIONS, CLIPSeg, CLIPSegConfig, Tower, example_inputs
 
+FILES = ("config.json", "*.safetensors", hub.INDEX, "tokenizer.json", "vocab.json", "merges.txt")
 UNUSED = ("clip.logit_scale",)  # CLIP's contrastive temperature: read by no mask
+MAX_TOKENIZER_BYTES = 64 * 2**20  # tokenizer.json, vocab.json, merges.txt
 MAX_SIZE = 1 << 16  # no released CLIP has a width, depth, vocabulary or length near this
 MAX_LAYERS = 256
 
 
-def _json(path: str) -> dict:
-  try:
-    with open(path, encoding="utf-8") as f:
-      raw = json.load(f)
-  except FileNotFoundError:
-    raise InputError(f"{os.path.dirname(path)}: not a CLIPSeg checkpoint folder (no {os.path.basename(path)})") from None
-  except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
-    raise InputError(f"{path}: not a readable JSON file ({type(e).__name__})") from None
+def _json(path: str, max_bytes: int = hub.MAX_JSON_BYTES) -> dict:
+  folder, name = os.path.split(path)
+  if not os.path.lexists(path):
+    raise InputError(f"{folder}: not a CLIPSeg checkpoint folder (no {name})")
+  raw = hub.read_json(folder, name, max_bytes)
   if not isinstance(raw, dict):
     raise InputError(f"{path}: expected a JSON object, got {type(raw).__name__}")
   return raw
@@ -108,115 +106,83 @@ def read_config(folder: str) -> CLIPSegConfig:
   return config
 
 
-# HF tensor name -> (Flax parameter path, layout, layer row in a scanned stack or None)
-Table = dict[str, tuple[tuple[str, ...], str, int | None]]
-_TO_FLAX = {"same": lambda w: w, "dense": lambda w: w.T, "conv": lambda w: w.transpose(2, 3, 1, 0),
-            "convT": lambda w: w.transpose(0, 2, 3, 1)}  # ConvTranspose2d: [in, out, h, w] -> [in, h, w, out]
-
-
-def _linear(table: Table, hf: str, path: tuple[str, ...], layer: int | None = None) -> None:
-  table[f"{hf}.weight"] = (path + ("kernel",), "dense", layer)
-  table[f"{hf}.bias"] = (path + ("bias",), "same", layer)
-
-
-def _layer_norm(table: Table, hf: str, path: tuple[str, ...], layer: int | None = None) -> None:
-  table[f"{hf}.weight"] = (path + ("scale",), "same", layer)
-  table[f"{hf}.bias"] = (path + ("bias",), "same", layer)
-
-
-def _layer(table: Table, hf: str, path: tuple[str, ...], layer: int | None = None) -> None:
+def _layer(table: hub.Table, hf: str, path: tuple[str, ...], layer: int | None = None) -> None:
   for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
-    _linear(table, f"{hf}.self_attn.{name}", path + (name,), layer)
+    hub.linear(table, f"{hf}.self_attn.{name}", path + (name,), layer)
   for name in ("fc1", "fc2"):
-    _linear(table, f"{hf}.mlp.{name}", path + (name,), layer)
+    hub.linear(table, f"{hf}.mlp.{name}", path + (name,), layer)
   for name in ("layer_norm1", "layer_norm2"):
-    _layer_norm(table, f"{hf}.{name}", path + (name,), layer)
+    hub.layer_norm(table, f"{hf}.{name}", path + (name,), layer)
 
 
-def parameter_table(config: CLIPSegConfig) -> Table:
+def parameter_table(config: CLIPSegConfig) -> hub.Table:
   """HF `CLIPSegForImageSegmentation` names -> Flax paths of `clipseg.CLIPSeg`."""
-  t, v = "clip.text_model", "clip.vision_model"
-  table: Table = {
-      f"{t}.embeddings.token_embedding.weight": (("text", "token_embedding", "embedding"), "same", None),
-      f"{t}.embeddings.position_embedding.weight": (("text", "position_embedding"), "same", None),
-      "clip.text_projection.weight": (("text", "text_projection", "kernel"), "dense", None),
-      f"{v}.embeddings.class_embedding": (("vision", "class_embedding"), "same", None),
-      f"{v}.embeddings.patch_embedding.weight": (("vision", "patch_embedding", "kernel"), "conv", None),
-      f"{v}.embeddings.position_embedding.weight": (("vision", "position_embedding"), "same", None),
-      "clip.visual_projection.weight": (("vision", "visual_projection", "kernel"), "dense", None),
+  t, v, Place = "clip.text_model", "clip.vision_model", hub.Place
+  table: hub.Table = {
+      f"{t}.embeddings.token_embedding.weight": Place(("text", "token_embedding", "embedding")),
+      f"{t}.embeddings.position_embedding.weight": Place(("text", "position_embedding")),
+      f"{v}.embeddings.class_embedding": Place(("vision", "class_embedding")),
+      f"{v}.embeddings.patch_embedding.weight": Place(("vision", "patch_embedding", "kernel"), "conv"),
+      f"{v}.embeddings.position_embedding.weight": Place(("vision", "position_embedding")),
   }
-  _layer_norm(table, f"{t}.final_layer_norm", ("text", "final_layer_norm"))
-  _layer_norm(table, f"{v}.pre_layrnorm", ("vision", "pre_layrnorm"))
-  _layer_norm(table, f"{v}.post_layernorm", ("vision", "post_layernorm"))
+  hub.linear(table, "clip.text_projection", ("text", "text_projection"), bias=False)
+  hub.linear(table, "clip.visual_projection", ("vision", "visual_projection"), bias=False)
+  hub.layer_norm(table, f"{t}.final_layer_norm", ("text", "final_layer_norm"))
+  hub.layer_norm(table, f"{v}.pre_layrnorm", ("vision", "pre_layrnorm"))
+  hub.layer_norm(table, f"{v}.post_layernorm", ("vision", "post_layernorm"))
   for tower, hf, count in (("text", t, config.text.num_hidden_layers), ("vision", v, config.vision.num_hidden_layers)):
     for i in range(count):
       _layer(table, f"{hf}.encoder.layers.{i}", (tower, "layers"), i)
   for name in ("film_mul", "film_add"):
-    _linear(table, f"decoder.{name}", ("decoder", name))
+    hub.linear(table, f"decoder.{name}", ("decoder", name))
   for i in range(len(config.extract_layers)):
-    _linear(table, f"decoder.reduces.{i}", ("decoder", f"reduces_{i}"))
+    hub.linear(table, f"decoder.reduces.{i}", ("decoder", f"reduces_{i}"))
     _layer(table, f"decoder.layers.{i}", ("decoder", f"layers_{i}"))
   head = "decoder.transposed_convolution"
   if config.use_complex_transposed_convolution:
-    table[f"{head}.0.weight"] = (("decoder", "conv", "kernel"), "conv", None)
-    table[f"{head}.0.bias"] = (("decoder", "conv", "bias"), "same", None)
+    table[f"{head}.0.weight"] = Place(("decoder", "conv", "kernel"), "conv")
+    table[f"{head}.0.bias"] = Place(("decoder", "conv", "bias"))
     for index, name in ((2, "upsample_0"), (4, "upsample_1")):
-      table[f"{head}.{index}.weight"] = (("decoder", name, "kernel"), "convT", None)
-      table[f"{head}.{index}.bias"] = (("decoder", name, "bias"), "same", None)
+      table[f"{head}.{index}.weight"] = Place(("decoder", name, "kernel"), "convT")
+      table[f"{head}.{index}.bias"] = Place(("decoder", name, "bias"))
   else:
-    table[f"{head}.weight"] = (("decoder", "upsample", "kernel"), "convT", None)
-    table[f"{head}.bias"] = (("decoder", "upsample", "bias"), "same", None)
+    table[f"{head}.weight"] = Place(("decoder", "upsample", "kernel"), "convT")
+    table[f"{head}.bias"] = Place(("decoder", "upsample", "bias"))
   return table
 
 
-def _shapes(config: CLIPSegConfig) -> dict[tuple[str, ...], tuple[int, ...]]:
+def _shapes(config: CLIPSegConfig) -> dict:
   inputs = example_inputs(config, text_length=1)
-  shapes = jax.eval_shape(lambda: CLIPSeg(config).init(jax.random.key(0), **inputs)["params"])
-  return {tuple(k.key for k in path): leaf.shape for path, leaf in jax.tree_util.tree_leaves_with_path(shapes)}
+  return jax.eval_shape(lambda: CLIPSeg(config).init(jax.random.key(0), **inputs)["params"])
 
 
 def read_params(folder: str, config: CLIPSegConfig | None = None) -> dict:
   """The Flax parameters of `CLIPSeg(config)` from the folder's weights: every tensor the model
-  has, none it has not, each of its shape."""
+  has, none it has not, each of its shape and of floating point (checked in the headers before
+  a tensor is read)."""
   config = config or read_config(folder)
-  tensors = {name: value for name, value in vilt_hub.read_tensors(folder).items() if name not in UNUSED}
+  where, stored = hub.headers(folder, what="CLIPSeg checkpoint")
+  tensors = {key: tensor for key, tensor in stored.items() if key not in UNUSED}
   table = parameter_table(config)
-  where = os.path.join(folder, "model.safetensors")
-  unexpected = sorted(set(tensors) - set(table))
-  missing = sorted(set(table) - set(tensors))
+  unexpected, missing = sorted(set(tensors) - set(table)), sorted(set(table) - set(tensors))
   if unexpected or missing:
-    names = (unexpected or missing)[:4]
     raise InputError(f"{where}: {len(unexpected)} tensors that CLIPSeg has not, {len(missing)} missing "
-                     f"(e.g. {', '.join(names)})")
+                     f"(e.g. {', '.join((unexpected or missing)[:4])})")
   shapes = _shapes(config)
-  stacks: dict[tuple[str, ...], np.ndarray] = {}
-  for name, (path, layout, layer) in table.items():
-    value = _TO_FLAX[layout](tensors[name])
-    expected = shapes[path][1:] if layer is not None else shapes[path]
-    if value.shape != expected:
-      raise InputError(f"{where}: tensor {name} has shape {tuple(tensors[name].shape)}; config.json's "
-                       f"architecture makes it {expected} (in Flax's layout)")
-    if layer is None:
-      stacks[path] = np.ascontiguousarray(value)
-    else:
-      stacks.setdefault(path, np.zeros(shapes[path], np.float32))[layer] = value
-  params: dict = {}
-  for path, value in stacks.items():
-    node = params
-    for part in path[:-1]:
-      node = node.setdefault(part, {})
-    node[path[-1]] = value
-  return params
+  targets = {path: tuple(leaf.shape) for path, leaf in hub.leaves(shapes).items()}
+  for key, place in table.items():
+    hub.check_tensor(where, key, tensors[key], hub.hf_shape(place, targets[place.path]))
+  return hub.load(table, tensors, shapes)
 
 
 def _clip_tokenizer(folder: str) -> tokenizers.Tokenizer:
   """CLIP's tokenizer from `vocab.json` + `merges.txt`, as transformers' CLIPConverter builds it."""
-  vocab = _json(os.path.join(folder, "vocab.json"))
-  try:
-    with open(os.path.join(folder, "merges.txt"), encoding="utf-8") as f:
-      lines = [line for line in f.read().splitlines()[1:] if line]  # a version line first
-  except OSError as e:
-    raise InputError(f"{folder}: no readable tokenizer.json or merges.txt ({type(e).__name__})") from None
+  vocab = _json(os.path.join(folder, "vocab.json"), MAX_TOKENIZER_BYTES)
+  if not os.path.lexists(os.path.join(folder, "merges.txt")):
+    raise InputError(f"{folder}: no tokenizer.json, nor merges.txt beside vocab.json")
+  with open(hub.check(folder, "merges.txt", MAX_TOKENIZER_BYTES), encoding="utf-8", errors="replace") as f:
+    text = f.read()
+  lines = [line for line in text.splitlines()[1:] if line]  # a version line first
   merges = [tuple(line.split()) for line in lines]
   if not all(len(m) == 2 for m in merges) or not all(isinstance(i, int) for i in vocab.values()):
     raise InputError(f"{folder}: merges.txt / vocab.json are not CLIP's BPE files")
@@ -242,9 +208,9 @@ def _clip_tokenizer(folder: str) -> tokenizers.Tokenizer:
 
 def read_tokenizer(folder: str) -> tokenizers.Tokenizer:
   """The folder's CLIP tokenizer (`tokenizer.json`, else vocab.json + merges.txt)."""
-  path = os.path.join(folder, "tokenizer.json")
-  if not os.path.exists(path):
+  if not os.path.lexists(os.path.join(folder, "tokenizer.json")):
     return _clip_tokenizer(folder)
+  path = hub.check(folder, "tokenizer.json", MAX_TOKENIZER_BYTES)
   try:
     return tokenizers.Tokenizer.from_file(path)
   except Exception as e:  # tokenizers raises its own Exception for any malformed file

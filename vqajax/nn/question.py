@@ -10,6 +10,7 @@ fields), which both papers' configs take from here (`FIELDS`, `check`).
 from __future__ import annotations
 
 import functools
+import math
 from typing import Callable
 
 import flax.linen as nn
@@ -68,7 +69,7 @@ class LSTMEncoder(nn.Module):
 
   Each row's state is frozen after its last word, so padding never changes the encoding
   (and an empty question encodes to zeros); the recurrence only computes the steps of
-  words (`lstm.encode`). Traced under a mesh with a 'data' axis (`sharding.in_mesh`),
+  words (`lstm.encode`). Traced under a mesh with batch axes (`sharding.in_mesh`),
   each device encodes its own rows (`shard_map`), so the batch stays sharded. `dtype`
   is the matmul input type of the recurrence (parameters stay float32); `impl` the
   recurrence's shape (`lstm.IMPLS`: "chunked" for CPUs, "scan" for accelerators);
@@ -90,9 +91,10 @@ class LSTMEncoder(nn.Module):
         self.embed_dim if layer == 0 else self.hidden) for layer in range(self.layers)]
     encode = functools.partial(lstm.encode, dtype=self.dtype, impl=self.impl)
     mesh = jax.sharding.get_abstract_mesh()
-    if mesh.shape.get("data", 1) > 1:
-      encode = jax.shard_map(encode, mesh=mesh, in_specs=(P(None, "data"), P("data"), P()),
-                             out_specs=P("data"), check_vma=False)
+    rows = tuple(mesh.axis_names)  # a batch's rows are split over every axis (`core/sharding.py`)
+    if math.prod(mesh.shape.values()) > 1:  # the weights whole on each device (gathered where FSDP splits them)
+      encode = jax.shard_map(encode, mesh=mesh, in_specs=(P(None, rows), P(rows), P()), out_specs=P(rows),
+                             check_vma=False)
     return encode(x, lengths, weights)
 
 

@@ -2,8 +2,9 @@
 
 `Vilt` is the backbone: BERT text embeddings (word + token type + position, LayerNorm), patch
 embeddings (a `patch_size` convolution) plus position embeddings interpolated to each image's
-valid patch extent, a modality embedding (0 text, 1 image), pre-LayerNorm transformer layers, a
-final LayerNorm and the pooler (tanh dense on the first text token). Heads: `ViltClassifier`
+valid patch extent, a modality embedding (0 text, 1 image), pre-LayerNorm transformer layers (one
+`nn.scan`: their parameters stacked under `layers`, optionally rematerialised), a final LayerNorm
+and the pooler (tanh dense on the first text token). Heads: `ViltClassifier`
 (`ViltForQuestionAnswering`'s classifier, hidden -> 2 hidden, LayerNorm, GELU, -> labels: VQA's
 answers or AnswerTherapy's two grounding classes) and `ViltMask` (one mask logit map per answer
 slot from the patch tokens; which text is fed, I+Q, I+Q+A or I+A, is the caller's choice).
@@ -127,13 +128,14 @@ class _TextEmbeddings(nn.Module):
 
 
 class _Layer(nn.Module):
-  """HF's `ViltLayer`: x + attention(LN(x)), then x + MLP(LN(x))."""
+  """HF's `ViltLayer`: x + attention(LN(x)), then x + MLP(LN(x)); `(x, None)`, a scan's step."""
   config: ViltConfig
   dtype: Any
+  deterministic: bool
 
   @nn.compact
-  def __call__(self, x, valid, deterministic: bool):
-    c = self.config
+  def __call__(self, x, valid):
+    c, deterministic = self.config, self.deterministic
     batch, tokens, width = x.shape
     heads = c.num_attention_heads
     head = width // heads
@@ -148,14 +150,31 @@ class _Layer(nn.Module):
     x = x + drop(_dense(width, self.dtype, "attention_output")(y), deterministic)
     y = nn.LayerNorm(c.layer_norm_eps, name="layernorm_after")(x)
     y = ACTIVATIONS[c.hidden_act](_dense(c.intermediate_size, self.dtype, "intermediate")(y))
-    return x + drop(_dense(width, self.dtype, "output")(y), deterministic)
+    return x + drop(_dense(width, self.dtype, "output")(y), deterministic), None
+
+
+# config.model.remat: what the backward pass keeps of each layer's forward (the rest is recomputed):
+# everything, nothing, or the outputs of its weight matmuls (not the attention's batched ones).
+REMAT = {"none": None, "full": jax.checkpoint_policies.nothing_saveable,
+         "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable}
+
+
+def _layers(config: ViltConfig, dtype, deterministic: bool, remat: str) -> nn.Module:
+  """The `num_hidden_layers` layers as one `nn.scan` (compiled once, whatever the depth): each
+  parameter stacked on a leading layer axis, `layers`; rematerialised by `REMAT[remat]`."""
+  layer = _Layer if remat == "none" else nn.remat(_Layer, policy=REMAT[remat], prevent_cse=False)
+  stack = nn.scan(layer, variable_axes={"params": 0}, split_rngs={"params": True, "dropout": True},
+                  in_axes=nn.broadcast, length=config.num_hidden_layers)
+  return stack(config, dtype, deterministic, name="layers")
 
 
 class Vilt(nn.Module):
   """HF's `ViltModel` (see the module docstring). `dtype` is the matmul input type (bfloat16 on
-  accelerators); parameters, LayerNorms, softmax and the residual stream stay float32."""
+  accelerators); parameters, LayerNorms, softmax and the residual stream stay float32. `remat`
+  (`REMAT`) trades the backward pass's memory for recomputation; it changes no value."""
   config: ViltConfig
   dtype: Any = jnp.float32
+  remat: str = "none"
 
   def _image(self, pixel_values, pixel_mask, deterministic: bool):
     """(image tokens [B, 1 + h * w, D] with position embeddings, their mask, grid (h, w))."""
@@ -195,8 +214,7 @@ class Vilt(nn.Module):
     image = image + modality(jnp.ones(image.shape[:2], jnp.int32))
     x = jnp.concatenate([text, image], axis=1)
     mask = jnp.concatenate([attention_mask > 0, image_mask], axis=1)
-    for i in range(c.num_hidden_layers):
-      x = _Layer(c, self.dtype, name=f"layer_{i}")(x, mask, not train)
+    x, _ = _layers(c, self.dtype, not train, self.remat)(x, mask)
     x = nn.LayerNorm(c.layer_norm_eps, name="layernorm")(x)
     pooled = jnp.tanh(_dense(c.hidden_size, self.dtype, "pooler")(x[:, 0]))
     patches = x[:, input_ids.shape[1] + 1:].reshape(x.shape[0], rows, cols, c.hidden_size)
@@ -221,12 +239,13 @@ class ViltClassifier(nn.Module):
   config: ViltConfig
   num_labels: int
   dtype: Any = jnp.float32
+  remat: str = "none"
 
   @nn.compact
   def __call__(self, input_ids, attention_mask, pixel_values, pixel_mask=None, token_type_ids=None, *,
                train: bool = False):
-    encoded = Vilt(self.config, self.dtype, name="vilt")(input_ids, attention_mask, pixel_values, pixel_mask,
-                                                         token_type_ids, train=train)
+    encoded = Vilt(self.config, self.dtype, self.remat, name="vilt")(
+        input_ids, attention_mask, pixel_values, pixel_mask, token_type_ids, train=train)
     return ClassifierHead(self.num_labels, self.dtype, name="classifier")(encoded.pooled)
 
 
@@ -238,12 +257,13 @@ class ViltMask(nn.Module):
   num_slots: int
   mask_size: tuple[int, int]
   dtype: Any = jnp.float32
+  remat: str = "none"
 
   @nn.compact
   def __call__(self, input_ids, attention_mask, pixel_values, pixel_mask=None, token_type_ids=None, *,
                train: bool = False):
-    patches = Vilt(self.config, self.dtype, name="vilt")(input_ids, attention_mask, pixel_values, pixel_mask,
-                                                         token_type_ids, train=train).patches
+    patches = Vilt(self.config, self.dtype, self.remat, name="vilt")(
+        input_ids, attention_mask, pixel_values, pixel_mask, token_type_ids, train=train).patches
     logits = _dense(self.num_slots, self.dtype, "mask_head")(patches).astype(jnp.float32).transpose(0, 3, 1, 2)
     return jax.image.resize(logits, (*logits.shape[:2], *self.mask_size), "bilinear")
 

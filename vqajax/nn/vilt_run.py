@@ -1,9 +1,10 @@
 """What a ViLT row of either paper shares (`config.model.name` "vilt"): its architecture and
 tokenizer (`Spec`, recorded with the run's encoders, so a trained run or bundle answers
 without the data or the Hub folder), the pixels of a pixel store normalised on the device,
-and the start from a Hub checkpoint folder (`config.model.init_from`).
+and the start from a Hub checkpoint (`config.model.init_from`: a folder or a Hub id, `nn/hub.py`;
+the run records an id as `ORG/NAME@COMMIT`).
 
-The tokenizer: with `init_from`, the folder's WordPiece tokenizer (and its architecture,
+The tokenizer: with `init_from`, the checkpoint's WordPiece tokenizer (and its architecture,
 from its config.json); from scratch, a WordPiece vocabulary of the training texts' whole
 words (BERT's normalisation and pre-tokenisation: lower case, punctuation apart; words in
 order of count, then alphabetically, so a run's vocabulary is a function of its data),
@@ -24,7 +25,7 @@ import ml_collections
 import tokenizers
 from absl import logging
 
-from vqajax.core.config import FLAG, TEXT, integer, number
+from vqajax.core.config import FLAG, TEXT, integer, number, one_of
 from vqajax.core.errors import InputError
 from vqajax.nn import vilt, vilt_hub
 
@@ -90,20 +91,26 @@ def _canonical(tokenizer_json: str) -> str:
 
 
 def spec(model_cfg, texts: Sequence[str], image_shape: tuple[int, ...]) -> Spec:
-  """The `Spec` of `config.model`: from `init_from`'s folder, or from the config's sizes with
-  a tokenizer of the training `texts`; `image_shape`: the pixel store's, [S, S, 4]."""
+  """The `Spec` of `config.model`: from `init_from`'s checkpoint (a Hub id resolved, and recorded
+  in `init_from` as `ORG/NAME@COMMIT`), or from the config's sizes with a tokenizer of the
+  training `texts`; `image_shape`: the pixel store's, [S, S, 4]."""
   if len(image_shape) != 3 or image_shape[0] != image_shape[1] or image_shape[2] != 4:
     raise InputError(f"config.data.features: ViLT (config.model.name 'vilt') reads a pixel store of [S, S, 4] per "
                      f"image (vqajax features --model pixels), got {tuple(image_shape)}")
   if model_cfg.init_from:
-    config = vilt_hub.read_config(model_cfg.init_from)
-    tokenizer = vilt_hub.read_tokenizer(model_cfg.init_from, config.max_position_embeddings).tokenizer
-    return Spec(config, _canonical(tokenizer.to_str()))
+    checkpoint = vilt_hub.checkpoint(model_cfg.init_from)
+    model_cfg.init_from = checkpoint.name
+    config = vilt_hub.read_config(checkpoint.folder)
+    tokenizer = vilt_hub.read_tokenizer(checkpoint.folder, config.max_position_embeddings, config.vocab_size)
+    return Spec(config, _canonical(tokenizer.tokenizer.to_str()))
   tokenizer_json = _canonical(word_tokenizer(texts, model_cfg.text_length))
   config = vilt.ViltConfig(
       vocab_size=tokenizers.Tokenizer.from_str(tokenizer_json).get_vocab_size(),
       max_position_embeddings=model_cfg.text_length, image_size=image_shape[0],
       **{name: model_cfg[name] for name in ARCHITECTURE})
+  problem = vilt_hub.misfit(config)
+  if problem:
+    raise InputError(f"config.model: {problem} (image_size: the pixel store's, config.data.features)")
   return Spec(config, tokenizer_json)
 
 
@@ -118,7 +125,7 @@ FIELDS = {
     "model.hidden_size": integer(1, 8192), "model.num_hidden_layers": integer(1, 64),
     "model.num_attention_heads": integer(1, 128), "model.intermediate_size": integer(1, 65536),
     "model.patch_size": integer(1, 1024), "model.hidden_dropout_prob": number(0, 1, hi_open=True),
-    "model.attention_probs_dropout_prob": number(0, 1, hi_open=True),
+    "model.attention_probs_dropout_prob": number(0, 1, hi_open=True), "model.remat": one_of(*vilt.REMAT),
 }
 
 
@@ -128,7 +135,7 @@ def model_config(text_length: int, hidden_size: int, layers: int, heads: int, pa
   sizes (ViLT-B/32: 40, 768, 12, 12, 32)."""
   m = ml_collections.ConfigDict()
   m.name = "vilt"
-  m.init_from = ""                      # a Hub ViLT folder: its architecture, tokenizer and weights
+  m.init_from = ""                      # a Hub ViLT id or folder: its architecture, tokenizer and weights
   m.init_head = True                    # read its classifier too (False: every head initialised)
   m.text_length = text_length           # tokens (from scratch; init_from: its max_position_embeddings)
   m.hidden_size, m.num_hidden_layers, m.num_attention_heads = hidden_size, layers, heads
@@ -136,6 +143,7 @@ def model_config(text_length: int, hidden_size: int, layers: int, heads: int, pa
   m.patch_size = patch_size
   m.hidden_dropout_prob = m.attention_probs_dropout_prob = 0.0
   m.dtype = "float32"                   # matmul inputs; "bfloat16" on accelerators
+  m.remat = "none"                      # what the backward pass recomputes: "none", "full", "dots" (vilt.REMAT)
   return m
 
 
@@ -164,19 +172,24 @@ class ViltOnBatch(nn.Module):
                       train=train)
 
 
-def initial_params(model_cfg, params, encoders):
-  """`params` with `config.model.init_from`'s checkpoint in place (its heads too unless
-  `init_head` is false; a VQA head's outputs matched by answer where the encoders have an
-  answer table, `encoders.answers`), what stays initialised said in one line; None without
-  `init_from` (the task contract's hook: the initial parameters stay)."""
+def initial_params(model_cfg, shapes, encoders):
+  """The task contract's hook: None without `config.model.init_from` (the initial parameters
+  stay), else the function that puts its checkpoint in place of the fresh parameters (its heads
+  too unless `init_head` is false; a VQA head's outputs matched by answer where the encoders
+  have an answer table, `encoders.answers`), saying in one line what stays initialised. Every
+  file it will read is checked now, against the parameters' `shapes`."""
   if not model_cfg.get("init_from"):
     return None
   answers = getattr(getattr(encoders, "answers", None), "answers", None)
-  loaded = vilt_hub.init_from(model_cfg.init_from, params, head=model_cfg.init_head, labels=answers)
-  if loaded.initialised:
-    logging.warning("%s: initialised %s (not in the checkpoint%s)", model_cfg.init_from,
-                    ", ".join(loaded.initialised), "" if model_cfg.init_head else ", or config.model.init_head=False")
-  if loaded.answers_found is not None and "classifier" not in loaded.initialised:
-    logging.warning("%s: %d of the %d answers have an output in the checkpoint (id2label); the others start "
-                    "initialised", model_cfg.init_from, loaded.answers_found, len(answers))
-  return loaded.params
+  checkpoint = vilt_hub.checkpoint(model_cfg.init_from)
+  plan = vilt_hub.plan(checkpoint.folder, shapes, head=model_cfg.init_head, labels=answers, name=checkpoint.name)
+
+  def load(params):
+    if plan.initialised:
+      logging.warning("%s: initialised %s (not in the checkpoint%s)", checkpoint.name, ", ".join(plan.initialised),
+                      "" if model_cfg.init_head else ", or config.model.init_head=False")
+    if plan.answers_found is not None and "classifier" not in plan.initialised:
+      logging.warning("%s: %d of the %d answers have an output in the checkpoint (id2label); the others start "
+                      "initialised", checkpoint.name, plan.answers_found, len(answers))
+    return plan.load(params)
+  return load

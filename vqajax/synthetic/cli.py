@@ -23,7 +23,7 @@ from absl import logging
 
 from vqajax.core import config as config_lib
 from vqajax.core import files, fs
-from vqajax.core.errors import InputError, exit_status
+from vqajax.core.errors import ArgumentParser, InputError, exit_status
 from vqajax.synthetic import folder
 from vqajax.synthetic.answertherapy import raw as synthetic_raw
 from vqajax.synthetic.answertherapy import write as synthetic_therapy
@@ -68,7 +68,7 @@ def _raw(args) -> None:
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+  parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   sub = parser.add_subparsers(dest="command", required=True)
   synth = sub.add_parser("synth", help="write the embedded synthetic VQA dataset",
                          description="Write the synthetic VQA dataset in the official file formats.")

@@ -41,6 +41,14 @@ def _manifest_format(data_dir: str) -> str | None:
     return None
 
 
+def resolve(config) -> None:
+  """An empty `data.dir` of an embedded-data config set to its dataset's cache folder (nothing written)."""
+  data = config.data
+  if data.synthetic and not data.dir:
+    data.dir = os.path.join(os.path.expanduser(CACHE), _KINDS.get(config.task, _THERAPY)[1],
+                            f"{data.synthetic_scale}-seed{config.seed}")
+
+
 def prepare(config) -> None:
   """Resolves and, where needed, writes the embedded dataset of `config` (logged)."""
   data = config.data
@@ -49,10 +57,8 @@ def prepare(config) -> None:
       raise InputError("config.data.dir: empty; name the folder of the official files "
                        "(or set config.data.synthetic=True for the embedded dataset)")
     return
-  module, cache_name = _KINDS.get(config.task, _THERAPY)
-  if not data.dir:
-    data.dir = os.path.join(os.path.expanduser(CACHE), cache_name,
-                            f"{data.synthetic_scale}-seed{config.seed}")
+  module = _KINDS.get(config.task, _THERAPY)[0]
+  resolve(config)
   found = _manifest_format(data.dir)
   if found == module.FORMAT:
     logging.info("embedded synthetic dataset: %s", data.dir)

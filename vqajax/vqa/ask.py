@@ -110,6 +110,7 @@ class Answerer(RunImages):
   def _check(self, questions, image_ids, features, choices) -> None:
     if not questions:
       raise InputError("no questions to answer")
+    text.check_text(questions, lambda i: f"question {i}")
     if (image_ids is None) == (features is None):
       raise InputError("give the questions' images as image_ids or as features, one of them")
     given = len(image_ids) if image_ids is not None else len(features)

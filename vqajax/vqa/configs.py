@@ -59,6 +59,7 @@ def vqa_config(arg: str, name: str, **model) -> ml_collections.ConfigDict:
   config.name = name
   config.task = "vqa"                   # vqajax/core/task.py
   config.seed = 0
+  config.mesh = config_lib.mesh_config()  # how the devices split the batch and the parameters
 
   config.data = data = ml_collections.ConfigDict()
   data.synthetic = True                 # generate the embedded dataset into `dir` if missing

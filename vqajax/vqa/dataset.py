@@ -356,10 +356,14 @@ def _load(config_data, vilt_spec: Callable | None) -> VQAData:
     train_words = text.Coded.of(text.tokenize_all(q["question"] for q, _ in train_records))
   with phases.timed("vocabulary"):
     vocab = text.Vocab.build(train_words, config_data.vocab_min_count)
-  logging.info("question vocabulary: %d entries (min count %d, with PAD and UNK)", len(vocab), config_data.vocab_min_count)
+  if vilt_spec is None:  # a ViLT row's questions go through its own tokenizer
+    logging.info("question vocabulary: %d entries (min count %d, with PAD and UNK)", len(vocab),
+                 config_data.vocab_min_count)
 
   with phases.timed("reading"):
     store = open_store(config_data)
+    if vilt_spec is None:
+      store.check_features("this model (config.model.name, not vilt)")
     captions = {split: _read_captions(config_data, split) for split in ("train", "val")}
   if (captions["train"] is None) != (captions["val"] is None):
     raise official_files.DataFileError("config.data: give both train_captions and val_captions, or neither")

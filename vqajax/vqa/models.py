@@ -198,7 +198,7 @@ def _vilt(cfg, enc) -> vilt_run.ViltOnBatch:
   """ViLT with the VQA classifier over the run's answer table (`nn/vilt_run.py`)."""
   if enc.vilt is None:
     raise InputError("config.model.name 'vilt': this run's encoders hold no ViLT tokenizer (train it as a ViLT row)")
-  return vilt_run.ViltOnBatch(ViltClassifier(enc.vilt.config, len(enc.answers), jnp.dtype(cfg.dtype)))
+  return vilt_run.ViltOnBatch(ViltClassifier(enc.vilt.config, len(enc.answers), jnp.dtype(cfg.dtype), cfg.remat))
 
 
 MODELS = {"late_fusion": _late_fusion, "attention": _attention, "vilt": _vilt}  # config.model.name -> builder

@@ -19,7 +19,7 @@ from typing import Sequence
 
 from vqajax.core import config as config_lib
 from vqajax.core import files, fs, official_files, run_record, tables
-from vqajax.core.errors import InputError, exit_status
+from vqajax.core.errors import ArgumentParser, InputError, exit_status
 from vqajax.core.files import check_name
 from vqajax.vqa import answers, humans, reports
 from vqajax.vqa import task as vqa_task
@@ -121,7 +121,7 @@ def human_table(args) -> None:
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+  parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   commands = parser.add_subparsers(dest="command", required=True)
   for name, fn, runs, help_ in (("table2", table_ii, True, "Table II"),
                                 ("question-types", question_types, True, "Table III"),

@@ -15,13 +15,13 @@ import json
 from typing import Any, Sequence
 
 from vqajax.core import files
-from vqajax.core.errors import InputError, exit_status
+from vqajax.core.errors import ArgumentParser, InputError, exit_status
 from vqajax.core.files import write_atomic_many
 from vqajax.vqa.accuracy.score import evaluate_files
 
 
 def _parse_args(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
-  parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+  parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
   parser.add_argument("--questions", required=True, help="official questions JSON")
   parser.add_argument("--annotations", required=True, help="official annotations JSON")
   parser.add_argument("--results", required=True, help="results JSON [{question_id, answer}]")
