@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vqajax.nn.clipseg import ACTIVATIONS
+from vqajax.nn.activations import ACTIVATIONS
 
 LOCAL, GLOBAL = "sliding_attention", "full_attention"  # HF's names of the two kinds of layer
 _NEG = float(jnp.finfo(jnp.float32).min)

@@ -3,7 +3,7 @@
 `config.json` (model_type "paligemma", a `siglip_vision_model` vision_config and a `gemma` or
 `gemma2` text_config) -> `paligemma.PaliGemmaConfig`, HF's defaults filling the fields it omits
 (a sub-config that is absent takes PaliGemma's, one that is present its model's own); the
-safetensors weights (one file or a sharded index) through `vilt_hub.read_tensors`, under the names
+safetensors weights (one file or a sharded index; every header checked first, `nn/hub.py`), under the names
 the Hub's checkpoints use (`vision_tower.vision_model.*`, `language_model.model.*`), those
 transformers' `save_pretrained` writes (`vision_tower.*`, `language_model.model.*`) or its modules'
 own (`model.vision_tower.*`, `model.language_model.*`); the Gemma tokenizer from `tokenizer.json`
@@ -17,7 +17,6 @@ tensor.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Mapping, Sequence
 
@@ -26,13 +25,14 @@ import numpy as np
 import tokenizers
 
 from vqajax.core.errors import InputError
-from vqajax.nn import vilt_hub
-from vqajax.nn.clipseg import ACTIVATIONS
+from vqajax.nn import hub
+from vqajax.nn.activations import ACTIVATIONS
 from vqajax.nn.paligemma import GLOBAL, LOCAL, PaliGemma, PaliGemmaConfig, TextConfig, VisionConfig, example_inputs
 
 MAX_SIZE = 1 << 16  # no released PaliGemma has a width, head count or image side near this
 MAX_VOCAB = 1 << 20
 MAX_LAYERS = 256
+MAX_TOKENIZER_BYTES = 256 * 2**20  # Gemma's tokenizer.json is about 17 MB
 IMAGE_TOKEN = "<image>"
 EXTRA_TOKENS = tuple(f"<loc{i:04d}>" for i in range(1024)) + tuple(f"<seg{i:03d}>" for i in range(128))
 # the stored names' prefixes -> transformers' module names (its "llava" conversion); the first that matches
@@ -57,13 +57,10 @@ PALIGEMMA_TEXT = dict(GEMMA, model_type="gemma", hidden_size=2048, num_hidden_la
 
 
 def _json(path: str) -> dict:
-  try:
-    with open(path, encoding="utf-8") as f:
-      raw = json.load(f)
-  except FileNotFoundError:
-    raise InputError(f"{os.path.dirname(path)}: not a PaliGemma checkpoint folder (no {os.path.basename(path)})") from None
-  except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
-    raise InputError(f"{path}: not a readable JSON file ({type(e).__name__})") from None
+  folder, name = os.path.split(path)
+  if not os.path.lexists(path):
+    raise InputError(f"{folder}: not a PaliGemma checkpoint folder (no {name})")
+  raw = hub.read_json(folder, name, hub.MAX_JSON_BYTES)
   if not isinstance(raw, dict):
     raise InputError(f"{path}: expected a JSON object, got {type(raw).__name__}")
   return raw
@@ -199,23 +196,18 @@ def read_config(folder: str) -> PaliGemmaConfig:
                          tie_word_embeddings=f.flag("tie_word_embeddings"))
 
 
-# HF tensor name -> (Flax parameter path, layout, layer row in a scanned stack or None); layouts as _TO_FLAX
-Table = dict[str, tuple[tuple[str, ...], str, int | None]]
-_TO_FLAX = {"same": lambda w: w, "dense": lambda w: w.T, "conv": lambda w: w.transpose(2, 3, 1, 0)}
-
-
-def _weights(table: Table, hf: str, path: tuple[str, ...], layer: int | None, bias: bool = True,
+def _weights(table: hub.Table, hf: str, path: tuple[str, ...], layer: int | None, bias: bool = True,
              kernel: str = "kernel", layout: str = "dense") -> None:
-  table[f"{hf}.weight"] = (path + (kernel,), layout, layer)
+  table[f"{hf}.weight"] = hub.Place(path + (kernel,), layout, layer)
   if bias:
-    table[f"{hf}.bias"] = (path + ("bias",), "same", layer)
+    table[f"{hf}.bias"] = hub.Place(path + ("bias",), "same", layer)
 
 
-def parameter_table(config: PaliGemmaConfig) -> Table:
+def parameter_table(config: PaliGemmaConfig) -> hub.Table:
   """HF `PaliGemmaForConditionalGeneration`'s module names -> Flax paths of `paligemma.PaliGemma`."""
   v, t = config.vision, config.text
-  table: Table = {f"{VISION}.embeddings.position_embedding.weight": (("vision", "position_embedding"), "same", None),
-                  f"{TEXT}.embed_tokens.weight": (("embed_tokens", "embedding"), "same", None)}
+  table: hub.Table = {f"{VISION}.embeddings.position_embedding.weight": hub.Place(("vision", "position_embedding")),
+                      f"{TEXT}.embed_tokens.weight": hub.Place(("embed_tokens", "embedding"))}
   _weights(table, f"{VISION}.embeddings.patch_embedding", ("vision", "patch_embedding"), None, layout="conv")
   _weights(table, f"{VISION}.post_layernorm", ("vision", "post_layernorm"), None, kernel="scale", layout="same")
   _weights(table, f"{PROJECTOR}.linear", ("projector",), None)
@@ -251,58 +243,43 @@ def _module_name(name: str) -> str:
   return name
 
 
-def _shapes(config: PaliGemmaConfig) -> dict[tuple[str, ...], tuple[int, ...]]:
-  shapes = jax.eval_shape(lambda: PaliGemma(config).init(jax.random.key(0), **example_inputs(config))["params"])
-  return {tuple(k.key for k in path): leaf.shape for path, leaf in jax.tree_util.tree_leaves_with_path(shapes)}
+def _shapes(config: PaliGemmaConfig) -> dict:
+  return jax.eval_shape(lambda: PaliGemma(config).init(jax.random.key(0), **example_inputs(config))["params"])
 
 
 def read_params(folder: str, config: PaliGemmaConfig | None = None) -> dict:
   """The Flax parameters of `PaliGemma(config)` from the folder's weights: every tensor the model has,
   none it has not (SigLIP's pooling head, kept by checkpoints with `vision_use_head`, aside: PaliGemma
-  does not read it), each of its shape."""
+  does not read it), each of its shape and of floating point (checked in the headers first)."""
   config = config or read_config(folder)
-  tensors = {_module_name(name): value for name, value in vilt_hub.read_tensors(folder).items()}
-  tensors = {name: value for name, value in tensors.items() if not name.startswith(f"{VISION}.head.")}
-  where = os.path.join(folder, "model.safetensors")
-  embedding = tensors.get(f"{TEXT}.embed_tokens.weight")
-  if config.tie_word_embeddings and "lm_head.weight" in tensors:
-    if embedding is None or not np.array_equal(tensors.pop("lm_head.weight"), embedding):
+  where, stored = hub.headers(folder, what="PaliGemma checkpoint")
+  tensors = {_module_name(key): tensor for key, tensor in stored.items()}
+  tensors = {key: tensor for key, tensor in tensors.items() if not key.startswith(f"{VISION}.head.")}
+  head, embedding = tensors.get("lm_head.weight"), tensors.get(f"{TEXT}.embed_tokens.weight")
+  if config.tie_word_embeddings and head is not None:
+    del tensors["lm_head.weight"]
+    if embedding is None or head.shape != embedding.shape or not np.array_equal(
+        hub.read_tensor(head), hub.read_tensor(embedding)):
       raise InputError(f"{where}: tensor lm_head.weight differs from the embedding config.json ties it to "
                        "(tie_word_embeddings true)")
   table = parameter_table(config)
-  unexpected = sorted(set(tensors) - set(table))
-  missing = sorted(set(table) - set(tensors))
+  unexpected, missing = sorted(set(tensors) - set(table)), sorted(set(table) - set(tensors))
   if unexpected or missing:
-    names = (unexpected or missing)[:4]
     raise InputError(f"{where}: {len(unexpected)} tensors that PaliGemma has not, {len(missing)} missing "
-                     f"(e.g. {', '.join(names)})")
+                     f"(e.g. {', '.join((unexpected or missing)[:4])})")
   shapes = _shapes(config)
-  stacks: dict[tuple[str, ...], np.ndarray] = {}
-  for name, (path, layout, layer) in table.items():
-    value = _TO_FLAX[layout](tensors[name])
-    expected = shapes[path][1:] if layer is not None else shapes[path]
-    if value.shape != expected:
-      raise InputError(f"{where}: tensor {name} has shape {tuple(tensors[name].shape)}; config.json's "
-                       f"architecture makes it {expected} (in Flax's layout)")
-    if layer is None:
-      stacks[path] = np.ascontiguousarray(value)
-    else:
-      stacks.setdefault(path, np.zeros(shapes[path], np.float32))[layer] = value
-  params: dict = {}
-  for path, value in stacks.items():
-    node = params
-    for part in path[:-1]:
-      node = node.setdefault(part, {})
-    node[path[-1]] = value
-  return params
+  targets = {path: tuple(leaf.shape) for path, leaf in hub.leaves(shapes).items()}
+  for key, place in table.items():
+    hub.check_tensor(where, key, tensors[key], hub.hf_shape(place, targets[place.path]))
+  return hub.load(table, tensors, shapes)
 
 
 def read_tokenizer(folder: str, config: PaliGemmaConfig) -> tokenizers.Tokenizer:
   """The folder's `tokenizer.json`, checked to hold `<image>` at config.json's image_token_index,
   the begin / end-of-sequence ids and every `<loc>` / `<seg>` token."""
-  path = os.path.join(folder, "tokenizer.json")
-  if not os.path.exists(path):
+  if not os.path.lexists(os.path.join(folder, "tokenizer.json")):
     raise InputError(f"{folder}: not a PaliGemma checkpoint folder (no tokenizer.json)")
+  path = hub.check(folder, "tokenizer.json", MAX_TOKENIZER_BYTES)
   try:
     tokenizer = tokenizers.Tokenizer.from_file(path)
   except Exception as e:  # tokenizers raises its own Exception for any malformed file
