@@ -20,7 +20,6 @@ Images are NHWC arrays normalised as CLIPSeg's processor does (ImageNet mean and
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any
 
 import flax.linen as nn
@@ -28,13 +27,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-ACTIVATIONS = {  # HF's ACT2FN names -> functions
-    "quick_gelu": lambda x: x * jax.nn.sigmoid(1.702 * x),
-    "gelu": functools.partial(nn.gelu, approximate=False),
-    "gelu_new": functools.partial(nn.gelu, approximate=True),
-    "gelu_pytorch_tanh": functools.partial(nn.gelu, approximate=True),
-    "relu": nn.relu,
-}
+from vqajax.nn.activations import ACTIVATIONS
+
 CUBIC_A = -0.75  # torch's bicubic kernel (jax.image's cubic uses -0.5)
 
 

@@ -21,7 +21,8 @@ import tokenizers
 
 from vqajax.core.errors import InputError
 from vqajax.nn import hub
-from vqajax.nn.clipseg import ACTIVATIONS, CLIPSeg, CLIPSegConfig, Tower, example_inputs
+from vqajax.nn.activations import ACTIVATIONS
+from vqajax.nn.clipseg import CLIPSeg, CLIPSegConfig, Tower, example_inputs
 
 FILES = ("config.json", "*.safetensors", hub.INDEX, "tokenizer.json", "vocab.json", "merges.txt")
 UNUSED = ("clip.logit_scale",)  # CLIP's contrastive temperature: read by no mask

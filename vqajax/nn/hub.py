@@ -227,6 +227,15 @@ def check_tensor(where: str, key: str, tensor: Tensor, expected: tuple[int, ...]
     raise InputError(f"{tensor.file}: tensor {key} is of dtype {tensor.dtype}; expected one of {sorted(FLOATS)}")
 
 
+def read_tensor(tensor: Tensor) -> np.ndarray:
+  """One tensor of a checked header, as float32."""
+  try:
+    with safe_open(tensor.file, framework="numpy") as f:
+      return np.asarray(f.get_tensor(tensor.name), np.float32)
+  except (OSError, SafetensorError) as e:  # changed since its header was read
+    raise InputError(f"{tensor.file}: not a readable safetensors file ({type(e).__name__}: {e})") from None
+
+
 def load(reads: Mapping[str, Place], tensors: Mapping[str, Tensor], initial: Mapping,
          adjust: Callable[[str, np.ndarray, np.ndarray], np.ndarray] | None = None) -> dict:
   """`initial` (nested parameters, or their shapes) with each tensor of `reads` (HF name -> place;

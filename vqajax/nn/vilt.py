@@ -30,7 +30,6 @@ otherwise.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any, NamedTuple
 
 import flax.linen as nn
@@ -38,14 +37,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-ACTIVATIONS = {  # HF's ACT2FN names -> functions
-    "gelu": functools.partial(nn.gelu, approximate=False),
-    "gelu_new": functools.partial(nn.gelu, approximate=True),
-    "gelu_pytorch_tanh": functools.partial(nn.gelu, approximate=True),
-    "relu": nn.relu,
-    "silu": nn.silu,
-    "swish": nn.silu,
-}
+from vqajax.nn.activations import ACTIVATIONS
+
 HEAD_LAYER_NORM_EPS = 1e-5  # the classifier's nn.LayerNorm takes torch's default, not the config's
 
 

@@ -28,7 +28,8 @@ import tokenizers
 from vqajax.core.config import FLAG, Rule, integer, number, one_of
 from vqajax.core.errors import InputError
 from vqajax.nn import hub
-from vqajax.nn.vilt import ACTIVATIONS, ViltClassifier, ViltConfig, ViltMask, example_inputs
+from vqajax.nn.activations import ACTIVATIONS
+from vqajax.nn.vilt import ViltClassifier, ViltConfig, ViltMask, example_inputs
 
 WEIGHTS, INDEX = hub.WEIGHTS, hub.INDEX
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt")

@@ -1,0 +1,402 @@
+"""PaliGemma (Beyer et al. 2024) and PaliGemma 2 (Steiner et al. 2024) in Flax, as Hugging Face
+transformers' `PaliGemmaForConditionalGeneration` defines them: text from an image and a prompt.
+
+The SigLIP vision tower (a `patch_size` convolution, learned position embeddings for its one image
+size, pre-LayerNorm layers with a tanh-GELU MLP, a final LayerNorm; no pooling head) gives one token
+per patch; a linear projector maps them to the decoder's width and they take the place of the
+`<image>` tokens of the prompt (unscaled: HF's text embeddings alone are multiplied by
+sqrt(hidden_size), so older HF versions divide the image features by it before scaling every input
+back). The decoder is Gemma (PaliGemma) or Gemma 2 (PaliGemma 2): RMSNorm with (1 + scale), rotary
+position embeddings (rotate-half, positions counted from 1 over the real tokens), grouped-query
+attention (one key / value head in PaliGemma), a GeGLU MLP with tanh GELU, the output projection
+tied to the embedding. Gemma 2 adds norms after the attention and after the MLP, soft-capped
+attention logits (tanh(x / cap) * cap) and final logits, `query_pre_attn_scalar` as the attention's
+scale and layers of sliding-window (local) attention between the global ones (`layer_types`).
+
+The mask is a prefix-LM's: the image and the prompt (`prefix_mask`) attend to each other both ways,
+the suffix causally; padding is never attended to. A local layer sees the `sliding_window` previous
+sequence slots, and the prefix sees all of the prefix (HF's blockwise mask overlays the window).
+Layers are `nn.scan`ned (parameters stacked on a leading layer axis), optionally rematerialised
+(`remat`: a `jax.checkpoint_policies` name); `dtype` is the matmul inputs' type (bfloat16 on
+accelerators), while parameters, norms, the residual stream and the softmax stay float32.
+
+`generate` is greedy decoding under one `jax.jit`: a prefill of the prompt into a key / value cache
+of static size (prompt + `max_decode_len`), then a `lax.while_loop` of one-token steps that stops
+when every row has met an end-of-sequence token (rows that did are padded). `paligemma_hub.py` reads
+Hub folders into these parameters. Images are NHWC float arrays normalised as HF's processor does
+(to [-1, 1]); text is `input_ids` with `input_mask` (padding on the right) and `prefix_mask`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vqajax.nn.activations import ACTIVATIONS
+
+LOCAL, GLOBAL = "sliding_attention", "full_attention"  # HF's names of the two kinds of layer
+_NEG = float(jnp.finfo(jnp.float32).min)
+
+
+@dataclasses.dataclass(frozen=True)
+class VisionConfig:
+  """The fields of HF's `SiglipVisionConfig` that shape the tower (defaults: PaliGemma's So400m/14)."""
+  hidden_size: int = 1152
+  intermediate_size: int = 4304
+  num_hidden_layers: int = 27
+  num_attention_heads: int = 16
+  image_size: int = 224
+  patch_size: int = 14
+  num_channels: int = 3
+  hidden_act: str = "gelu_pytorch_tanh"
+  layer_norm_eps: float = 1e-6
+
+  @property
+  def num_patches(self) -> int:
+    return (self.image_size // self.patch_size) ** 2
+
+
+@dataclasses.dataclass(frozen=True)
+class TextConfig:
+  """The fields of HF's `GemmaConfig` / `Gemma2Config` that shape the decoder (defaults: PaliGemma's
+  Gemma 2B). `layer_types` names each layer LOCAL or GLOBAL (Gemma: all GLOBAL); a soft cap of None
+  is none; `query_pre_attn_scalar` is Gemma's head_dim."""
+  model_type: str = "gemma"
+  vocab_size: int = 257152
+  hidden_size: int = 2048
+  intermediate_size: int = 16384
+  num_hidden_layers: int = 18
+  num_attention_heads: int = 8
+  num_key_value_heads: int = 1
+  head_dim: int = 256
+  hidden_act: str = "gelu_pytorch_tanh"
+  rms_norm_eps: float = 1e-6
+  rope_theta: float = 10000.0
+  attention_bias: bool = False
+  query_pre_attn_scalar: float = 256.0
+  attn_logit_softcapping: float | None = None
+  final_logit_softcapping: float | None = None
+  sliding_window: int | None = None
+  layer_types: tuple[str, ...] = (GLOBAL,) * 18
+  bos_token_id: int = 2
+  eos_token_id: tuple[int, ...] = (1,)
+  pad_token_id: int = 0
+
+  @property
+  def gemma2(self) -> bool:
+    return self.model_type == "gemma2"
+
+
+@dataclasses.dataclass(frozen=True)
+class PaliGemmaConfig:
+  """HF's `PaliGemmaConfig`: the two towers, the `<image>` token's id and whether the output
+  projection is the embedding (`tie_word_embeddings`)."""
+  vision: VisionConfig = VisionConfig()
+  text: TextConfig = TextConfig()
+  image_token_index: int = 256000
+  tie_word_embeddings: bool = True
+
+
+def _dense(features: int, dtype, name: str | None = None, use_bias: bool = True) -> nn.Dense:
+  return nn.Dense(features, use_bias=use_bias, dtype=dtype, kernel_init=nn.initializers.normal(0.02), name=name)
+
+
+def _attend(q, k, v, mask, scale: float, softcap: float | None, dtype):
+  """Softmax attention of q [B, T, H, D] over k, v [B, S, K, D] (H a multiple of K: each key / value
+  head serves H / K query heads) where `mask` [B, T, S] (or None) allows; [B, T, H * D]."""
+  batch, length, heads, depth = q.shape
+  groups = heads // k.shape[2]
+  q = q.reshape(batch, length, k.shape[2], groups, depth)
+  logits = jnp.einsum("btkgd,bskd->bkgts", q.astype(dtype), k.astype(dtype), preferred_element_type=jnp.float32)
+  logits = logits * np.float32(scale)
+  if softcap is not None:
+    logits = jnp.tanh(logits / np.float32(softcap)) * np.float32(softcap)
+  if mask is not None:
+    logits = jnp.where(mask[:, None, None], logits, _NEG)
+  probs = jax.nn.softmax(logits, axis=-1).astype(dtype)
+  out = jnp.einsum("bkgts,bskd->btkgd", probs, v.astype(dtype), preferred_element_type=jnp.float32)
+  return out.reshape(batch, length, heads * depth)
+
+
+def _scan(layer: type[nn.Module], length: int, remat: str | None, in_axes, name: str, **fields) -> nn.Module:
+  """`layer` scanned `length` times, parameters stacked on axis 0, rematerialised under the
+  `jax.checkpoint_policies` named `remat` (None: not rematerialised)."""
+  if remat is not None:
+    layer = nn.remat(layer, policy=getattr(jax.checkpoint_policies, remat), prevent_cse=False)
+  scan = nn.scan(layer, variable_axes={"params": 0}, split_rngs={"params": True}, in_axes=in_axes, length=length)
+  return scan(name=name, **fields)
+
+
+def _layer_norm(config: VisionConfig, name: str) -> nn.LayerNorm:
+  """torch's LayerNorm: the variance as the mean squared deviation (not E[x^2] - E[x]^2)."""
+  return nn.LayerNorm(config.layer_norm_eps, use_fast_variance=False, name=name)
+
+
+class _VisionLayer(nn.Module):
+  """HF's `SiglipEncoderLayer`: x + attention(LN(x)), then x + MLP(LN(x))."""
+  config: VisionConfig
+  dtype: Any
+
+  @nn.compact
+  def __call__(self, x, _):
+    c = self.config
+    batch, length, width = x.shape
+    heads, depth = c.num_attention_heads, width // c.num_attention_heads
+    y = _layer_norm(c, "layer_norm1")(x)
+    q, k, v = (_dense(width, self.dtype, f"{n}_proj")(y).reshape(batch, length, heads, depth) for n in "qkv")
+    x = x + _dense(width, self.dtype, "out_proj")(_attend(q, k, v, None, depth ** -0.5, None, self.dtype))
+    y = _layer_norm(c, "layer_norm2")(x)
+    y = ACTIVATIONS[c.hidden_act](_dense(c.intermediate_size, self.dtype, "fc1")(y))
+    return x + _dense(width, self.dtype, "fc2")(y), None
+
+
+class SigLIP(nn.Module):
+  """HF's `SiglipVisionModel` without its pooling head: one state per patch [B, patches, hidden] of
+  `pixel_values` [B, image_size, image_size, channels]."""
+  config: VisionConfig
+  dtype: Any = jnp.float32
+  remat: str | None = None
+
+  @nn.compact
+  def __call__(self, pixel_values):
+    c = self.config
+    if pixel_values.shape[1:] != (c.image_size, c.image_size, c.num_channels):
+      raise ValueError(f"images of shape {pixel_values.shape[1:]}; this SigLIP reads "
+                       f"{(c.image_size, c.image_size, c.num_channels)}")
+    init = nn.initializers.normal(0.02)
+    x = nn.Conv(c.hidden_size, (c.patch_size,) * 2, strides=(c.patch_size,) * 2, padding="VALID", dtype=self.dtype,
+                kernel_init=init, name="patch_embedding")(pixel_values.astype(jnp.float32))
+    x = x.reshape(x.shape[0], -1, c.hidden_size).astype(jnp.float32)
+    x = x + self.param("position_embedding", init, (c.num_patches, c.hidden_size))
+    x, _ = _scan(_VisionLayer, c.num_hidden_layers, self.remat, nn.broadcast, "layers", config=c, dtype=self.dtype)(
+        x, None)
+    return _layer_norm(c, "post_layernorm")(x)
+
+
+class RMSNorm(nn.Module):
+  """Gemma's RMSNorm in float32: x / sqrt(mean(x^2) + eps) * (1 + scale), the scale starting at 0."""
+  eps: float
+
+  @nn.compact
+  def __call__(self, x):
+    scale = self.param("scale", nn.initializers.zeros, (x.shape[-1],))
+    x = x.astype(jnp.float32)
+    return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + np.float32(self.eps)) * (1 + scale)
+
+
+def rotary(positions, depth: int, theta: float):
+  """(cos, sin) [B, T, depth] of HF's rotate-half RoPE at integer `positions` [B, T]."""
+  inverse = 1.0 / (np.float32(theta) ** (np.arange(0, depth, 2, dtype=np.float32) / np.float32(depth)))
+  angles = positions[..., None].astype(jnp.float32) * inverse
+  angles = jnp.concatenate([angles, angles], axis=-1)
+  return jnp.cos(angles), jnp.sin(angles)
+
+
+def _rotate(x, rope):
+  cos, sin = rope
+  half = x.shape[-1] // 2
+  turned = jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+  return x.astype(jnp.float32) * cos[:, :, None] + turned * sin[:, :, None]
+
+
+class _DecoderLayer(nn.Module):
+  """HF's `GemmaDecoderLayer` / `Gemma2DecoderLayer` over x [B, T, hidden] at sequence slots `index` ..
+  `index + T - 1`. `masks` [2, B, T, S] are the global and local layers' masks; `layer` is (whether
+  this layer is local, its key / value cache [B, S, K, D] each or None). Returns (x, the cache with
+  this input's keys and values written at `index`)."""
+  config: TextConfig
+  dtype: Any
+
+  @nn.compact
+  def __call__(self, x, rope, masks, index, layer):
+    c = self.config
+    local, cache = layer
+    batch, length, _ = x.shape
+    norm = functools.partial(RMSNorm, c.rms_norm_eps)
+    y = norm(name="input_layernorm")(x)
+    q = _dense(c.num_attention_heads * c.head_dim, self.dtype, "q_proj", c.attention_bias)(y)
+    k, v = (_dense(c.num_key_value_heads * c.head_dim, self.dtype, f"{n}_proj", c.attention_bias)(y) for n in "kv")
+    q = _rotate(q.reshape(batch, length, c.num_attention_heads, c.head_dim), rope)
+    k = _rotate(k.reshape(batch, length, c.num_key_value_heads, c.head_dim), rope)
+    v = v.reshape(batch, length, c.num_key_value_heads, c.head_dim)
+    if cache is not None:
+      cache = tuple(jax.lax.dynamic_update_slice(stored, new.astype(stored.dtype), (0, index, 0, 0))
+                    for stored, new in zip(cache, (k, v)))
+      k, v = cache
+    y = _attend(q, k, v, masks[local.astype(jnp.int32)], c.query_pre_attn_scalar ** -0.5, c.attn_logit_softcapping,
+                self.dtype)
+    y = _dense(c.hidden_size, self.dtype, "o_proj", c.attention_bias)(y)
+    if c.gemma2:
+      y = norm(name="post_attention_layernorm")(y)
+    x = x + y
+    y = norm(name="pre_feedforward_layernorm" if c.gemma2 else "post_attention_layernorm")(x)
+    gate = ACTIVATIONS[c.hidden_act](_dense(c.intermediate_size, self.dtype, "gate_proj", False)(y))
+    y = _dense(c.hidden_size, self.dtype, "down_proj", False)(gate * _dense(c.intermediate_size, self.dtype,
+                                                                           "up_proj", False)(y))
+    if c.gemma2:
+      y = norm(name="post_feedforward_layernorm")(y)
+    return x + y, cache
+
+
+def attention_masks(config: TextConfig, query_slots, query_prefix, key_valid, key_prefix):
+  """[2, B, T, S]: what queries at sequence slots `query_slots` [T] (in the prefix where
+  `query_prefix` [B, T]) may attend to among S slots (`key_valid`, `key_prefix` [B, S]) in global
+  layers (earlier or the same slot, or both in the prefix) and in local ones (as global, but only the
+  `sliding_window` slots up to the query's, unless both are in the prefix)."""
+  keys = jnp.arange(key_valid.shape[1])
+  queries = query_slots[:, None]
+  causal = keys <= queries
+  both = query_prefix[:, :, None] & key_prefix[:, None, :]
+  valid = key_valid[:, None, :]
+  full = valid & (causal[None] | both)
+  if config.sliding_window is None:
+    return jnp.stack([full, full])
+  window = causal & (keys > queries - config.sliding_window)
+  return jnp.stack([full, valid & (window[None] | both)])
+
+
+class PaliGemma(nn.Module):
+  """HF's `PaliGemmaForConditionalGeneration`: logits [B, T, vocab] of `input_ids` [B, T] (padding
+  off in `input_mask`, the bidirectional prefix in `prefix_mask`) whose `<image>` tokens (each row
+  holds `vision.num_patches`) take the image features of `pixel_values` [B, H, W, C] in order."""
+  config: PaliGemmaConfig
+  dtype: Any = jnp.float32
+  remat: str | None = None
+
+  def setup(self):
+    c, t = self.config, self.config.text
+    self.vision = SigLIP(c.vision, self.dtype, self.remat)
+    self.projector = _dense(t.hidden_size, self.dtype)
+    self.embed_tokens = nn.Embed(t.vocab_size, t.hidden_size, embedding_init=nn.initializers.normal(0.02))
+    self.layers = _scan(_DecoderLayer, t.num_hidden_layers, self.remat,
+                        (nn.broadcast, nn.broadcast, nn.broadcast, 0), "layers", config=t, dtype=self.dtype)
+    self.norm = RMSNorm(t.rms_norm_eps)
+    if not c.tie_word_embeddings:
+      self.lm_head = _dense(t.vocab_size, self.dtype, use_bias=False)
+
+  def embed_text(self, input_ids):
+    """Token embeddings times sqrt(hidden_size); ids past the vocabulary (an `<image>` token outside it) read row 0."""
+    t = self.config.text
+    ids = jnp.where(input_ids < t.vocab_size, input_ids, 0)
+    return self.embed_tokens(ids) * np.float32(t.hidden_size ** 0.5)
+
+  def embed(self, pixel_values, input_ids):
+    """The decoder's inputs [B, T, hidden]: the projected image features in the `<image>` slots."""
+    features = self.projector(self.vision(pixel_values)).astype(jnp.float32)
+    image = input_ids == self.config.image_token_index
+    which = jnp.clip(jnp.cumsum(image, axis=1) - 1, 0, features.shape[1] - 1)
+    features = jnp.take_along_axis(features, which[..., None], axis=1)
+    return jnp.where(image[..., None], features, self.embed_text(input_ids))
+
+  def decode(self, x, positions, masks, index=0, cache=None):
+    """The decoder over x [B, T, hidden] at slots `index` .. (rotary `positions` [B, T], `masks` from
+    `attention_masks`), with a key / value cache ([L, B, S, K, D] each) or None: (logits, cache)."""
+    t = self.config.text
+    local = jnp.asarray([kind == LOCAL for kind in t.layer_types])
+    x, cache = self.layers(x, rotary(positions, t.head_dim, t.rope_theta), masks, index, (local, cache))
+    return self.logits(self.norm(x)), cache
+
+  def logits(self, x):
+    t = self.config.text
+    if self.config.tie_word_embeddings:
+      logits = jnp.einsum("btd,vd->btv", x.astype(self.dtype), self.embed_tokens.embedding.astype(self.dtype),
+                          preferred_element_type=jnp.float32)
+    else:
+      logits = self.lm_head(x).astype(jnp.float32)
+    cap = t.final_logit_softcapping
+    return logits if cap is None else jnp.tanh(logits / np.float32(cap)) * np.float32(cap)
+
+  def __call__(self, pixel_values, input_ids, input_mask, prefix_mask):
+    x = self.embed(pixel_values, input_ids)
+    valid, prefix = input_mask > 0, (prefix_mask > 0) & (input_mask > 0)
+    masks = attention_masks(self.config.text, jnp.arange(x.shape[1]), prefix, valid, prefix)
+    return self.decode(x, jnp.cumsum(valid, axis=1), masks)[0]
+
+
+def example_inputs(config: PaliGemmaConfig, batch: int = 1, text_length: int = 4) -> dict[str, np.ndarray]:
+  """Inputs of the shapes a model of `config` reads (the image tokens, then `text_length` more), for `init`."""
+  v = config.vision
+  length = v.num_patches + text_length
+  ids = np.zeros((batch, length), np.int32)
+  ids[:, :v.num_patches] = config.image_token_index
+  return {"pixel_values": np.zeros((batch, v.image_size, v.image_size, v.num_channels), np.float32),
+          "input_ids": ids, "input_mask": np.ones((batch, length), np.int32),
+          "prefix_mask": np.ones((batch, length), np.int32)}
+
+
+def _left_align(input_ids, input_mask):
+  """Each row's tokens moved to the end (HF's left padding): rows padded on the right -> on the left."""
+  length = input_ids.shape[1]
+  shift = length - jnp.sum(input_mask > 0, axis=1)
+  index = (jnp.arange(length)[None] - shift[:, None]) % length
+  return jnp.take_along_axis(input_ids, index, 1), jnp.take_along_axis(input_mask > 0, index, 1)
+
+
+@functools.partial(jax.jit, static_argnames=("model", "max_decode_len", "cache"))
+def generate(model: PaliGemma, variables, pixel_values, input_ids, input_mask, eos_ids, pad_id, *,
+             max_decode_len: int, cache: bool = True):
+  """Greedy tokens [B, max_decode_len] after each row's prompt (`input_ids` padded on the right, all
+  of it the prefix): a row stops at its first token of `eos_ids` [E] (kept) and is `pad_id` after; the
+  loop ends when every row has stopped. The prompt sits left-aligned in a sequence of prompt +
+  `max_decode_len` slots (HF's layout for batched generation); `cache=False` recomputes the whole
+  sequence at every step instead of keeping keys and values (the same tokens, for tests)."""
+  t = model.config.text
+  ids, valid = _left_align(input_ids, input_mask)
+  batch, length = ids.shape
+  size = length + max_decode_len
+  slots = jnp.arange(size)
+  prompt = jnp.zeros((batch, size), bool).at[:, :length].set(valid)
+  count = jnp.sum(valid, axis=1)
+  x = model.apply(variables, pixel_values, ids, method=PaliGemma.embed)
+
+  def filled(step):  # slots holding the prompt or the generated tokens fed so far
+    return prompt | ((slots >= length) & (slots < length + step))[None]
+
+  if cache:
+    shape = (t.num_hidden_layers, batch, size, t.num_key_value_heads, t.head_dim)
+    kv = (jnp.zeros(shape, model.dtype), jnp.zeros(shape, model.dtype))
+    masks = attention_masks(t, jnp.arange(length), valid, prompt, prompt)
+    logits, kv = model.apply(variables, x, jnp.cumsum(valid, axis=1), masks, 0, kv, method=PaliGemma.decode)
+    first, state = logits[:, -1], kv
+
+    def step(i, token, kv):  # feeds generated token i at slot length + i
+      masks = attention_masks(t, length + i[None], jnp.zeros((batch, 1), bool), filled(i + 1), prompt)
+      x = model.apply(variables, token[:, None], method=PaliGemma.embed_text)
+      logits, kv = model.apply(variables, x, (count + i + 1)[:, None], masks, length + i, kv, method=PaliGemma.decode)
+      return logits[:, 0], kv
+  else:
+    sequence = jnp.zeros((batch, size, t.hidden_size), jnp.float32).at[:, :length].set(x)
+
+    def logits_at(sequence, i):  # the whole sequence recomputed; the logits at slot length + i
+      keys = filled(i + 1)
+      masks = attention_masks(t, slots, prompt, keys, prompt)
+      logits, _ = model.apply(variables, sequence, jnp.cumsum(keys, axis=1), masks, method=PaliGemma.decode)
+      return jax.lax.dynamic_index_in_dim(logits, length + i, axis=1, keepdims=False)
+
+    first, state = logits_at(sequence, jnp.int32(-1)), sequence
+
+    def step(i, token, sequence):
+      embedded = model.apply(variables, token[:, None], method=PaliGemma.embed_text)
+      sequence = jax.lax.dynamic_update_slice(sequence, embedded, (0, length + i, 0))
+      return logits_at(sequence, i), sequence
+
+  token = jnp.argmax(first, axis=-1).astype(jnp.int32)
+  tokens = jnp.full((batch, max_decode_len), pad_id, jnp.int32).at[:, 0].set(token)
+  done = jnp.isin(token, eos_ids)
+
+  def body(carry):
+    i, tokens, done, state = carry
+    logits, state = step(i - 1, tokens[:, i - 1], state)
+    token = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+    tokens = tokens.at[:, i].set(jnp.where(done, pad_id, token))
+    return i + 1, tokens, done | jnp.isin(token, eos_ids), state
+
+  carry = (jnp.int32(1), tokens, done, state)
+  _, tokens, _, _ = jax.lax.while_loop(lambda c: (c[0] < max_decode_len) & ~jnp.all(c[2]), body, carry)
+  return tokens
