@@ -76,6 +76,7 @@ sizes = therapy_dataset.sizes
 
 
 initial_params = grounding.initial_params
+frozen = grounding.frozen
 
 
 def build_model(cfg, enc):

@@ -42,8 +42,9 @@ def learning_rate(cfg, num_train_steps: int = 0) -> float | optax.Schedule:
   return lr
 
 
-def make_optimizer(cfg, num_train_steps: int = 0) -> optax.GradientTransformation:
-  """`config.optimizer` with its `learning_rate` schedule; adamw with `weight_decay`."""
+def make_optimizer(cfg, num_train_steps: int = 0, frozen: tuple[str, ...] = ()) -> optax.GradientTransformation:
+  """`config.optimizer` with its `learning_rate` schedule; adamw with `weight_decay`; the top-level
+  parameter groups `frozen` never change (no update, no decay)."""
   lr = learning_rate(cfg, num_train_steps)
   if cfg.name == "rmsprop":
     opt = optax.rmsprop(lr, decay=cfg.rmsprop_decay, eps=cfg.eps)
@@ -53,7 +54,12 @@ def make_optimizer(cfg, num_train_steps: int = 0) -> optax.GradientTransformatio
     opt = optax.adamw(lr, eps=cfg.eps, weight_decay=cfg.weight_decay)
   else:
     raise InputError(f"config.optimizer.name '{cfg.name}' is not 'rmsprop', 'adam' or 'adamw'")
-  return optax.chain(optax.clip(cfg.grad_clip), opt) if cfg.grad_clip > 0 else opt
+  opt = optax.chain(optax.clip(cfg.grad_clip), opt) if cfg.grad_clip > 0 else opt
+  if not frozen:
+    return opt
+  labels = lambda params: {name: jax.tree.map(lambda _: "frozen" if name in frozen else "train", group)
+                           for name, group in params.items()}
+  return optax.multi_transform({"train": opt, "frozen": optax.set_to_zero()}, labels)
 
 
 @dataclasses.dataclass
@@ -83,7 +89,8 @@ class Experiment:
     model = task.build_model(config.model, data.encoders)
     with phases.timed("device transfer"):
       features = device_features.place(config.data.get("features_on_device", "auto"), data, mesh)
-    exp = cls(config, mesh, task, data, model, make_optimizer(config.optimizer, config.num_train_steps), features)
+    tx = make_optimizer(config.optimizer, config.num_train_steps, task.frozen(config.model))
+    exp = cls(config, mesh, task, data, model, tx, features)
     abstract = exp.initial_state(abstract=True)
     check_fits(abstract, mesh)
     exp.start = task.initial_params(config.model, abstract.params, data.encoders)  # what it reads, checked now

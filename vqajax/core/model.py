@@ -4,7 +4,8 @@ A `Model` holds everything the suite asks of a model: its config group (`config.
 field's default and rule in one place; the rule table is derived from it), how it is built for
 each task it serves (with that task's own fields of it), its own text encoder where it has one
 (a Hub tokenizer; None: the task's word vocabulary), where its parameters start from
-(`initial_params`, None: they stay initialised) and its parameters' sharding rules (None: the
+(`initial_params`, None: they stay initialised), what the optimizer leaves as it is (`frozen`, e.g.
+a pretrained backbone; None: everything trains) and its parameters' sharding rules (None: the
 generic rule). `config.model` holds only the chosen model's group, `name` first.
 
 A paper's registry (`vqa/models.MODELS`, `answertherapy/models.MODELS`, with the pretrained
@@ -66,6 +67,7 @@ class Model:
   tasks: Mapping[str, Builder]          # config.task -> how it is built for it
   text: TextEncoding | None = None      # its own text encoder (None: the task's word vocabulary)
   initial_params: Callable | None = None  # (model_cfg, params, encoders) -> params or None
+  frozen: Callable | None = None          # (model_cfg) -> the top-level parameter groups left as they are
   sharding: Any = None                  # its parameters' sharding rules (None: the generic rule)
   label: str = ""                       # before a run's row name in a report ("" for a paper's own models)
 
@@ -122,3 +124,9 @@ def initial_params(models: Mapping[str, Model], model_cfg, params, encoders):
   """Where the model `config.model` names starts from (None: `params` stay)."""
   start = entry(models, model_cfg).initial_params
   return None if start is None else start(model_cfg, params, encoders)
+
+
+def frozen(models: Mapping[str, Model], model_cfg) -> tuple[str, ...]:
+  """The top-level parameter groups of the model `config.model` names that do not train."""
+  keep = entry(models, model_cfg).frozen
+  return () if keep is None else tuple(keep(model_cfg))

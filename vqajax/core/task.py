@@ -65,6 +65,10 @@ class Task(Protocol):
     everything it will read checked now against the parameters' `shapes` (before the run is
     recorded); else None (the fresh parameters stay)."""
 
+  def frozen(self, model_config) -> tuple[str, ...]:
+    """The top-level parameter groups the optimizer leaves as they are (its entry's `frozen`: e.g.
+    CLIPSeg's CLIP towers); () where everything trains."""
+
   def make_loss(self, config) -> Any:
     """`(outputs, batch) -> scalar`, jittable: the training loss `config` asks for."""
 

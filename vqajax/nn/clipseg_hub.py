@@ -157,11 +157,15 @@ def _shapes(config: CLIPSegConfig) -> dict:
   return jax.eval_shape(lambda: CLIPSeg(config).init(jax.random.key(0), **inputs)["params"])
 
 
-def read_params(folder: str, config: CLIPSegConfig | None = None) -> dict:
-  """The Flax parameters of `CLIPSeg(config)` from the folder's weights: every tensor the model
-  has, none it has not, each of its shape and of floating point (checked in the headers before
-  a tensor is read)."""
-  config = config or read_config(folder)
+def checkpoint(init_from: str) -> hub.Checkpoint:
+  """The CLIPSeg checkpoint `config.model.init_from` names: a folder, or a Hub id (`nn/hub.py`)."""
+  return hub.resolve(init_from, FILES, "config.model.init_from")
+
+
+def plan(folder: str, config: CLIPSegConfig, shapes) -> tuple[hub.Table, dict[str, hub.Tensor]]:
+  """(the table, the headers) of the folder's weights for `CLIPSeg(config)` of parameter `shapes`:
+  every tensor the model has, none it has not, each of its shape and of floating point, checked in
+  the headers before a tensor is read."""
   where, stored = hub.headers(folder, what="CLIPSeg checkpoint")
   tensors = {key: tensor for key, tensor in stored.items() if key not in UNUSED}
   table = parameter_table(config)
@@ -169,11 +173,17 @@ def read_params(folder: str, config: CLIPSegConfig | None = None) -> dict:
   if unexpected or missing:
     raise InputError(f"{where}: {len(unexpected)} tensors that CLIPSeg has not, {len(missing)} missing "
                      f"(e.g. {', '.join((unexpected or missing)[:4])})")
-  shapes = _shapes(config)
-  targets = {path: tuple(leaf.shape) for path, leaf in hub.leaves(shapes).items()}
+  targets = {path: tuple(np.shape(leaf)) for path, leaf in hub.leaves(shapes).items()}
   for key, place in table.items():
     hub.check_tensor(where, key, tensors[key], hub.hf_shape(place, targets[place.path]))
-  return hub.load(table, tensors, shapes)
+  return table, tensors
+
+
+def read_params(folder: str, config: CLIPSegConfig | None = None) -> dict:
+  """The Flax parameters of `CLIPSeg(config)` from the folder's weights (`plan`)."""
+  config = config or read_config(folder)
+  shapes = _shapes(config)
+  return hub.load(*plan(folder, config, shapes), shapes)
 
 
 def _clip_tokenizer(folder: str) -> tokenizers.Tokenizer:

@@ -252,3 +252,8 @@ def build(cfg, enc) -> nn.Module:
 def initial_params(cfg, params, enc):
   """Where the model `config.model` names starts from (None: `params` stay)."""
   return model_lib.initial_params(MODELS, cfg, params, enc)
+
+
+def frozen(cfg) -> tuple[str, ...]:
+  """The top-level parameter groups of the model `config.model` names that do not train."""
+  return model_lib.frozen(MODELS, cfg)

@@ -55,6 +55,7 @@ def sizes(data: vqa_dataset.VQAData) -> dict[str, int]:
 
 build_model = vqa_models.build
 initial_params = vqa_models.initial_params
+frozen = vqa_models.frozen
 
 
 def open_store(config):
