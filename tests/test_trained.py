@@ -156,7 +156,7 @@ def test_other_encoders_are_refused_on_resume_and_eval(run, capsys):
 def test_a_run_json_of_another_format_is_one_line(verb, run, capsys):
   with open(os.path.join(run["workdir"], "run.json")) as f:
     record = json.load(f)
-  assert record["format"] == 1
+  assert record["format"] == 2
   for name, changed in (("none", {k: v for k, v in record.items() if k != "format"}), ("old", {**record, "format": 1})):
     other = str(run["root"] / f"{verb}-{name}")
     shutil.copytree(run["workdir"], other)

@@ -141,11 +141,11 @@ def test_a_confidence_filter_that_keeps_nothing_is_one_error(tiny_data, tmp_path
 
 
 def test_the_question_vocabulary_is_logged_only_where_the_model_reads_it(tiny_data, caplog):
-  """A ViLT row encodes its questions with its own tokenizer: the word vocabulary's size is not its."""
+  """A model with its own tokenizer (ViLT) encodes its questions with it: the word vocabulary's size is not its."""
   config = config_lib.override(deeper_lstm_norm_i.get_config("runlocal"), {"data.dir": tiny_data}).data
   caplog.set_level(logging.INFO, logger="absl")
   data = vqa_dataset.load(config)
   assert f"question vocabulary: {len(data.vocab)} entries (min count 1, with PAD and UNK)" in caplog.messages
   caplog.clear()
-  vqa_dataset.load(config, vilt_spec=lambda texts, shape: None)
+  vqa_dataset.load(config, text_encoder=lambda texts, shape: None)
   assert caplog.messages and not any("question vocabulary" in m for m in caplog.messages)
