@@ -32,7 +32,7 @@ if [ "$TINY" = 1 ]; then  # seconds per script, then its arguments
             --grid-steps 1 --config-arg runlocal --buckets 1)
   IOU=(1500 --rounds 1 --scale 0.05)
   EXTRACT=(1500 --size 32 --batch 4 --images 12 --rounds 1)
-  FSDP=(1500 --size tiny --batch 8 --fsdp 1,2,4 --cpu-devices 4 --steps 1)
+  FSDP=(1500 --size tiny --batch 8 --fsdp 1,2 --cpu-devices 2 --steps 1)
 else  # 580 s in all at most
   TRAIN=(200 --batch 500 --rounds 3 --steps 3 --lstm-impls chunked,scan)
   PIPELINE=(110 --store-gb 4)

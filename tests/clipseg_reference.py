@@ -30,9 +30,9 @@ DECODER = dict(projection_dim=24, extract_layers=[1, 2, 3], reduce_dim=16, decod
 # decoder layer) and the plain one (one transposed convolution, FiLM at the second)
 ARCHITECTURES = {"refined": dict(use_complex_transposed_convolution=True, conditional_layer=0),
                  "plain": dict(use_complex_transposed_convolution=False, conditional_layer=1)}
-# (image height, width, prompt lengths): CLIP's own size, then two others (position embeddings resized
+# (image height, width, prompt lengths): CLIP's own size, then another (position embeddings resized
 # bicubically); HF's decoder reads square images only
-BATCHES = [(32, 32, [16, 9]), (48, 48, [5, 12, 16]), (40, 40, [7])]
+BATCHES = [(32, 32, [16, 9]), (48, 48, [5, 12, 16])]
 TEXTS = ["a dog", "the man on the left wearing a red hat", "grass", "2 cups of coffee!", "sky?"]
 WORDS = ["a", "dog", "the", "man", "on", "left", "wearing", "red", "hat", "grass", "cup", "of", "coffee", "sky"]
 

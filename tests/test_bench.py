@@ -116,9 +116,9 @@ def test_bench_fsdp_measures_each_fsdp(device_check):
   out = _section(device_check, "bench_fsdp.py")
   figures = re.findall(r"^fsdp (\d): state ([\d.]+) MiB/device; XLA: arguments ([\d.]+) MiB.*all-gather (yes|no)"
                        r".*; ([\d.]+) steps/s, loss ([\d.]+)", out, re.M)
-  assert [int(f[0]) for f in figures] == [1, 2, 4], out
+  assert [int(f[0]) for f in figures] == [1, 2], out
   state = [float(f[1]) for f in figures]
-  assert state[0] > state[1] > state[2] and [f[3] for f in figures] == ["no", "yes", "yes"]
+  assert state[0] > state[1] and [f[3] for f in figures] == ["no", "yes"]
   assert all(abs(float(f[2]) - float(f[1])) < 1 for f in figures)  # XLA's arguments: the state and a small batch
   assert len({f[5] for f in figures}) == 1 and all(float(f[4]) > 0 for f in figures)  # one loss, whatever the mesh
 

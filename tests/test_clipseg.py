@@ -52,8 +52,8 @@ def checkpoints(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(clipseg_reference.ARCHITECTURES))
 def test_logits_equal_hf_for_text_and_image_prompts(checkpoints, name):
-  """Every batch (CLIP's image size and two others, whose position embeddings are resized
-  bicubically as torch does; prompts of several lengths, padded): logits within 1e-5."""
+  """Every batch (CLIP's image size and another, whose position embeddings are resized bicubically
+  as torch does; prompts of several lengths, padded): logits within 1e-5."""
   folder = str(checkpoints[0] / name)
   config = clipseg_hub.read_config(folder)
   assert config.use_complex_transposed_convolution == clipseg_reference.ARCHITECTURES[name][
