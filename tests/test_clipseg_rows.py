@@ -1,7 +1,7 @@
 """The CLIPSeg grounding row (experiments/therapy/clipseg_ground.py, nn/clipseg_models.py): its prompts
-by hand, a run from a Hub folder starting with its parameters and training the decoder alone (CLIP
-frozen), a refused folder leaving the workdir as it was, and a runlocal run from scratch through
-the front door, asked about a new picture from its bundle.
+by hand, a run from a Hub folder starting with its parameters, CLIP's towers frozen under AdamW with
+decay, a refused folder leaving the workdir as it was, and a runlocal run from scratch through the
+front door, asked about a new picture from its bundle.
 
 The Hub folder is written without torch: a random `CLIPSeg`'s parameters in HF's names and layouts
 (`hub.hf_tensors` of the table `tests/test_clipseg.py` proves against transformers)."""
@@ -21,7 +21,7 @@ from vqajax import cli
 from vqajax.answertherapy import dataset as therapy_dataset
 from vqajax.answertherapy import grounding_mask
 from vqajax.core import config as config_lib
-from vqajax.core import device_features, experiment, pipeline, sharding, text, train
+from vqajax.core import experiment, text
 from vqajax.core.model import Text
 from vqajax.nn import clipseg, clipseg_hub, clipseg_models, hub
 from vqajax.synthetic import embedded
@@ -81,34 +81,37 @@ def tiny_copy(tiny_therapy, tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_a_run_from_a_checkpoint_starts_with_it_and_trains_the_decoder_alone(tiny_copy, tmp_path):
+def test_a_run_from_a_checkpoint_starts_with_its_tensors(tiny_copy, tmp_path):
   folder = tmp_path / "hub"
   tensors = _hub_folder(folder, WORDS)
   config = config_lib.override(clipseg_ground.get_config("runlocal"), {
       "data.dir": tiny_copy, "model.init_from": str(folder), "model.train": "decoder"})
   embedded.prepare(config)
   exp = experiment.Experiment.build(grounding_mask, config, jax.devices()[:1])
-  state = exp.initial_state()
-  start = jax.device_get(state.params)
+  start = jax.device_get(exp.initial_state().params)
   np.testing.assert_array_equal(start["text"]["token_embedding"]["embedding"],
                                 tensors["clip.text_model.embeddings.token_embedding.weight"])
   np.testing.assert_array_equal(start["vision"]["layers"]["fc1"]["kernel"][1],
                                 tensors["clip.vision_model.encoder.layers.1.mlp.fc1.weight"].T)
   np.testing.assert_array_equal(start["decoder"]["film_mul"]["kernel"], tensors["decoder.film_mul.weight"].T)
   assert exp.data.train["input_ids"].shape[-1] == 12  # the checkpoint's max_position_embeddings
-  step = train.make_train_step(exp.model, exp.tx, exp.mesh, exp.task.make_loss(config), exp.features,
-                               exp.state_sharding)
-  arrays, store, keys = device_features.host_inputs(exp.data, exp.features, "train", exp.task.TRAIN_KEYS)
-  batches = pipeline.train_batches(arrays, store, config.batch_size, config.seed, 0, keys, lengths=exp.task.LENGTHS)
-  try:
-    for _ in range(2):
-      state, _ = step(state, sharding.to_global(next(batches), exp.mesh))
-  finally:
-    batches.close()
-  end = jax.device_get(state.params)
-  for group in ("text", "vision"):  # CLIP frozen: not a bit changed, weight decay included
-    jax.tree.map(np.testing.assert_array_equal, end[group], start[group])
-  assert not np.array_equal(end["decoder"]["film_mul"]["kernel"], start["decoder"]["film_mul"]["kernel"])
+  assert exp.task.frozen(config.model) == ("text", "vision")
+
+
+def test_frozen_groups_never_change_under_adamw_with_decay():
+  """`make_optimizer(..., frozen)`: the frozen groups keep every bit through AdamW steps with weight
+  decay and gradients of their own; the others move."""
+  cfg = config_lib.override(clipseg_ground.get_config("runlocal"), {}).optimizer
+  tx = experiment.make_optimizer(cfg, 10, frozen=("text", "vision"))
+  params = {name: {"kernel": np.full((2, 3), 0.5, np.float32)} for name in ("text", "vision", "decoder")}
+  grads = {name: {"kernel": np.ones((2, 3), np.float32)} for name in params}
+  state, moved = tx.init(params), params
+  for _ in range(2):
+    updates, state = tx.update(grads, state, moved)
+    moved = jax.tree.map(lambda p, u: p + u, moved, updates)
+  for name in ("text", "vision"):
+    np.testing.assert_array_equal(moved[name]["kernel"], params[name]["kernel"])
+  assert (moved["decoder"]["kernel"] < 0.5).all()  # a positive gradient and decay both pull it down
 
 
 def test_a_refused_checkpoint_leaves_the_workdir_as_it_was(tiny_copy, tmp_path, capsys):
