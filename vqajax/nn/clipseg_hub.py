@@ -31,16 +31,6 @@ MAX_SIZE = 1 << 16  # no released CLIP has a width, depth, vocabulary or length 
 MAX_LAYERS = 256
 
 
-def _json(path: str, max_bytes: int = hub.MAX_JSON_BYTES) -> dict:
-  folder, name = os.path.split(path)
-  if not os.path.lexists(path):
-    raise InputError(f"{folder}: not a CLIPSeg checkpoint folder (no {name})")
-  raw = hub.read_json(folder, name, max_bytes)
-  if not isinstance(raw, dict):
-    raise InputError(f"{path}: expected a JSON object, got {type(raw).__name__}")
-  return raw
-
-
 def _field(raw: dict, name: str, default, path: str, where: str = ""):
   value = raw.get(name, default)
   kind = type(default)
@@ -75,12 +65,7 @@ def _tower(raw: dict, default: Tower, path: str, where: str) -> Tower:
 
 def read_config(folder: str) -> CLIPSegConfig:
   """The architecture of a CLIPSeg folder's `config.json`; HF's defaults fill the fields it omits."""
-  if not os.path.isdir(folder):
-    raise InputError(f"{folder}: not a folder (expected a CLIPSeg checkpoint folder with config.json)")
-  path = os.path.join(folder, "config.json")
-  raw = _json(path)
-  if raw.get("model_type") != "clipseg":
-    raise InputError(f"{path}: not a CLIPSeg checkpoint (model_type {raw.get('model_type')!r}, expected 'clipseg')")
+  path, raw = hub.read_config(folder, "clipseg", "CLIPSeg checkpoint")
   base = CLIPSegConfig()
   text, vision = raw.get("text_config") or {}, raw.get("vision_config") or {}
   text_tower = _tower(text, Tower(512, 2048, 12, 8), path, "text_config.")
@@ -188,7 +173,7 @@ def read_params(folder: str, config: CLIPSegConfig | None = None) -> dict:
 
 def _clip_tokenizer(folder: str) -> tokenizers.Tokenizer:
   """CLIP's tokenizer from `vocab.json` + `merges.txt`, as transformers' CLIPConverter builds it."""
-  vocab = _json(os.path.join(folder, "vocab.json"), MAX_TOKENIZER_BYTES)
+  vocab = hub.read_object(folder, "vocab.json", "CLIPSeg checkpoint", MAX_TOKENIZER_BYTES)
   if not os.path.lexists(os.path.join(folder, "merges.txt")):
     raise InputError(f"{folder}: no tokenizer.json, nor merges.txt beside vocab.json")
   with open(hub.check(folder, "merges.txt", MAX_TOKENIZER_BYTES), encoding="utf-8", errors="replace") as f:

@@ -103,6 +103,28 @@ def read_json(folder: str, name: str, max_bytes: int) -> Any:
   return load_json(path, read_bytes(path, max_bytes))
 
 
+def read_object(folder: str, name: str, what: str, max_bytes: int = MAX_JSON_BYTES) -> dict:
+  """The JSON object of the checkpoint file `folder/name` (`what`: the checkpoint's kind, for messages)."""
+  path = os.path.join(folder, name)
+  if not os.path.lexists(path):
+    raise InputError(f"{folder}: not a {what} folder (no {name})")
+  raw = read_json(folder, name, max_bytes)
+  if not isinstance(raw, dict):
+    raise InputError(f"{path}: expected a JSON object, got {type(raw).__name__}")
+  return raw
+
+
+def read_config(folder: str, model_type: str, what: str) -> tuple[str, dict]:
+  """(its path, the object) of the folder's `config.json`, whose `model_type` must be `model_type`."""
+  if not os.path.isdir(folder):
+    raise InputError(f"{folder}: not a folder (expected a {what} folder with config.json)")
+  path = os.path.join(folder, "config.json")
+  raw = read_object(folder, "config.json", what)
+  if raw.get("model_type") != model_type:
+    raise InputError(f"{path}: not a {what} (model_type {raw.get('model_type')!r:.80}, expected {model_type!r})")
+  return path, raw
+
+
 @dataclasses.dataclass(frozen=True)
 class Tensor:
   """A tensor as a safetensors header gives it."""

@@ -56,16 +56,6 @@ PALIGEMMA_TEXT = dict(GEMMA, model_type="gemma", hidden_size=2048, num_hidden_la
                       num_attention_heads=8, num_key_value_heads=1, vocab_size=257152)
 
 
-def _json(path: str) -> dict:
-  folder, name = os.path.split(path)
-  if not os.path.lexists(path):
-    raise InputError(f"{folder}: not a PaliGemma checkpoint folder (no {name})")
-  raw = hub.read_json(folder, name, hub.MAX_JSON_BYTES)
-  if not isinstance(raw, dict):
-    raise InputError(f"{path}: expected a JSON object, got {type(raw).__name__}")
-  return raw
-
-
 class _Fields:
   """The fields of one (sub-)config object of `path`, each checked as it is read; `where` prefixes
   their names in messages ("text_config.")."""
@@ -180,12 +170,7 @@ def _text(raw, path: str) -> TextConfig:
 
 def read_config(folder: str) -> PaliGemmaConfig:
   """The architecture of a PaliGemma folder's `config.json`."""
-  if not os.path.isdir(folder):
-    raise InputError(f"{folder}: not a folder (expected a PaliGemma checkpoint folder with config.json)")
-  path = os.path.join(folder, "config.json")
-  raw = _json(path)
-  if raw.get("model_type") != "paligemma":
-    raise InputError(f"{path}: not a PaliGemma checkpoint (model_type {raw.get('model_type')!r}, expected 'paligemma')")
+  path, raw = hub.read_config(folder, "paligemma", "PaliGemma checkpoint")
   vision = _vision(raw.get("vision_config"), path)
   text = _text(raw.get("text_config"), path)
   f = _Fields(raw, {"image_token_index": raw.get("image_token_id", 256000), "projection_dim": 2048,
