@@ -395,7 +395,9 @@ def test_a_malicious_pth_is_refused_in_one_line_and_never_run(tmp_path, monkeypa
     (["--batch", "100000000"], "--batch 100000000: the inputs of a batch of 384x384 images would take 219726.6 GiB, "
                                "more than the 2 GiB allowed: give at most 910"),  # 384 * 384 * 4 channels * 4 bytes
     (["--size", "4096", "--batch", "9"], "the inputs of a batch of 4096x4096 images would take 2.2 GiB"),
-], ids=["size", "batch", "size and batch"])
+    (["--chunk", "100000"], "--chunk 100000: a chunk of 100000 rows of uint8 (384, 384, 4) would take 54.9 GiB of "
+                            "memory, more than the 1 GiB allowed: give at most 1820"),  # 2**30 // (384 * 384 * 4)
+], ids=["size", "batch", "size and batch", "chunk"])
 def test_a_pixel_store_that_cannot_fit_is_refused_before_it_starts(flags, expected, bad, tmp_path, capsys):
   out = tmp_path / "pixels.h5"
   assert cli.main(["features", "--images", str(bad / "images"), "--model", "pixels", "--layer", "pixels",

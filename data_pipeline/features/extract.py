@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import itertools
+import math
 import os
 import time
 from concurrent import futures
@@ -26,6 +27,8 @@ from data_pipeline.features.partial_store import ChunkedStore
 from vqajax.core.errors import InputError
 from vqajax.features import images
 from vqajax.features.forward import Forward, Progress
+
+MAX_CHUNK_BYTES = 2**30  # rows held before a chunk is written (its merge into one array doubles it)
 
 
 @dataclasses.dataclass
@@ -95,6 +98,11 @@ def extract(paths: list[str], model: nn.Module, params, out: str, settings: dict
   ids = checked_ids(paths)
   row_shape = jax.eval_shape(lambda p, x: model.apply({"params": p}, x), params,
                              jax.ShapeDtypeStruct((1, *images.input_shape(preprocess, image_size)), np.float32)).shape[1:]
+  row_bytes = np.dtype(dtype).itemsize * math.prod(row_shape)
+  if chunk * row_bytes > MAX_CHUNK_BYTES:
+    raise InputError(f"--chunk {chunk}: a chunk of {chunk} rows of {dtype} {tuple(row_shape)} would take "
+                     f"{chunk * row_bytes / 2**30:.1f} GiB of memory, more than the {MAX_CHUNK_BYTES // 2**30} GiB "
+                     f"allowed: give at most {MAX_CHUNK_BYTES // row_bytes}")
   with ChunkedStore(out, settings, row_shape, dtype) as store:  # a failure before a chunk leaves nothing
     todo = [(path, key) for path, key in zip(paths, ids) if key not in store.done]
     summary = Summary(images=len(paths), already=len(paths) - len(todo))
