@@ -53,10 +53,10 @@ from vqajax.nn import hub
 
 LAST_BIN = 1023        # <loc0000>..<loc1023>: bin b is the coordinate b / 1023 of the side
 NUM_CODES = 128        # <seg000>..<seg127>: the codebook's entries
-CODE_TOKENS = 16       # a mask's codes, a 4 x 4 grid
+CODE_SIDE = 4          # a mask's codes: a 4 x 4 grid of them
+CODE_TOKENS = CODE_SIDE ** 2
 CODE_DIM = 512         # a codebook vector's width
 WIDTH = 128            # the decoder's channels before its upsampling
-SIDE = 64              # the decoded mask's side
 RASTER = 8             # pixels a grid cell side when a grid mask is drawn (the grid targets')
 _PART = re.compile(r"\s*" + r"<loc(\d{4})>\s*" * 4 + "(?:" + r"<seg(\d{3})>\s*" * CODE_TOKENS + r")?[^<>;]*")
 
@@ -70,7 +70,8 @@ class Object:
 
 
 def parse(reply: str) -> tuple[Object, ...] | None:
-  """The objects of a reply (module docstring); None when it is malformed."""
+  """The objects of a reply, the generated text without its end-of-sequence or padding tokens (module
+  docstring); None when it is malformed."""
   if not reply.strip():
     return ()
   objects = []
@@ -123,20 +124,19 @@ def answer_masks(replies: Sequence[str], sizes: Sequence[tuple[int, int]], grid:
   """Each reply's `AnswerMask` for its image's (height, width) and a grid of `grid` x `grid` cells;
   with a `decoder` the `<seg>` codes of every reply are decoded in one batch."""
   parsed = [parse(reply) for reply in replies]
-  logits: list[list[np.ndarray | None]] = [[None] * len(objects or ()) for objects in parsed]
-  if decoder is not None:
-    coded = [(r, o) for r, objects in enumerate(parsed) for o, obj in enumerate(objects or ()) if obj.codes]
-    if coded:
-      decoded = decoder(np.array([parsed[r][o].codes for r, o in coded], np.int32))
-      for (r, o), value in zip(coded, decoded):
-        logits[r][o] = value
+  objects = [found or () for found in parsed]
+  logits: list[list[np.ndarray | None]] = [[None] * len(found) for found in objects]
+  coded = [(r, o) for r, found in enumerate(objects) for o, obj in enumerate(found) if obj.codes]
+  if decoder is not None and coded:
+    for (r, o), value in zip(coded, decoder(np.array([objects[r][o].codes for r, o in coded], np.int32))):
+      logits[r][o] = value
   out = []
   side = RASTER * grid
-  for objects, object_logits, (height, width) in zip(parsed, logits, sizes):
-    cells = render(objects or (), object_logits, side, side).reshape(grid, RASTER, grid, RASTER).mean(axis=(1, 3))
-    pixels = render(objects or (), object_logits, height, width)
-    out.append(AnswerMask(cells >= 0.5, coco_mask.encode(np.asfortranarray(pixels, np.uint8)),
-                          len(objects or ()), objects is None))
+  for found, found_logits, (height, width), parsed_reply in zip(objects, logits, sizes, parsed, strict=True):
+    cells = render(found, found_logits, side, side).reshape(grid, RASTER, grid, RASTER).mean(axis=(1, 3))
+    pixels = render(found, found_logits, height, width)
+    out.append(AnswerMask(cells >= 0.5, coco_mask.encode(np.asfortranarray(pixels, np.uint8)), len(found),
+                          parsed_reply is None))
   return out
 
 
@@ -157,8 +157,7 @@ class Decoder(nn.Module):
   @nn.compact
   def __call__(self, codes):
     codebook = self.param("codebook", nn.initializers.normal(1.0), (NUM_CODES, CODE_DIM))
-    side = int(CODE_TOKENS ** 0.5)
-    x = jnp.take(codebook, codes, axis=0).reshape(codes.shape[0], side, side, CODE_DIM)
+    x = jnp.take(codebook, codes, axis=0).reshape(codes.shape[0], CODE_SIDE, CODE_SIDE, CODE_DIM)
     x = nn.relu(nn.Conv(WIDTH, (1, 1), name="conv_in")(x))
     x = ResBlock(WIDTH, name="res_0")(x)
     x = ResBlock(WIDTH, name="res_1")(x)
