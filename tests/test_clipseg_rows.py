@@ -13,14 +13,16 @@ import shutil
 import jax
 import numpy as np
 import pytest
+from PIL import Image
 from safetensors import numpy as safetensors_numpy
 
 from experiments.sweeps import therapy_grounding
 from experiments.therapy import clipseg_ground, clipseg_zeroshot, vilt_mask
 from experiments.therapy import grounding_mask as grid_mask
-from vqajax import cli, commands
+from vqajax import cli, commands, demo
 from vqajax.answertherapy import dataset as therapy_dataset
 from vqajax.answertherapy import grounding_mask
+from vqajax.answertherapy.ask import Grounder
 from vqajax.core import checkpoint, experiment, run_record, text
 from vqajax.core import config as config_lib
 from vqajax.core.model import Text
@@ -236,9 +238,20 @@ def test_a_zero_shot_run_keeps_the_random_checkpoint_it_starts_from_and_grounds_
   tokens = ["<|startoftext|>", "h", "i</w>", ",</w>", "c", "a", "t</w>", "<|endoftext|>"]  # lower case, a char each
   assert clipseg_hub.read_tokenizer(str(folder)).encode("Hi, cat").ids == [vocab[t] for t in tokens]
   shutil.rmtree(folder)
+  assert cli.main(["export", f"--workdir={run}", f"--out={tmp_path / 'bundle'}"]) == 0
   picture = os.path.join(tiny_copy, "val2014", sorted(os.listdir(os.path.join(tiny_copy, "val2014")))[0])
   capsys.readouterr()
-  assert cli.main(["ask", f"--workdir={run}", "--image", picture, "--question", "what is it?", "--answers", "cup",
-                   "plate", "mug", f"--out={tmp_path / 'masks'}", "--json"]) == 0
+  assert cli.main(["ask", f"--workdir={tmp_path / 'bundle'}", "--image", picture, "--question", "what is it?",
+                   "--answers", "cup", "plate", "mug", f"--out={tmp_path / 'masks'}", "--json"]) == 0
   records = json.loads((tmp_path / "masks" / "masks.json").read_text())
   assert [m["answer"] for m in records[0]["masks"]] == ["cup", "plate", "mug"]
+  grounder = Grounder.from_workdir(str(run))  # the demo draws the run's masks over its own pictures
+  key = str(grounder.image_ids[0])
+  out = demo.Page(NoAnswerer(), grounder).ask(key, None, "what is it?", "", "cup, plate")
+  height, width = np.asarray(Image.open(grounder.image_path(grounder.image_ids[0]))).shape[:2]
+  assert out["error"] == "" and out["overlay"].shape == (height, width, 3) and "plate" in out["legend"]
+
+
+class NoAnswerer:
+  """A demo page's VQA side with no images: the mask run's own pictures are grounded on typed answers."""
+  image_ids = []
