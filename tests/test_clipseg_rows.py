@@ -21,7 +21,7 @@ from experiments.therapy import clipseg_ground, clipseg_zeroshot, vilt_mask
 from experiments.therapy import grounding_mask as grid_mask
 from vqajax import cli, commands, demo
 from vqajax.answertherapy import dataset as therapy_dataset
-from vqajax.answertherapy import grounding_mask
+from vqajax.answertherapy import grounding_mask, report
 from vqajax.answertherapy.ask import Grounder
 from vqajax.core import checkpoint, experiment, run_record, text
 from vqajax.core import config as config_lib
@@ -182,6 +182,8 @@ def test_one_grounding_table_holds_every_row_once(tmp_path, capsys):
   assert [(r["all IoU-PQ"], r["multiple IoU-PQ"], r["VizWiz IoU-PQ"]) for r in rows[:4]] == [
       (15.0, None, 20.0), (16.0, None, None), (70.0, 35.0, None), (69.0, None, None)]
   assert [r["all IoU-PQ"] for r in rows[4:]] == [40.0, 39.0, 10.0, 9.0, 50.0, 49.0, 10.0, 9.0]
+  by_epochs = config_lib.override(clipseg_ground.get_config("runlocal"), {"num_train_steps": 0, "num_epochs": 2.0})
+  assert report.row_name(by_epochs) == "CLIPSeg I+Q+A"  # its steps come from its epochs: it trains
 
 
 def test_the_grounding_table_refuses_other_runs_and_other_questions(tmp_path, capsys):
