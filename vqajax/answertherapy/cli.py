@@ -63,9 +63,9 @@ def across(args) -> None:
   kind = report.KINDS[args.command]
   files.check_output(args.out, folder=True)  # refused before any run is evaluated
   for path in report.evaluate_missing(args.runs, args.tasks(), kind):
-    print(f"{path}: no {kind.name} results yet, evaluating the newest checkpoint")
+    print(f"{path}: no {kind.title} results yet, evaluating the newest checkpoint")
   print(report.write(args.runs, args.out, args.tasks(), kind))
-  print(f"{kind.name} table in {args.out}")
+  print(f"{kind.title} in {args.out}")
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:

@@ -29,10 +29,11 @@ from vqajax.core.official_files import load_json
 
 
 class Kind(NamedTuple):
-  """A table across runs: its name (its files), its tasks' attribute, the metric a run's results
+  """A table across runs: its name (its files) and title, its tasks' attribute, the metric a run's results
   must hold (of the task), a row's name suffix and metric prefix, the baseline metrics the runs
   share (`shared` in words), and its rows -> (columns, rows)."""
   name: str
+  title: str
   attribute: str
   shared: str
   needs: Callable[[object], str]
@@ -42,12 +43,12 @@ class Kind(NamedTuple):
 
 
 TABLE4 = Kind(
-    "table4", "TABLE4", "naive baselines", lambda task: task.TABLE4[0] + "recall/single",
+    "table4", "Table 4", "TABLE4", "naive baselines", lambda task: task.TABLE4[0] + "recall/single",
     lambda task: (task.TABLE4[1], task.TABLE4[0]),
     lambda metrics, task: {k: v for k, v in metrics.items() if k.startswith(("always_single/", "always_multiple/"))},
     lambda rows, first, task: table4.table(table4.baseline_rows(first) + rows))
 GROUNDING = Kind(
-    "grounding", "GROUNDING", "whole-image scores", lambda task: task.GROUNDING, lambda task: ("", ""),
+    "grounding", "grounding table", "GROUNDING", "whole-image scores", lambda task: task.GROUNDING, lambda task: ("", ""),
     lambda metrics, task: {k: v for k, v in metrics.items() if k.startswith(task.BASELINE)},
     lambda rows, first, task: task.grounding_table([("whole image", first, task.BASELINE)] + rows))
 
@@ -101,7 +102,7 @@ def collect(arguments: Sequence[str], tasks: Mapping, kind: Kind = TABLE4
     first = first or task
     found = _results(path, kind.needs(task))
     if found is None:
-      raise InputError(f"{path}: no {kind.name} results (evaluate its newest checkpoint first)")
+      raise InputError(f"{path}: no {kind.title} results (evaluate its newest checkpoint first)")
     suffix, prefix = kind.row(task)
     runs.append((name or row_name(config) + suffix, found[1], prefix, found[0]))
   names = [r[0] for r in runs]
