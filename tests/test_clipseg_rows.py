@@ -82,6 +82,26 @@ def test_the_zero_shot_row_evaluates_a_checkpoint_untrained():
       commands.check_config(config_lib.override(config, {"model.inputs": inputs}))
 
 
+def test_the_random_checkpoint_another_run_wrote_meanwhile_is_taken(tmp_path, monkeypatch):
+  """Zero-shot points started together (a cluster's array) each find no random checkpoint: the first
+  complete folder renamed into place stays, the others' partial folders go, and no run fails."""
+  target = tmp_path / "random"
+  monkeypatch.setattr(embedded, "RANDOM_CLIPSEG", str(target))
+
+  def another_run_first(partial):
+    target.mkdir()
+    (target / "config.json").write_text("theirs")
+    (tmp_path / partial / "config.json").write_text("ours")
+    return {}
+
+  monkeypatch.setattr(random_clipseg, "write", another_run_first)
+  config = config_lib.override(clipseg_zeroshot.get_config("runlocal"), {"data.synthetic": False,
+                                                                        "data.dir": str(tmp_path)})
+  embedded.prepare(config)
+  assert os.listdir(tmp_path) == ["random"] and os.listdir(target) == ["config.json"]
+  assert (target / "config.json").read_text() == "theirs"
+
+
 @pytest.fixture(scope="module")
 def tiny_copy(tiny_therapy, tmp_path_factory):
   """The tiny therapy set copied (pixel stores are written into it)."""
@@ -240,6 +260,7 @@ def test_a_zero_shot_run_keeps_the_random_checkpoint_it_starts_from_and_grounds_
   tokens = ["<|startoftext|>", "h", "i</w>", ",</w>", "c", "a", "t</w>", "<|endoftext|>"]  # lower case, a char each
   assert clipseg_hub.read_tokenizer(str(folder)).encode("Hi, cat").ids == [vocab[t] for t in tokens]
   shutil.rmtree(folder)
+  monkeypatch.setattr(embedded, "RANDOM_CLIPSEG", str(tmp_path / "elsewhere"))  # nothing writes the run's again
   assert cli.main(["export", f"--workdir={run}", f"--out={tmp_path / 'bundle'}"]) == 0
   picture = os.path.join(tiny_copy, "val2014", sorted(os.listdir(os.path.join(tiny_copy, "val2014")))[0])
   capsys.readouterr()
@@ -252,6 +273,7 @@ def test_a_zero_shot_run_keeps_the_random_checkpoint_it_starts_from_and_grounds_
   out = demo.Page(NoAnswerer(), grounder).ask(key, None, "what is it?", "", "cup, plate")
   height, width = np.asarray(Image.open(grounder.image_path(grounder.image_ids[0]))).shape[:2]
   assert out["error"] == "" and out["overlay"].shape == (height, width, 3) and "plate" in out["legend"]
+  assert not folder.exists() and not (tmp_path / "elsewhere").exists()
 
 
 class NoAnswerer:

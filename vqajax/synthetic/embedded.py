@@ -94,9 +94,14 @@ def _pixels(config) -> None:
 
 
 def _random_checkpoint(config) -> None:
-  """The random CLIPSeg checkpoint a config starts from (`RANDOM_CLIPSEG`), written if missing."""
+  """The random CLIPSeg checkpoint a config starts from (`RANDOM_CLIPSEG`), written if missing; one
+  that another process wrote meanwhile (the same seed: the same files) is taken as it is."""
   if config.model.get("init_from") != RANDOM_CLIPSEG or os.path.exists(RANDOM_CLIPSEG):
     return
   logging.info("writing a random CLIPSeg checkpoint (no download; its masks are random weights') to %s",
                RANDOM_CLIPSEG)
-  folder.write_new(RANDOM_CLIPSEG, clipseg.write)
+  try:
+    folder.write_new(RANDOM_CLIPSEG, clipseg.write)
+  except InputError:
+    if not os.path.isdir(RANDOM_CLIPSEG):
+      raise
