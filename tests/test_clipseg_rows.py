@@ -261,10 +261,9 @@ def test_a_zero_shot_run_keeps_the_random_checkpoint_it_starts_from_and_grounds_
   assert clipseg_hub.read_tokenizer(str(folder)).encode("Hi, cat").ids == [vocab[t] for t in tokens]
   shutil.rmtree(folder)
   monkeypatch.setattr(embedded, "RANDOM_CLIPSEG", str(tmp_path / "elsewhere"))  # nothing writes the run's again
-  assert cli.main(["export", f"--workdir={run}", f"--out={tmp_path / 'bundle'}"]) == 0
   picture = os.path.join(tiny_copy, "val2014", sorted(os.listdir(os.path.join(tiny_copy, "val2014")))[0])
   capsys.readouterr()
-  assert cli.main(["ask", f"--workdir={tmp_path / 'bundle'}", "--image", picture, "--question", "what is it?",
+  assert cli.main(["ask", f"--workdir={run}", "--image", picture, "--question", "what is it?",
                    "--answers", "cup", "plate", "mug", f"--out={tmp_path / 'masks'}", "--json"]) == 0
   records = json.loads((tmp_path / "masks" / "masks.json").read_text())
   assert [m["answer"] for m in records[0]["masks"]] == ["cup", "plate", "mug"]

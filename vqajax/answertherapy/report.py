@@ -84,10 +84,11 @@ def evaluate_missing(arguments: Sequence[str], tasks: Mapping, kind: Kind = TABL
 
 
 def row_name(config) -> str:
-  """A run's default row: its inputs in capitals ("I+Q+A"), after its model's `label` where it has one,
-  "zero-shot" between them for a run of no training steps."""
+  """A run's default row: its inputs in capitals ("I+Q+A", where its model has inputs), after its model's
+  `label` where it has one, "zero-shot" between them for a run of no training steps."""
   untrained = config.num_train_steps == 0 and not config.get("num_epochs", 0) > 0  # else its steps are its epochs'
-  words = [therapy_models.MODELS[config.model.name].label, "zero-shot" if untrained else "", config.model.inputs.upper()]
+  words = [therapy_models.MODELS[config.model.name].label, "zero-shot" if untrained else "",
+           config.model.get("inputs", "").upper()]
   return " ".join(w for w in words if w)
 
 
