@@ -1,5 +1,7 @@
-"""vqajax therapy: the VQA-AnswerTherapy dataset analysis (paper section 3.2), its
-construction (3.1), Table 4 and the grounding table across runs.
+"""vqajax therapy: VQA-AnswerTherapy's analysis (3.2), construction (3.1) and tables across runs.
+
+The dataset analysis (paper section 3.2), its construction (3.1), and Table 4 and the grounding
+table across runs.
 
   vqajax therapy analyze FILE... --out DIR
   vqajax therapy table4 [NAME=]WORKDIR... --out DIR
