@@ -36,7 +36,7 @@ VERBS = {
     "score": "the official VQA accuracy of a results file",
     "report": "the VQA paper's tables and figures from finished runs",
     "data": "write the embedded synthetic datasets",
-    "therapy": "VQA-AnswerTherapy: dataset analysis (3.2), construction (3.1), Table 4 across runs",
+    "therapy": "VQA-AnswerTherapy: dataset analysis (3.2), construction (3.1), tables across runs",
     "features": "image features with torchvision weights, into a feature store",
     "tfds": "prepare TFDS datasets from the official files",
     "convert": "other datasets' files (VizWiz-VQA) as the official VQA questions / annotations files",

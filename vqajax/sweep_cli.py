@@ -17,7 +17,8 @@ its checkpoints; Slurm requeues a preempted job itself). `--status` prints every
 state, step and best metric and changes nothing. `--print-commands` prints one `vqajax
 train` / `vqajax baselines` command per unfinished point instead (for a pod or any queue);
 re-run without it to collect. Finished points go into DIR/table2.* and, with a base
-point, DIR/table4.*. `--set` overrides apply to every point; `--points` keeps only the
+point, DIR/table4.*; finished AnswerTherapy mask points into DIR/grounding.* (`vqajax therapy
+grounding`). `--set` overrides apply to every point; `--points` keeps only the
 named ones. A point whose config is bad (each field is checked first) or whose run fails
 on bad input is reported as failed and the others go on; the sweep then exits 2 naming the
 failed points (3 when only cluster jobs failed).
@@ -92,10 +93,23 @@ def run(args) -> int:
       print(f"[{done}/{todo}] {point.name}: done; sweep {datetime.timedelta(seconds=round(spent))} so far, "
             f"ETA {eta}", flush=True)
   if not args.print_commands and finished:
-    print(sweep.collect(points, base, args.workdir, finished))
+    print(_collect(points, base, args.workdir, finished, configs))
   if failed:
     raise InputError(f"{len(failed)} of {len(points)} points failed: {'; '.join(failed.values())}")
   return 0
+
+
+def _collect(points, base: str | None, workdir: str, finished: set[str], configs: dict) -> str:
+  """The tables of the finished points: the grounding table of the AnswerTherapy mask points
+  (`answertherapy/report.GROUNDING`), Tables II / IV of the others (`vqa/sweep.collect`)."""
+  from vqajax.answertherapy import report
+  tasks = commands.tasks()
+  masks = [p for p in points if p.name in finished and hasattr(tasks[configs[p.name].task], report.GROUNDING.attribute)]
+  others = finished - {p.name for p in masks}
+  text = sweep.collect(points, base, workdir, others) if others else ""
+  if masks:
+    text += report.write([sweep.point_dir(workdir, p) for p in masks], workdir, tasks, report.GROUNDING)
+  return text
 
 
 def _jobs(workdir: str) -> dict[str, list[str]]:
@@ -192,7 +206,7 @@ def _on_slurm(args, points, base, sets, configs, failed) -> int:
       print("the jobs go on running; re-run this command to wait for them and collect", flush=True)
       raise
   if finished:
-    print(sweep.collect(points, base, args.workdir, finished))
+    print(_collect(points, base, args.workdir, finished, configs))
   if failed:
     message = f"{len(failed)} of {len(points)} points failed: {'; '.join(failed.values())}"
     if any(p not in configs for p in failed):

@@ -24,6 +24,7 @@ baseline, grid and pixel level), table4 (single / multiple from the masks), resu
 from vqajax.answertherapy import configs
 from vqajax.nn import clipseg_models
 
+CHECKPOINT = "CIDAS/clipseg-rd64-refined"  # the paper size's start
 SIDES = {"": 352, "cpu": 64, "runlocal": 32}  # the pixel store's side per size ("": CLIPSeg's processor's)
 
 
@@ -32,7 +33,7 @@ def get_config(arg: str = ""):
   if "real" in flags:
     raise ValueError("'real' (the released files, no images) is not an argument of a CLIPSeg row: it reads pixels")
   size = "runlocal" if "runlocal" in flags else "cpu" if "cpu" in flags else ""
-  fields = dict(clipseg_models.SIZES[size], train="all") if size else dict(init_from="CIDAS/clipseg-rd64-refined")
+  fields = dict(clipseg_models.SIZES[size], train="all") if size else dict(init_from=CHECKPOINT)
   config = configs.therapy_config(arg, "clipseg_ground", "grounding_mask", model="clipseg", **fields)
   with config.unlocked():
     config.data.features = f"features/pixels{SIDES[size]}.npy"

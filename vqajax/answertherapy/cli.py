@@ -1,8 +1,11 @@
-"""vqajax therapy: the VQA-AnswerTherapy dataset analysis (paper section 3.2), its
-construction (3.1) and Table 4 across runs.
+"""vqajax therapy: VQA-AnswerTherapy's analysis (3.2), construction (3.1) and tables across runs.
+
+The dataset analysis (paper section 3.2), its construction (3.1), and Table 4 and the grounding
+table across runs.
 
   vqajax therapy analyze FILE... --out DIR
   vqajax therapy table4 [NAME=]WORKDIR... --out DIR
+  vqajax therapy grounding [NAME=]WORKDIR... --out DIR
   vqajax therapy construct ...   (3.1, an offline pipeline: `data_pipeline/answertherapy/cli.py`,
                                   which the front door runs; listed here for --help)
 
@@ -14,7 +17,11 @@ question_id, question and answers: `files.check_unique`) are refused, naming bot
 
 `table4` writes DIR/table4.{md,csv,json} of classifier (`grounding_class`) and mask
 (`grounding_mask`: single vs multiple from the predicted masks) workdirs with the naive
-baselines, per source (`report`), and prints it.
+baselines, per source (`report`), and prints it. `grounding` writes DIR/grounding.{md,csv,json}
+of mask workdirs (`grounding_mask`: the grid predictor, ViLT, CLIPSeg zero-shot and fine-tuned,
+...): the whole image, then each run at the grid and pixel levels (IoU-PQ overall, per source and
+per single / multiple; IoU), and prints it. Both evaluate a run's newest checkpoint first where
+its newest results lack the table's metrics.
 """
 
 from __future__ import annotations
@@ -52,13 +59,15 @@ def analyze(args) -> None:
         f"tables in {args.out}")
 
 
-def table4(args) -> None:
+def across(args) -> None:
+  """Table 4 or the grounding table (the sub-command, `report.KINDS`) of the runs."""
   from vqajax.answertherapy import report  # jax, the models
+  kind = report.KINDS[args.command]
   files.check_output(args.out, folder=True)  # refused before any run is evaluated
-  for path in report.evaluate_missing(args.runs, args.tasks()):
-    print(f"{path}: no Table 4 results yet, evaluating the newest checkpoint")
-  print(report.write(args.runs, args.out, args.tasks()))
-  print(f"Table 4 in {args.out}")
+  for path in report.evaluate_missing(args.runs, args.tasks(), kind):
+    print(f"{path}: no {kind.title} results yet, evaluating the newest checkpoint")
+  print(report.write(args.runs, args.out, args.tasks(), kind))
+  print(f"{kind.title} in {args.out}")
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -70,16 +79,22 @@ def _parser(prog: str) -> argparse.ArgumentParser:
   command.add_argument("--out", type=files.path_arg, required=True, help="output directory")
   command = commands.add_parser("table4", help="Table 4 of classifier and mask runs (single vs multiple "
                                 "from the predicted masks) with the naive baselines")
-  command.set_defaults(fn=table4)
+  command.set_defaults(fn=across)
   command.add_argument("runs", nargs="+", metavar="[NAME=]WORKDIR",
                        help="a grounding_class or grounding_mask training workdir (evaluated first if needed)")
+  command.add_argument("--out", type=files.path_arg, required=True, help="output directory")
+  command = commands.add_parser("grounding", help="one grounding table of mask runs (IoU-PQ / IoU, grid and pixel "
+                                "level) with the whole-image baseline")
+  command.set_defaults(fn=across)
+  command.add_argument("runs", nargs="+", metavar="[NAME=]WORKDIR",
+                       help="a grounding_mask workdir (evaluated first if needed)")
   command.add_argument("--out", type=files.path_arg, required=True, help="output directory")
   return parser
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "vqajax therapy", tasks: Callable[[], Mapping] = dict
          ) -> int:
-  """`tasks`: the front door's task registry (`vqajax.commands.tasks`), for table4."""
+  """`tasks`: the front door's task registry (`vqajax.commands.tasks`), for the tables across runs."""
   args = _parser(prog).parse_args(argv)
   args.tasks = tasks
   return exit_status(prog, lambda: args.fn(args))

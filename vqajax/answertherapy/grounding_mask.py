@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Mapping, Sequence
 
 import jax.numpy as jnp
 import numpy as np
@@ -59,6 +60,8 @@ PIXEL = "pixel/"
 LEVELS = (("grid", ""), ("pixel", PIXEL))  # grid-level metrics keep the unprefixed names
 FROM_MASKS = "from_masks/"
 TABLE4 = (FROM_MASKS, " from masks")  # Table 4 across runs (`report.py`): its metrics' prefix, its row name's suffix
+GROUNDING = PIXEL + "iou_pq"  # the grounding table across runs (`report.py`): what a run's written results hold
+BASELINE = "whole_image/"  # the whole image's metrics, which runs on the same questions share
 _GROUPS = "|".join(re.escape(g + "/") for g in BY_SOURCE_AND_LABEL if g)
 METRICS = (rf"({'|'.join(re.escape(p) for _, _, p in METHODS)})({'|'.join(re.escape(p) for _, p in LEVELS)})"
            rf"({_GROUPS})?(iou_pq|iou)|{table4.metric_pattern(FROM_MASKS)}")  # summarise's and the host's names
@@ -164,6 +167,17 @@ def table6(name: str, metrics: dict[str, float]) -> tuple[list[str], list[dict]]
   rows = [{"method": method, "masks": level, **{g: metrics.get(prefix + key(g, "iou_pq")) for g in groups}}
           for method, level, prefix in _levels(name)]
   return ["method", "masks"] + groups, rows
+
+
+def grounding_table(methods: Sequence[tuple[str, Mapping[str, float], str]]) -> tuple[list[str], list[dict]]:
+  """One table of every grounding row (`vqajax therapy grounding`): per (method name, metrics, metric
+  prefix), a row per level (grid, pixel) with IoU-PQ and IoU overall, IoU-PQ per source and per label."""
+  groups = [(f"{g or 'all'} IoU-PQ", key(g, "iou_pq")) for g in BY_SOURCE] + [("all IoU", "iou")]
+  groups += [(f"{label} IoU-PQ", key(label, "iou_pq")) for label in LABELS]
+  rows = [{"method": method, "masks": level, **{column: metrics.get(prefix + level_prefix + name)
+                                                 for column, name in groups}}
+          for method, metrics, prefix in methods for level, level_prefix in LEVELS]
+  return ["method", "masks"] + [column for column, _ in groups], rows
 
 
 def table4_rows(name: str, metrics: dict[str, float]) -> tuple[list[str], list[dict]]:

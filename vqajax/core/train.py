@@ -5,7 +5,8 @@ input position, so the resumed run sees the batches the interrupted one would ha
 The evaluations of `config.evals` (`core/evals.py`) run at their steps; the final step's
 write their results files (results/step_N/ for `val`). A checkpoint is saved, in the
 background, at every evaluation step, every `config.checkpoint_every_steps` (0: no more),
-at the final step and on SIGTERM; `config.profile_steps` traces a window of steps.
+at the final step and on SIGTERM; `config.profile_steps` traces a window of steps. A run of 0
+steps evaluates its start at step 0 and saves it as its one checkpoint (`_untrained`).
 """
 
 from __future__ import annotations
@@ -168,6 +169,8 @@ def _train(exp: Experiment, evaluators: list, workdir: str) -> dict:
     else:
       state, meta, start = restored
       logging.info("resumed from checkpoint at step %d (input position %d)", start, meta["input_step"])
+    if restored is None and exp.config.num_train_steps == 0:
+      return _untrained(exp, evaluators, workdir, record, ckpt, state)
     if start >= exp.config.num_train_steps:  # nothing to train: say so, and finish what a failure left undone
       return _finish(evaluators, state.params, start, exp.config.num_train_steps, workdir, record)
     if jax.process_index() == 0:
@@ -192,6 +195,23 @@ def _run_record(exp: Experiment, workdir: str):
       record()
     run_record.record_encoders(workdir, config.task, data.encoders.tables())
   return record
+
+
+def _untrained(exp: Experiment, evaluators, workdir: str, record, ckpt, state: TrainState) -> dict:
+  """A run of no steps (`num_train_steps` 0: a model evaluated as it starts, e.g. zero-shot from a
+  checkpoint): its evaluations at step 0 with their results files, their metrics logged, and its
+  initial state saved as the checkpoint of step 0, which every command on a run reads."""
+  if jax.process_index() == 0:
+    record()
+  metrics = evals.run_all(evaluators, state.params, 0, workdir)
+  writer = writers.create(workdir)
+  writer.write_scalars(0, evals.prefixed(metrics))
+  writer.flush()
+  ckpt.save(0, state, {"input_step": 0, "seed": exp.config.seed}, evals.prefixed(metrics))
+  ckpt.wait()
+  if jax.process_index() == 0:
+    record(finished_step=0)
+  return metrics
 
 
 def _finish(evaluators, params, step: int, final: int, workdir: str, record) -> dict:

@@ -5,19 +5,21 @@
 CLIP's byte-level BPE tokenizer from `tokenizer.json`, or built from `vocab.json` and
 `merges.txt` as transformers' converter builds it. `parameter_table` is the one map from HF's
 tensor names to the Flax parameters of `clipseg.py` (a layer's tensors go to row `i` of the
-scanned stack). Anything that does not fit is an InputError naming the file and the field or
-tensor.
+scanned stack); `save` writes such a folder (a random checkpoint without a download). Anything
+that does not fit is an InputError naming the file and the field or tensor.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import jax
 import numpy as np
 import tokenizers
+from safetensors import numpy as safetensors_numpy
 
 from vqajax.core.errors import InputError
 from vqajax.nn import hub
@@ -225,3 +227,23 @@ def encode(tokenizer: tokenizers.Tokenizer, texts: list[str], length: int, pad_i
     ids[row, :len(tokens)] = tokens
     mask[row, :len(tokens)] = 1
   return {"input_ids": ids, "attention_mask": mask}
+
+
+def save(folder: str, config: CLIPSegConfig, params: Mapping, vocab: Mapping[str, int],
+         merges: Sequence[tuple[str, str]] = ()) -> list[str]:
+  """Writes `CLIPSeg(config)`'s `params` into the existing `folder` as the Hub ships a checkpoint
+  (the inverse of `read_config`, `read_params` and `read_tokenizer`): config.json (its towers under
+  text_config / vision_config), model.safetensors in HF's names and layouts, and CLIP's BPE files
+  (vocab.json, merges.txt); returns their paths."""
+  raw = dataclasses.asdict(config)
+  text = dict(raw.pop("text"), **{k: raw.pop(k) for k in ("vocab_size", "max_position_embeddings", "eos_token_id")})
+  vision = dict(raw.pop("vision"), **{k: raw.pop(k) for k in ("image_size", "patch_size", "num_channels")})
+  paths = [os.path.join(folder, name) for name in ("config.json", hub.WEIGHTS, "vocab.json", "merges.txt")]
+  with open(paths[0], "w", encoding="utf-8") as f:
+    json.dump({"model_type": "clipseg", "text_config": text, "vision_config": vision, **raw}, f, indent=2)
+  safetensors_numpy.save_file(hub.hf_tensors(parameter_table(config), params), paths[1])
+  with open(paths[2], "w", encoding="utf-8") as f:
+    json.dump(dict(vocab), f, ensure_ascii=False)
+  with open(paths[3], "w", encoding="utf-8") as f:
+    f.write("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges))
+  return paths

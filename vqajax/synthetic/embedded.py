@@ -7,6 +7,9 @@ kind (its MANIFEST.json) is used as it is; a folder that does not exist yet (or 
 gets the dataset written into it, as a visible step; any other folder is refused, so a
 config pointing at real files never generates over them. Loaders never generate.
 
+A zero-shot CLIPSeg row's `config.model.init_from` at its small sizes, `RANDOM_CLIPSEG`, is a tiny
+CLIPSeg checkpoint of random weights (`synthetic/clipseg.py`), written there on first use.
+
 A ViLT row's `config.data.features` `features/pixelsN.npy` (`PIXEL_STORE`) is the `pixels`
 store of the dataset's pictures at N px: made on first use beside its other stores, from
 the pictures they record.
@@ -21,7 +24,7 @@ import re
 from absl import logging
 
 from vqajax.core.errors import InputError
-from vqajax.synthetic import pictures
+from vqajax.synthetic import clipseg, folder, pictures
 from vqajax.synthetic.answertherapy import write as therapy_write
 from vqajax.synthetic.vqa import write as vqa_write
 
@@ -31,6 +34,7 @@ _KINDS = {"vqa": (vqa_write, "synthetic-v3")}
 _THERAPY = (therapy_write, "synthetic_therapy-v2")
 PIXEL_STORE = re.compile(r"features/pixels(\d+)\.npy")
 _PICTURES = {"vqa": "features/fc7.h5"}  # the store recording the pictures (else the therapy grid)
+RANDOM_CLIPSEG = os.path.join(os.path.expanduser(CACHE), "clipseg-random-v1")  # a random checkpoint, made on first use
 
 
 def _manifest_format(data_dir: str) -> str | None:
@@ -52,6 +56,7 @@ def resolve(config) -> None:
 def prepare(config) -> None:
   """Resolves and, where needed, writes the embedded dataset of `config` (logged)."""
   data = config.data
+  _random_checkpoint(config)
   if not data.synthetic:
     if not data.dir:
       raise InputError("config.data.dir: empty; name the folder of the official files "
@@ -86,3 +91,17 @@ def _pixels(config) -> None:
   logging.info("writing the embedded pictures' pixel store (%s px) to %s", match[1], out)
   source = os.path.join(config.data.dir, _PICTURES.get(config.task, "features/therapy_grid.npy"))
   pictures.pixel_store(source, out, int(match[1]))
+
+
+def _random_checkpoint(config) -> None:
+  """The random CLIPSeg checkpoint a config starts from (`RANDOM_CLIPSEG`), written if missing; one
+  that another process wrote meanwhile (the same seed: the same files) is taken as it is."""
+  if config.model.get("init_from") != RANDOM_CLIPSEG or os.path.exists(RANDOM_CLIPSEG):
+    return
+  logging.info("writing a random CLIPSeg checkpoint (no download; its masks are random weights') to %s",
+               RANDOM_CLIPSEG)
+  try:
+    folder.write_new(RANDOM_CLIPSEG, clipseg.write)
+  except InputError:
+    if not os.path.isdir(RANDOM_CLIPSEG):
+      raise
