@@ -30,7 +30,8 @@ def _table4_results(workdir: str, prefix: str) -> tuple[str, dict] | None:
     path = os.path.join(folder, "metrics.json")
     if fs.isfile(path):
       metrics = load_json(path)
-      return (folder, metrics) if prefix + "recall/single" in metrics else None
+      found = prefix + "recall/single" in metrics or prefix + table4.LEFT_OUT in metrics  # a run may answer none
+      return (folder, metrics) if found else None
   return None
 
 

@@ -168,6 +168,9 @@ def _train(exp: Experiment, evaluators: list, workdir: str) -> dict:
     else:
       state, meta, start = restored
       logging.info("resumed from checkpoint at step %d (input position %d)", start, meta["input_step"])
+    if restored is None and exp.config.num_train_steps == 0:  # a zero-shot row: its start is its checkpoint
+      ckpt.save(0, state, {"input_step": 0, "seed": exp.config.seed})
+      ckpt.wait()
     if start >= exp.config.num_train_steps:  # nothing to train: say so, and finish what a failure left undone
       return _finish(evaluators, state.params, start, exp.config.num_train_steps, workdir, record)
     if jax.process_index() == 0:
