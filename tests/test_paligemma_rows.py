@@ -141,6 +141,14 @@ def test_a_refused_checkpoint_leaves_no_workdir(tiny_copy, tmp_path, capsys):
   assert err.splitlines()[-1] == (f"vqajax train: error: {folder / hub.WEIGHTS}: tensor {key} has shape (31, 16); "
                                   "the model expects (32, 16)") and "Traceback" not in err, err
   assert not workdir.exists()
+  shutil.rmtree(folder)
+  _hub_folder(folder, 16)  # pictures of 16 px, the store's of 32
+  assert cli.main(argv) == 2
+  assert capsys.readouterr().err.splitlines()[-1] == (
+      f"vqajax train: error: config.data.features: a pixel store of 32 px; {folder} reads 16 px pictures "
+      "(vqajax features --model pixels --size 16)") and not workdir.exists()
+  assert cli.main(argv[:-1] + ["--config.model.text_length=8"]) == 2  # from scratch, prompts of more tokens
+  assert "error: config.model.text_length (8 text tokens) is too short: prompt 0:" in capsys.readouterr().err
   (folder / "config.json").write_text(json.dumps({"model_type": "clip"}))
   assert cli.main(argv) == 2
   assert "not a PaliGemma checkpoint (model_type 'clip'" in capsys.readouterr().err and not workdir.exists()
