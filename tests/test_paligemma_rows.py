@@ -17,13 +17,16 @@ import pytest
 import tokenizers
 from safetensors import numpy as safetensors_numpy
 
+from bench.reference import reference_accuracy
 from experiments.therapy import paligemma_zeroshot
+from experiments.vqa import deeper_lstm_norm_i
 from vqajax import cli
 from vqajax.answertherapy import grounding_class, table4
 from vqajax.core import config as config_lib
 from vqajax.core import experiment
 from vqajax.nn import hub, paligemma, paligemma_hub, paligemma_models
 from vqajax.synthetic import embedded
+from vqajax.vqa import task as vqa_task
 
 SINGLE, MULTIPLE, LEFT_OUT = paligemma_models.SINGLE, paligemma_models.MULTIPLE, paligemma_models.LEFT_OUT
 
@@ -175,3 +178,89 @@ def test_a_spec_round_trips_through_its_tables():
   spec = paligemma_models.Spec(paligemma.PaliGemmaConfig(), paligemma_models.word_tokenizer(["what is it?"]), 12)
   again = paligemma_models.Spec.from_tables(json.loads(json.dumps(spec.tables())))
   assert again == spec and dataclasses.asdict(again.config) == dataclasses.asdict(spec.config)
+
+
+def test_the_answer_follows_the_prompt_and_alone_is_predicted():
+  """Prompts padded on the right get their answer (tokens, then <eos> = 1) written after them; the
+  loss's weights are 1 exactly on the answer's slots, so the prompt's tokens carry no loss."""
+  ids, mask = jnp.asarray([[5, 6, 0, 0, 0], [5, 0, 0, 0, 0]]), jnp.asarray([[1, 1, 0, 0, 0], [1, 0, 0, 0, 0]])
+  full, valid, placed = paligemma_models.with_suffix(ids, mask, jnp.asarray([[7, 1, -1], [8, 9, 1]]))
+  np.testing.assert_array_equal(full, [[5, 6, 7, 1, 0], [5, 8, 9, 1, 0]])
+  np.testing.assert_array_equal(valid, [[1, 1, 1, 1, 0], [1, 1, 1, 1, 0]])
+  np.testing.assert_array_equal(placed, [[0, 0, 1, 1, 0], [0, 1, 1, 1, 0]])
+  logits = np.zeros((1, 3, 4), np.float32)  # uniform: log 4 per token; a confident right guess on the last
+  logits[0, 2, 3] = 100.0
+  outputs = {"logits": logits, "targets": np.asarray([[1, 2, 3]]), "weights": np.asarray([[0.0, 1.0, 1.0]])}
+  assert float(vqa_task.token_loss(outputs, {})) == pytest.approx(np.log(4) / 2, abs=1e-6)
+
+
+def test_multiple_choice_is_the_likeliest_answer():
+  """Each choice's log-likelihood after the prompt equals the sum, taken by hand from the model's
+  logits of the whole sequence, of its tokens' log-probabilities; the pick is the likeliest choice
+  of the answer table, never one outside it."""
+  config = paligemma.PaliGemmaConfig(
+      vision=paligemma.VisionConfig(16, 32, 1, 2, image_size=16, patch_size=8),
+      text=paligemma.TextConfig(vocab_size=12, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                num_attention_heads=2, num_key_value_heads=1, head_dim=8,
+                                layer_types=(paligemma.GLOBAL,)), image_token_index=11)
+  model = paligemma.PaliGemma(config)
+  variables = jax.jit(model.init)(jax.random.key(1), **paligemma.example_inputs(config))
+  pixels = jax.random.normal(jax.random.key(2), (1, 16, 16, 3))
+  prompt = [11] * 4 + [2, 5, 6]
+  ids, mask = jnp.asarray([prompt + [0] * 4]), jnp.asarray([[1] * 7 + [0] * 4])
+  table = np.asarray([[8, 9, 1], [10, 1, -1], [7, 1, -1]])
+  choices = np.asarray([[2, 0, -1]])  # table answers 2 ("7 <eos>") and 0 ("8 9 <eos>"), and one the table lacks
+  picked = table[choices[0, :2]]  # the two table answers, each after the prompt
+  likelihood = jax.jit(lambda v, *rows: paligemma_models.suffix_likelihood(model.bind(v), *rows))
+  scores = likelihood(variables, jnp.repeat(pixels, 2, 0), jnp.repeat(ids, 2, 0), jnp.repeat(mask, 2, 0),
+                      jnp.asarray(picked))
+  full = jnp.asarray([prompt + [7, 1, 0], prompt + [8, 9, 1]])
+  logp = jax.nn.log_softmax(jax.jit(model.apply)(variables, jnp.repeat(pixels, 2, 0), full, jnp.asarray(
+      [[1] * 9 + [0], [1] * 10]), jnp.repeat(mask[:, :10], 2, 0)))
+  expected = [float(logp[0, 6, 7] + logp[0, 7, 1]), float(logp[1, 6, 8] + logp[1, 7, 9] + logp[1, 8, 1])]
+  np.testing.assert_allclose(scores, expected, atol=1e-4)
+  scores = [float(x) for x in scores]
+  outputs = {"tokens": np.zeros((1, 2), np.int32),
+             "choice_scores": jnp.where(jnp.asarray(choices) >= 0, jnp.asarray([scores + [0.0]]), -jnp.inf)}
+  picked = vqa_task.answers(outputs, {"choice_index": choices})["mc_choice"]
+  assert int(picked[0]) == int(np.argmax(scores))
+
+
+@pytest.mark.slow
+def test_runlocal_vqa_answers_in_words_and_scores_its_replies(tmp_path, capsys):
+  """Fine-tuned on the tiny set through the front door: its evaluation writes the official results of
+  its replies and their accuracies; its bundle answers a new picture in words."""
+  run, bundle = tmp_path / "run", tmp_path / "bundle"
+  config = f"{os.path.dirname(paligemma_zeroshot.__file__)}/../vqa/paligemma.py:runlocal"
+  assert cli.main(["train", f"--config={config}", f"--workdir={run}", "--config.num_train_steps=2"]) == 0
+  step = run / "results" / "step_2"
+  results = json.loads((step / "v2_OpenEnded_mscoco_val2014_paligemma_results.json").read_text())
+  metrics = json.loads((step / "metrics.json").read_text())
+  assert len(results) == 180 and {"accuracy", "mc_accuracy"} <= set(metrics)
+  assert cli.main(["export", f"--workdir={run}", f"--out={bundle}"]) == 0
+  capsys.readouterr()
+  data = json.loads((run / "run.json").read_text())["config"]["data"]["dir"]
+  picture = os.path.join(data, "val2014", sorted(os.listdir(os.path.join(data, "val2014")))[0])
+  assert cli.main(["ask", f"--workdir={bundle}", "--image", picture, "--question", "what is it?", "--json"]) == 0
+  answered = json.loads(capsys.readouterr().out)
+  assert len(answered[0]["answers"]) == 1 and isinstance(answered[0]["answers"][0]["answer"], str)
+
+
+def test_replies_are_scored_as_the_official_script_scores_them(tiny_data):
+  """Replies in words (an answer in capitals with a full stop, a number word, an article, a miss) on
+  the tiny val split: the accuracies of the official script's loop (bench/reference.py), overall and
+  per answer type."""
+  config = config_lib.override(deeper_lstm_norm_i.get_config("runlocal"), {"data.dir": str(tiny_data)})
+  data = vqa_task.load(config)
+  fields = ("answer", "answer_confidence", "answer_id")
+  annotations = [{**a, "answers": [{f: getattr(x, f) for f in fields} for x in a["answers"]]}
+                 for _, a in data.val_records]
+  made = (lambda a: a["answers"][0]["answer"].upper() + ".", lambda a: "two",
+          lambda a: "the " + a["multiple_choice_answer"], lambda a: "nothing")
+  replies = [made[i % 4](a) for i, a in enumerate(annotations)]
+  metrics = vqa_task.reply_metrics(data, replies)
+  official, _ = reference_accuracy(annotations, {a["question_id"]: r for a, r in zip(annotations, replies)})
+  assert 0 < official["overall"] < 100
+  assert metrics["accuracy"] == pytest.approx(official["overall"], abs=0.005)
+  for answer_type, value in official["perAnswerType"].items():
+    assert metrics[f"accuracy/{answer_type}"] == pytest.approx(value, abs=0.005)

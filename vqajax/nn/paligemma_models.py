@@ -25,6 +25,7 @@ import json
 from typing import Sequence
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 import numpy as np
 import tokenizers
@@ -44,6 +45,7 @@ PROMPT = ("answer en Question: {question} Answers: {answers}. "
           "Do all of these answers point to the same visual content in the image?")
 PROMPT_RULE = Rule("a text holding {question} and {answers}",
                    lambda v: isinstance(v, str) and "{question}" in v and "{answers}" in v)
+VQA_PROMPT_RULE = Rule("a text holding {question}", lambda v: isinstance(v, str) and "{question}" in v)
 REMAT = {"none": None, "full": "nothing_saveable", "dots": "dots_with_no_batch_dims_saveable"}
 SINGLE, MULTIPLE, LEFT_OUT = 0, 1, 2  # `read_reply`'s classes (AnswerTherapy's labels, then "left out")
 HEAD = 3  # the characters of a reply that are read
@@ -59,10 +61,11 @@ def read_reply(reply: str) -> int:
 @dataclasses.dataclass(frozen=True)
 class Spec:
   """A PaliGemma run's architecture and tokenizer (the `tokenizers` JSON); `length` text tokens
-  after the image's."""
+  after the image's; `template` makes each text its prompt."""
   config: PaliGemmaConfig
   tokenizer_json: str
   length: int
+  template: str = "{question}"  # a text's prompt ("answer en {question}" for VQA)
 
   @functools.cached_property
   def tokenizer(self) -> tokenizers.Tokenizer:
@@ -71,13 +74,23 @@ class Spec:
   def encode(self, texts: Sequence[str], pairs: Sequence[str] | None = None) -> dict:
     """input_ids, attention_mask, token_type_ids (1 on the suffix) [N, image tokens + length] of
     prompts (and the suffixes to produce)."""
+    prompts = [self.template.replace("{question}", t) for t in texts]
     try:
-      out = paligemma_hub.encode(self.tokenizer, self.config, list(texts), None if pairs is None else list(pairs),
+      out = paligemma_hub.encode(self.tokenizer, self.config, prompts, None if pairs is None else list(pairs),
                                  self.config.vision.num_patches + self.length)
     except InputError as e:
       raise InputError(f"config.model.text_length ({self.length} text tokens) is too short: {e}") from None
     return {"input_ids": out["input_ids"], "attention_mask": out["input_mask"],
             "token_type_ids": out["input_mask"] * (1 - out["prefix_mask"])}
+
+  def answer_tokens(self, answers: Sequence[str]) -> np.ndarray:
+    """[K, A] int32: each answer's tokens and `<eos>` (the suffix to produce), -1 after."""
+    rows = [e.ids + [self.config.text.eos_token_id[0]]
+            for e in self.tokenizer.encode_batch(list(answers), add_special_tokens=False)]
+    out = np.full((len(rows), max(map(len, rows), default=1)), -1, np.int32)
+    for i, row in enumerate(rows):
+      out[i, :len(row)] = row
+    return out
 
   def decode(self, tokens) -> list[str]:
     """The texts of generated token rows [N, L], each up to its first end-of-sequence token."""
@@ -98,7 +111,7 @@ class Spec:
 
   def tables(self) -> dict:
     return {"config": dataclasses.asdict(self.config), "tokenizer": json.loads(self.tokenizer_json),
-            "length": self.length}
+            "length": self.length, "template": self.template}
 
   @classmethod
   def from_tables(cls, tables: dict) -> Spec:
@@ -107,7 +120,7 @@ class Spec:
                 eos_token_id=tuple(raw["text"]["eos_token_id"]))
     config = PaliGemmaConfig(vision=VisionConfig(**raw["vision"]), text=TextConfig(**text),
                              **{k: v for k, v in raw.items() if k not in ("vision", "text")})
-    return cls(config, json.dumps(tables["tokenizer"], sort_keys=True), tables["length"])
+    return cls(config, json.dumps(tables["tokenizer"], sort_keys=True), tables["length"], tables["template"])
 
 
 def word_tokenizer(texts: Sequence[str]) -> str:
@@ -131,7 +144,7 @@ def spec(model_cfg, texts: Sequence[str], image_shape: tuple[int, ...]) -> Spec:
   if len(image_shape) != 3 or image_shape[0] != image_shape[1] or image_shape[2] != 4:
     raise InputError(f"config.data.features: PaliGemma (config.model.name 'paligemma') reads a pixel store of "
                      f"[S, S, 4] per image (vqajax features --model pixels), got {tuple(image_shape)}")
-  side = image_shape[0]
+  side, template = image_shape[0], model_cfg.get("vqa_prompt", "{question}")
   if model_cfg.init_from:
     checkpoint = paligemma_hub.checkpoint(model_cfg.init_from)
     model_cfg.init_from = checkpoint.name
@@ -141,9 +154,9 @@ def spec(model_cfg, texts: Sequence[str], image_shape: tuple[int, ...]) -> Spec:
                        f"{config.vision.image_size} px pictures (vqajax features --model pixels --size "
                        f"{config.vision.image_size})")
     tokenizer = paligemma_hub.read_tokenizer(checkpoint.folder, config)
-    return Spec(config, json.dumps(json.loads(tokenizer.to_str()), sort_keys=True), model_cfg.text_length)
-  prompt = model_cfg.get("prompt", "")
-  tokenizer_json = word_tokenizer([*texts, prompt.replace("{question}", "").replace("{answers}", ""), "yes no"])
+    return Spec(config, json.dumps(json.loads(tokenizer.to_str()), sort_keys=True), model_cfg.text_length, template)
+  prompts = [model_cfg.get(k, "").replace("{question}", "").replace("{answers}", "") for k in ("prompt", "vqa_prompt")]
+  tokenizer_json = word_tokenizer([*texts, *prompts, "yes no"])
   c = model_cfg
   if c.hidden_size % c.num_attention_heads or c.num_attention_heads % c.num_key_value_heads or (
       c.vision_hidden_size % c.vision_heads or c.patch_size > side):
@@ -160,7 +173,7 @@ def spec(model_cfg, texts: Sequence[str], image_shape: tuple[int, ...]) -> Spec:
                     num_key_value_heads=c.num_key_value_heads, head_dim=head_dim, query_pre_attn_scalar=float(head_dim),
                     layer_types=(GLOBAL,) * c.num_hidden_layers)
   return Spec(PaliGemmaConfig(vision=vision, text=text, image_token_index=SPECIAL.index(paligemma_hub.IMAGE_TOKEN)),
-              tokenizer_json, c.text_length)
+              tokenizer_json, c.text_length, template)
 
 
 def _spec(enc) -> Spec:
@@ -227,6 +240,75 @@ def _grounding_class(cfg, enc) -> ZeroShotClass:
   return ZeroShotClass(spec.config, jnp.dtype(cfg.dtype), REMAT[cfg.remat], spec.heads, cfg.max_decode_len)
 
 
+def with_suffix(ids, mask, suffix):
+  """(ids, mask, weights) [B, T] of prompt rows (`ids` padded on the right, `mask`) with each row's
+  `suffix` [B, A] (-1 after its end) written after its prompt; `weights` 1 where a suffix token is
+  (what the loss predicts); a suffix past the row's end is cut."""
+  j = jnp.arange(ids.shape[1])[None] - jnp.sum(mask > 0, axis=1, keepdims=True)  # the suffix's token at each slot
+  token = jnp.take_along_axis(suffix, jnp.clip(j, 0, suffix.shape[1] - 1), axis=1)
+  placed = (j >= 0) & (j < suffix.shape[1]) & (token >= 0)
+  return jnp.where(placed, token, ids), (mask > 0) | placed, placed
+
+
+def suffix_likelihood(model, pixels, ids, mask, suffix):
+  """The log-likelihood [B] of each row's `suffix` [B, A] after its prompt (teacher-forced)."""
+  full, valid, placed = with_suffix(ids, mask, suffix)
+  logits = model(pixels, full, valid, mask)
+  logp = jnp.take_along_axis(jax.nn.log_softmax(logits[:, :-1]), full[:, 1:, None], axis=-1)[..., 0]
+  return jnp.sum(jnp.where(placed[:, 1:], logp, 0.0), axis=1)
+
+
+class AnswerVQA(nn.Module):
+  """PaliGemma answering a question's prompt (`Spec.template`, "answer en {question}"). Training:
+  the answer-table entry of the example's `label` (`answers` [K, A]: its tokens and `<eos>`) is the
+  suffix, outputs {logits, targets, weights} with weight 1 on the answer's tokens alone (the VQA
+  task's "tokens" loss); an answer outside the table (label -1) has none. Evaluation: the greedy
+  reply {tokens [B, max_decode_len]}, its log-likelihood {reply_logprob [B]} and, with multiple choices, each choice's log-likelihood
+  {choice_scores [B, C]} (choices outside the table: -inf)."""
+  config: PaliGemmaConfig
+  dtype: jnp.dtype
+  remat: str | None
+  answers: np.ndarray
+  max_decode_len: int
+
+  def setup(self):
+    self.model = PaliGemma(self.config, self.dtype, self.remat)
+    nn.share_scope(self, self.model)
+
+  def __call__(self, batch, *, train: bool):
+    pixels, ids, mask = pixel_values(batch["image"]), batch["input_ids"], batch["attention_mask"]
+    answers = jnp.asarray(self.answers)
+    if self.is_initializing() or train:
+      label = batch["label"]
+      suffix = jnp.where(label[:, None] >= 0, answers[jnp.maximum(label, 0)], -1)
+      full, valid, placed = with_suffix(ids, mask, suffix)
+      logits = self.model(pixels, full, valid, mask)
+      return {"logits": logits[:, :-1], "targets": full[:, 1:], "weights": placed[:, 1:].astype(jnp.float32)}
+    c = self.config.text
+    eos = jnp.asarray(c.eos_token_id)
+    tokens = generate(PaliGemma(self.config, self.dtype, self.remat, parent=None),
+                      {"params": self.model.variables["params"]}, pixels, ids, mask, eos, c.pad_token_id,
+                      max_decode_len=self.max_decode_len)
+    ended = jnp.cumsum(jnp.isin(tokens, eos), axis=1) - jnp.isin(tokens, eos) > 0  # past the first <eos>
+    out = {"tokens": tokens,
+           "reply_logprob": suffix_likelihood(self.model, pixels, ids, mask, jnp.where(ended, -1, tokens))}
+    if "choice_index" in batch:
+      choices = batch["choice_index"]
+      b, n = choices.shape
+      repeat = lambda x: jnp.repeat(x, n, axis=0)
+      scores = suffix_likelihood(self.model, repeat(pixels), repeat(ids), repeat(mask),
+                                 answers[jnp.maximum(choices, 0)].reshape(b * n, -1)).reshape(b, n)
+      out["choice_scores"] = jnp.where(choices >= 0, scores, -jnp.inf)
+    return out
+
+
+def _vqa(cfg, enc) -> AnswerVQA:
+  """PaliGemma fine-tuned to answer in words (`AnswerVQA`), its answers the run's answer table's."""
+  spec = _spec(enc)
+  return AnswerVQA(spec.config, jnp.dtype(cfg.dtype), REMAT[cfg.remat], spec.answer_tokens(enc.answers.answers),
+                   cfg.max_decode_len)
+
+
 def class_texts(questions: list[str], answers: list[tuple[str, ...]], config) -> tuple[list[str], None]:
   """Table 4's prompts: `config.model.prompt` with each question and its answers (joined by ", ")."""
   prompt = config.model.prompt
@@ -272,7 +354,11 @@ PALIGEMMA = Model(
     tasks={"grounding_class": Builder(_grounding_class, {
         "inputs": Field("i+q+a", one_of("i+q+a")),  # what the prompt holds: the picture, question and answers
         "prompt": Field(PROMPT, PROMPT_RULE),       # Table 4's question ({question}, {answers} filled in)
-    }, class_texts)},
+    }, class_texts),
+        "vqa": Builder(_vqa, {
+            "targets": Field("tokens", one_of("tokens")),  # the answer's tokens (prefix-LM, the loss on them alone)
+            "vqa_prompt": Field("answer en {question}", VQA_PROMPT_RULE),  # the prompt before the answer
+        })},
     text=TextEncoding(spec, Spec.from_tables),
     initial_params=initial_params,
     label="PaliGemma")
