@@ -31,9 +31,10 @@ CONFIGS = {
         "columns": [('paper (`""`)', "experiments/vqa/deeper_lstm_norm_i.py:"),
                     ("`:cpu`", "experiments/vqa/deeper_lstm_norm_i.py:cpu"),
                     ("`:runlocal`", "experiments/vqa/deeper_lstm_norm_i.py:runlocal")],
-        "others": ["experiments/vqa/transformer_q_norm_i.py", "experiments/vqa/attention.py", "experiments/vqa/vilt.py"],
+        "others": ["experiments/vqa/transformer_q_norm_i.py", "experiments/vqa/attention.py", "experiments/vqa/vilt.py",
+                   "experiments/vqa/paligemma.py"],
         "sources": ["vqajax/vqa/configs.py", "vqajax/vqa/models.py", "experiments/vqa/transformer_q_norm_i.py",
-                    "vqajax/nn/vilt_run.py", "vqajax/nn/vilt_models.py"],
+                    "vqajax/nn/vilt_run.py", "vqajax/nn/vilt_models.py", "vqajax/nn/paligemma_models.py"],
         "tasks": ("vqa",),
     },
     "therapy": {
