@@ -117,8 +117,8 @@ def test_unknown_encoders_and_models_are_clear_errors():
       with pytest.raises(InputError, match=rf"config.model.{field}: expected one of .*, got '{value}'"):
         config_lib.check(changed, rules(changed))
   mask_model = config_lib.override(grounding_class.get_config("runlocal"), {"model.name": "mask_predictor"})
-  with pytest.raises(InputError, match=r"^config.model.name: expected one of \('grounding_classifier', 'vilt'\), "
-                                       r"got 'mask_predictor'$"):
+  with pytest.raises(InputError, match=r"^config.model.name: expected one of \('grounding_classifier', 'vilt', "
+                                       r"'paligemma'\), got 'mask_predictor'$"):
     therapy_configs.rules(mask_model)  # a model of the other task
 
 

@@ -8,7 +8,9 @@ precision and recall with "single" and with "multiple" as the positive class, ov
 and per source (e.g. `VizWiz/precision/multiple`), accuracy and balanced accuracy (the
 mean recall of the classes present), and the same for the naive baselines "always
 single" / "always multiple" (`always_single/...`; undefined precision -> absent, shown
-as "-" in Table 4).
+as "-" in Table 4). A model whose outputs have a third class (a zero-shot reply that is neither yes
+nor no, `nn/paligemma_models.py`) leaves those questions out of its precision, recall and accuracy
+and counts them (`left_out`, per source; 0 for a classifier).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ EVAL_DATA = configs.EVAL_DATA
 LENGTHS = therapy_dataset.LENGTHS
 TEXT_KEYS = therapy_dataset.TEXT_KEYS
 TRAIN_KEYS = TEXT_KEYS + ("label", "weight")
+PREDICTED = (*LABELS, "left out")  # a prediction's class names (the third: neither, left out)
 
 load = therapy_dataset.load
 load_eval = therapy_dataset.with_val
@@ -79,7 +82,9 @@ def make_eval_step(model, data, mesh):
 
   def eval_step(params, batch):
     predictions = _predictions(model.apply({"params": params}, batch, train=False))
-    sums = pr.confusion_sums(predictions["predicted"], batch["label"], therapy_groups.weights(batch))
+    weights, answered = therapy_groups.weights(batch), (predictions["predicted"] < len(LABELS))[:, None]
+    sums = pr.confusion_sums(predictions["predicted"], batch["label"], weights * answered)
+    sums[table4.LEFT_OUT] = pr.confusion_sums(predictions["predicted"], batch["label"], weights * ~answered)["actual"]
     return predictions, sums
 
   return eval_step
@@ -116,7 +121,7 @@ def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) 
     if sample.question_id is not None:
       ids["question_id"] = sample.question_id
     records.append({**ids, "source": sample.source, "question": sample.question, "answers": list(sample.answers),
-                    "label": sample.label, "predicted": LABELS[int(predicted)], "p_multiple": float(p)})
+                    "label": sample.label, "predicted": PREDICTED[int(predicted)], "p_multiple": float(p)})
   write_atomic_many({os.path.join(out_dir, "predictions.json"): records,
                      os.path.join(out_dir, "metrics.json"): metrics}, make_dirs=True)
   tables.write_table(out_dir, "table4", *table4_rows(config.name, metrics))
@@ -134,5 +139,5 @@ def write_submission(out_dir: str, config, enc, test, predictions: dict) -> list
   """Each test question's predicted `binary_label` and `p_multiple` (`answertherapy/submission.py`)."""
   del enc
   return submission.write(out_dir, config.name, test, [
-      {"binary_label": LABELS[int(c)], "p_multiple": float(p)}
+      {"binary_label": PREDICTED[int(c)], "p_multiple": float(p)}
       for c, p in zip(predictions["predicted"], predictions["p_multiple"])])

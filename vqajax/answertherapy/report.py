@@ -29,39 +29,40 @@ from vqajax.core.official_files import load_json
 
 
 class Kind(NamedTuple):
-  """A table across runs: its name (its files) and title, its tasks' attribute, the metric a run's results
-  must hold (of the task), a row's name suffix and metric prefix, the baseline metrics the runs
+  """A table across runs: its name (its files) and title, its tasks' attribute, the metrics a run's results
+  must hold one of (of the task), a row's name suffix and metric prefix, the baseline metrics the runs
   share (`shared` in words), and its rows -> (columns, rows)."""
   name: str
   title: str
   attribute: str
   shared: str
-  needs: Callable[[object], str]
+  needs: Callable[[object], tuple[str, ...]]
   row: Callable[[object], tuple[str, str]]
   baselines: Callable[[Mapping[str, float], object], dict]
   table: Callable[[list[tuple[str, Mapping[str, float], str]], Mapping[str, float], object], tuple]
 
 
 TABLE4 = Kind(
-    "table4", "Table 4", "TABLE4", "naive baselines", lambda task: task.TABLE4[0] + "recall/single",
+    "table4", "Table 4", "TABLE4", "naive baselines",
+    lambda task: (task.TABLE4[0] + "recall/single", task.TABLE4[0] + table4.LEFT_OUT),  # a run may answer none
     lambda task: (task.TABLE4[1], task.TABLE4[0]),
     lambda metrics, task: {k: v for k, v in metrics.items() if k.startswith(("always_single/", "always_multiple/"))},
     lambda rows, first, task: table4.table(table4.baseline_rows(first) + rows))
 GROUNDING = Kind(
-    "grounding", "grounding table", "GROUNDING", "whole-image scores", lambda task: task.GROUNDING, lambda task: ("", ""),
+    "grounding", "grounding table", "GROUNDING", "whole-image scores", lambda task: (task.GROUNDING,), lambda task: ("", ""),
     lambda metrics, task: {k: v for k, v in metrics.items() if k.startswith(task.BASELINE)},
     lambda rows, first, task: task.grounding_table([("whole image", first, task.BASELINE)] + rows))
 
 KINDS = {kind.name: kind for kind in (TABLE4, GROUNDING)}  # `vqajax therapy NAME`
 
 
-def _results(workdir: str, metric: str) -> tuple[str, dict] | None:
-  """(results dir, metrics) of the newest results/step_N holding metrics.json, if they hold `metric`."""
+def _results(workdir: str, needed: tuple[str, ...]) -> tuple[str, dict] | None:
+  """(results dir, metrics) of the newest results/step_N holding metrics.json, if they hold one of the `needed` metrics."""
   for _, folder in run_record.result_steps(workdir):
     path = os.path.join(folder, "metrics.json")
     if fs.isfile(path):
       metrics = load_json(path)
-      return (folder, metrics) if metric in metrics else None
+      return (folder, metrics) if any(m in metrics for m in needed) else None
   return None
 
 

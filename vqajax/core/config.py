@@ -233,7 +233,8 @@ TRAINING = {
     "name": PLAIN_NAME,  # it names the results files
     "task": TEXT,  # the front door's registry checks the name
     "seed": integer(0, 2**32 - 1),
-    "batch_size": integer(), "eval_batch_size": integer(), "num_train_steps": integer(0),
+    "batch_size": integer(), "eval_batch_size": integer(),
+    "num_train_steps": integer(0),  # 0: the initial parameters evaluated and kept as step 0 (a zero-shot row)
     "num_epochs": number(0, 1e6), "log_every_steps": integer(), "eval_every_steps": integer(),
     "keep_checkpoints": integer(), "checkpoint_every_steps": integer(0),
     "profile_steps": Rule("() or a pair of steps (first, last), 1 <= first <= last",

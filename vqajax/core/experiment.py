@@ -89,7 +89,8 @@ class Experiment:
     model = task.build_model(config.model, data.encoders)
     with phases.timed("device transfer"):
       features = device_features.place(config.data.get("features_on_device", "auto"), data, mesh)
-    tx = make_optimizer(config.optimizer, config.num_train_steps, task.frozen(config.model))
+    tx = (make_optimizer(config.optimizer, config.num_train_steps, task.frozen(config.model))
+          if config.num_train_steps else optax.set_to_zero())  # a run of no steps keeps no optimizer state
     exp = cls(config, mesh, task, data, model, tx, features)
     abstract = exp.initial_state(abstract=True)
     check_fits(abstract, mesh)

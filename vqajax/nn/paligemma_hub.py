@@ -232,11 +232,19 @@ def _shapes(config: PaliGemmaConfig) -> dict:
   return jax.eval_shape(lambda: PaliGemma(config).init(jax.random.key(0), **example_inputs(config))["params"])
 
 
-def read_params(folder: str, config: PaliGemmaConfig | None = None) -> dict:
-  """The Flax parameters of `PaliGemma(config)` from the folder's weights: every tensor the model has,
-  none it has not (SigLIP's pooling head, kept by checkpoints with `vision_use_head`, aside: PaliGemma
-  does not read it), each of its shape and of floating point (checked in the headers first)."""
-  config = config or read_config(folder)
+FILES = ("config.json", "tokenizer.json", hub.WEIGHTS, hub.INDEX, "*.safetensors")  # what a Hub id downloads
+
+
+def checkpoint(init_from: str) -> hub.Checkpoint:
+  """The PaliGemma checkpoint `config.model.init_from` names: a folder, or a Hub id (`nn/hub.py`)."""
+  return hub.resolve(init_from, FILES, "config.model.init_from")
+
+
+def plan(folder: str, config: PaliGemmaConfig, shapes) -> tuple[hub.Table, dict[str, hub.Tensor]]:
+  """(the table, the headers) of the folder's weights for `PaliGemma(config)` of parameter `shapes`:
+  every tensor the model has, none it has not (SigLIP's pooling head, kept by checkpoints with
+  `vision_use_head`, aside: PaliGemma does not read it), each of its shape and of floating point,
+  checked in the headers before a tensor is read (a tied `lm_head` is read now, to compare)."""
   where, stored = hub.headers(folder, what="PaliGemma checkpoint")
   tensors = {_module_name(key): tensor for key, tensor in stored.items()}
   tensors = {key: tensor for key, tensor in tensors.items() if not key.startswith(f"{VISION}.head.")}
@@ -252,11 +260,17 @@ def read_params(folder: str, config: PaliGemmaConfig | None = None) -> dict:
   if unexpected or missing:
     raise InputError(f"{where}: {len(unexpected)} tensors that PaliGemma has not, {len(missing)} missing "
                      f"(e.g. {', '.join((unexpected or missing)[:4])})")
-  shapes = _shapes(config)
-  targets = {path: tuple(leaf.shape) for path, leaf in hub.leaves(shapes).items()}
+  targets = {path: tuple(np.shape(leaf)) for path, leaf in hub.leaves(shapes).items()}
   for key, place in table.items():
     hub.check_tensor(where, key, tensors[key], hub.hf_shape(place, targets[place.path]))
-  return hub.load(table, tensors, shapes)
+  return table, tensors
+
+
+def read_params(folder: str, config: PaliGemmaConfig | None = None) -> dict:
+  """The Flax parameters of `PaliGemma(config)` from the folder's weights (`plan`)."""
+  config = config or read_config(folder)
+  shapes = _shapes(config)
+  return hub.load(*plan(folder, config, shapes), shapes)
 
 
 def read_tokenizer(folder: str, config: PaliGemmaConfig) -> tokenizers.Tokenizer:

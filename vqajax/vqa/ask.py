@@ -58,6 +58,10 @@ class Answerer(RunImages):
 
   def _top_k(self, params, batch, k: int):
     logits = self._run.model.apply({"params": params}, batch, train=False)
+    if isinstance(logits, dict):  # a generative model: its reply and the likeliest choice, with their probabilities
+      pick = jnp.argmax(logits["choice_scores"], axis=-1)
+      best = jnp.max(logits["choice_scores"], axis=-1)
+      return logits["tokens"], jnp.exp(logits["reply_logprob"]), pick, jnp.where(jnp.isfinite(best), jnp.exp(best), 0.0)
     softmax = jax.nn.softmax(logits)
     probs, index = jax.lax.top_k(softmax, k)
     pick = vqa_task.multiple_choice(logits, batch["choice_index"])
@@ -132,7 +136,7 @@ class Answerer(RunImages):
              features: np.ndarray | None = None, k: int = 5,
              choices: list[list[str]] | None = None) -> list[dict]:
     """Top-k answers (answer, probability) of each question about its image (a store id
-    or a row of `features`); with `choices`, also the model's pick among them and its
+    or a row of `features`; a generative model's: its greedy reply in words); with `choices`, also the model's pick among them and its
     probability (0 for a choice the answer table does not have)."""
     self._check(questions, image_ids, features, choices)
     if not isinstance(k, int) or k < 1:
@@ -144,10 +148,14 @@ class Answerer(RunImages):
       inputs["image"] = np.asarray(features, np.float32)
     else:
       inputs["image_row"] = self._run.store.rows(image_ids)
-    probs, index, picks, pick_probs = self._run.predict(self._predict, inputs, k)
+    first, second, picks, pick_probs = self._run.predict(self._predict, inputs, k)
+    if second.ndim == 1:  # a generative model: its replies' tokens and their probabilities
+      answers, probs = [[reply] for reply in vqa_task.replies(self._enc, first)], second[:, None]
+    else:  # the top k: probabilities, answer-table indices
+      answers, probs = [[self.answers[a] for a in row] for row in second], first
     out = []
-    for q, (question, p, i) in enumerate(zip(questions, probs, index)):
-      item = {"question": question, "answers": [(self.answers[a], float(v)) for a, v in zip(i, p)]}
+    for q, (question, p, a) in enumerate(zip(questions, probs, answers)):
+      item = {"question": question, "answers": [(answer, float(v)) for answer, v in zip(a, p)]}
       if choices is not None:
         item["choice"], item["choice_probability"] = choices[q][int(picks[q])], float(pick_probs[q])
       out.append(item)

@@ -7,6 +7,7 @@ import re
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from vqajax.core import model as model_lib
@@ -96,7 +97,15 @@ def bce_loss(logits, batch):
   return optax.sigmoid_binary_cross_entropy(logits, targets).sum(-1).mean()
 
 
-LOSSES = {"answer": loss, "soft": soft_loss, "bce": bce_loss}  # config.model.targets
+def token_loss(outputs, batch):
+  """A generative model's loss: softmax cross-entropy of its `logits` [B, T, V] against the `targets`
+  [B, T] where `weights` [B, T] (its answers' tokens) are 1, averaged over those tokens."""
+  del batch
+  ce = optax.softmax_cross_entropy_with_integer_labels(outputs["logits"], outputs["targets"])
+  return jnp.sum(outputs["weights"] * ce) / jnp.maximum(jnp.sum(outputs["weights"]), 1.0)
+
+
+LOSSES = {"answer": loss, "soft": soft_loss, "bce": bce_loss, "tokens": token_loss}  # config.model.targets
 
 
 def make_loss(config):
@@ -122,20 +131,28 @@ def _accuracy(pred_ids, batch):
   return vqa_accuracy.question_accuracy(pred_ids, batch["gt_ids"], batch["gt_dup"], batch["gt_valid"])
 
 
-def answers(logits, batch):
+def answers(outputs, batch):
   """The answer-table index of each question's answer, and its choice's index when the
-  questions have multiple choices."""
-  out = {"answer": jnp.argmax(logits, axis=-1)}
+  questions have multiple choices; a generative model's outputs (`tokens`, its replies, and
+  `choice_scores` [B, C]: each choice's likelihood) give its replies and the likeliest choice."""
+  if isinstance(outputs, dict):
+    out = {"tokens": outputs["tokens"]}
+    if "choice_index" in batch:
+      out["mc_choice"] = jnp.argmax(outputs["choice_scores"], axis=-1)  # all -inf -> 0, the first choice
+    return out
+  out = {"answer": jnp.argmax(outputs, axis=-1)}
   if "choice_index" in batch:
-    out["mc_choice"] = multiple_choice(logits, batch["choice_index"])
+    out["mc_choice"] = multiple_choice(outputs, batch["choice_index"])
   return out
 
 
-def predict(logits, batch, table_ids):
-  """Per-question predictions and official accuracies, open-ended and multiple-choice."""
-  out = answers(logits, batch)
-  out["accuracy"] = _accuracy(vqa_accuracy.pred_ids_from_table(
-      out["answer"], batch["unanimous"], table_ids["raw_ids"], table_ids["norm_ids"], xp=jnp), batch)
+def predict(outputs, batch, table_ids):
+  """Per-question predictions and official accuracies, open-ended (a generative model's: scored on the
+  host, `write_results`) and multiple-choice."""
+  out = answers(outputs, batch)
+  if "answer" in out:
+    out["accuracy"] = _accuracy(vqa_accuracy.pred_ids_from_table(
+        out["answer"], batch["unanimous"], table_ids["raw_ids"], table_ids["norm_ids"], xp=jnp), batch)
   if "choice_index" in batch:
     choice = out["mc_choice"]
     pick = lambda ids: jnp.take_along_axis(ids, choice[:, None], axis=-1)[:, 0]
@@ -193,15 +210,42 @@ def summarise(totals) -> dict[str, float]:
   return {k: float(v) for k, v in metrics.items()}
 
 
-def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) -> None:
-  """The official results files of the val predictions (host arrays in split order)."""
+def replies(enc: vqa_dataset.Encoders, tokens) -> list[str]:
+  """A generative model's replies in words: its tokens decoded by the run's text encoder, stripped."""
+  return [reply.strip() for reply in enc.text.encoder.decode(tokens)]
+
+
+def reply_metrics(data: vqa_dataset.VQAData, answered: list[str]) -> dict[str, float]:
+  """The official open-ended accuracy (percent, overall and per answer type) of replies in words, one
+  per val question in split order (cleaned, or normalised where the annotators disagree, as `vqaEval.py`)."""
+  val = data.val
+  pred_ids = vqa_accuracy.encode_predictions(answered, val["unanimous"], data.encoders.interner)
+  accuracy = vqa_accuracy.question_accuracy(pred_ids, val["gt_ids"], val["gt_dup"], val["gt_valid"], xp=np)
+  metrics = {"accuracy": 100 * float(accuracy.mean())}
+  for i, answer_type in enumerate(ANSWER_TYPES):
+    of_type = val["answer_type"] == i
+    if of_type.any():
+      metrics[f"accuracy/{answer_type}"] = 100 * float(accuracy[of_type].mean())
+  return metrics
+
+
+def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) -> dict[str, float]:
+  """The official results files of the val predictions (host arrays in split order); a generative
+  model's replies scored here (`reply_metrics`), returned."""
   questions = [q for q, _ in data.val_records]
-  answers = data.answers.answers
-  predicted = {"OpenEnded": {q["question_id"]: answers[i] for q, i in zip(questions, predictions["answer"])}}
+  host = {}
+  if "tokens" in predictions:
+    answered = replies(data.encoders, predictions["tokens"])
+    host = reply_metrics(data, answered)
+    metrics = {**metrics, **host}
+  else:
+    answered = [data.answers.answers[i] for i in predictions["answer"]]
+  predicted = {"OpenEnded": {q["question_id"]: a for q, a in zip(questions, answered)}}
   if "mc_choice" in predictions:
     predicted["MultipleChoice"] = {q["question_id"]: q["multiple_choices"][c]
                                    for q, c in zip(questions, predictions["mc_choice"])}
   results.write_official(out_dir, config, data, config.name, predicted, metrics)
+  return host
 
 
 def table(name: str, metrics: dict[str, float]) -> str:
@@ -224,11 +268,11 @@ def make_predict_step(model):
 def write_submission(out_dir: str, config, enc: vqa_dataset.Encoders, test: TestFile,
                      predictions: dict) -> list[str]:
   """The server's results files of a test split: every question once, in file order."""
-  table_answers = enc.answers.answers
+  answered = (replies(enc, predictions["tokens"]) if "tokens" in predictions
+              else [enc.answers.answers[i] for i in predictions["answer"]])
   data_format = formats.FORMATS[test.info["format"]]
   key = data_format.result_key
-  predicted = {"OpenEnded": [{key: q[key], "answer": table_answers[i]}
-                             for q, i in zip(test.records, predictions["answer"])]}
+  predicted = {"OpenEnded": [{key: q[key], "answer": a} for q, a in zip(test.records, answered)]}
   if "mc_choice" in predictions:
     predicted["MultipleChoice"] = [{key: q[key], "answer": q["multiple_choices"][c]}
                                    for q, c in zip(test.records, predictions["mc_choice"])]
