@@ -170,7 +170,7 @@ def test_runlocal_is_a_zero_shot_row_of_table4(tiny_copy, tmp_path):
   assert metrics["left_out"] == sum(p["predicted"] == "left out" for p in predictions)
   assert cli.main(["therapy", "table4", str(run), "--out", str(tmp_path / "t4")]) == 0
   rows = json.loads((tmp_path / "t4" / "table4.json").read_text())
-  row = next(r for r in rows if r["method"] == "PaliGemma I+Q+A" and r["source"] == "all")
+  row = next(r for r in rows if r["method"] == "PaliGemma zero-shot I+Q+A" and r["source"] == "all")
   assert row["left out"] == metrics["left_out"]
 
 

@@ -205,13 +205,19 @@ def _untrained(exp: Experiment, evaluators, workdir: str, record, ckpt, state: T
     record()
   metrics = evals.run_all(evaluators, state.params, 0, workdir)
   writer = writers.create(workdir)
-  writer.write_scalars(0, evals.prefixed(metrics))
+  writer.write_scalars(0, _scalars(metrics))
   writer.flush()
   ckpt.save(0, state, {"input_step": 0, "seed": exp.config.seed}, evals.prefixed(metrics))
   ckpt.wait()
   if jax.process_index() == 0:
     record(finished_step=0)
   return metrics
+
+
+def _scalars(metrics: dict) -> dict[str, float]:
+  """The evaluations' metrics TensorBoard can plot: an undefined one (None, e.g. the precision of a
+  class never predicted) is left out."""
+  return {k: v for k, v in evals.prefixed(metrics).items() if v is not None}
 
 
 def _finish(evaluators, params, step: int, final: int, workdir: str, record) -> dict:
@@ -251,7 +257,7 @@ class _Log:
 
   def evaluations(self, step: int, metrics: dict, best_metric: str) -> dict[str, float]:
     named = evals.prefixed(metrics)
-    self.writer.write_scalars(step, named)
+    self.writer.write_scalars(step, _scalars(metrics))
     if best_metric in named:
       logging.info("step %d: %s %.2f", step, best_metric, named[best_metric])
     return named
