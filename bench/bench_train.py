@@ -232,11 +232,11 @@ def main():
   print(f"bf16 vs f32 (vqajax)     {ratio('vqajax bf16', 'vqajax f32'):5.2f}x (reported, no target)")
   for name in others:
     print(f"lstm_impl {name} vs {impl}  {ratio(f'vqajax f32, {name}', 'vqajax f32'):5.2f}x (reported, no target)")
-  print(f"length 26: useful FLOP/s {share26:5.0%} of the f32 matmul peak (target >= 60%)")
+  print(f"length 26: useful FLOP/s {share26:5.0%} of the f32 matmul peak (target >= 75%)")
   print(f"vqajax f32 step, VQA lengths: {step_breakdown(jax_f32, config, args.vocab, host[0], median(peaks))}")
   print(f"one LSTM step's matmul, share of the peak: {skinny_matmuls(config.model, median(peaks))}")
   print(f"vs torch padded          {ratio('vqajax f32', 'torch padded'):5.2f}x (target >= 2.0x)")
-  print(f"vs torch packed          {ratio('vqajax f32', 'torch packed'):5.2f}x (target >= 1.2x)")
+  print(f"vs torch packed          {ratio('vqajax f32', 'torch packed'):5.2f}x (target >= 1.5x)")
   print(f"vs torch padded, compiled {ratio('vqajax f32', 'torch padded, compiled'):5.2f}x (reported, no target)")
   print(f"peak device memory       {peak_device_memory()}")
   setting = f"deeper LSTM Q + norm I, {args.config_arg or 'the paper'}'s sizes, batch {args.batch}"
@@ -246,10 +246,10 @@ def main():
     *(record.row(f"training, {setting}: {name}", median(rates[name]), "examples/s", rounds=rates[name])
       for name in contenders),
     against("vqajax vs PyTorch padded to 26 (the paper's code)", "vqajax f32", "torch padded", ">= 2.0x"),
-    against("vqajax vs PyTorch pack_padded_sequence", "vqajax f32", "torch packed", ">= 1.2x"),
+    against("vqajax vs PyTorch pack_padded_sequence", "vqajax f32", "torch packed", ">= 1.5x"),
     against("vqajax vs PyTorch padded under torch.compile", "vqajax f32", "torch padded, compiled"),
     against("bf16 vs f32 (vqajax)", "vqajax bf16", "vqajax f32"),
-    record.row("useful FLOP/s at question length 26, share of the f32 matmul peak", 100 * share26, "%", ">= 60%",
+    record.row("useful FLOP/s at question length 26, share of the f32 matmul peak", 100 * share26, "%", ">= 75%",
                shares26),
     record.row("the f32 matmul peak", median(peaks) / 1e9, "GFLOP/s", rounds=np.array(peaks) / 1e9),
   ], peak=median(peaks))

@@ -48,6 +48,10 @@ fi
   echo "device check $(date -u +%FT%TZ) on $(hostname); git $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || true
   "${PYTHON:-python}" -c "import jax; print('jax', jax.__version__, jax.devices())"
+  # what the scripts import beyond jax: a host image without them fails every section at its import
+  "${PYTHON:-python}" -c "import importlib.util as u; missing = [m for m in ('msgspec', 'ml_collections', 'torch',
+    'transformers', 'tensorflow') if u.find_spec(m) is None]; print('missing Python packages: ' + ', '.join(missing)
+    + \" (pip install -e '.[bench]')\" if missing else 'every package the scripts import is there')"
   echo "load: $(uptime)"
 } > "$OUT" 2>&1
 

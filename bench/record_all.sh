@@ -2,7 +2,7 @@
 # Re-records every bench/records/*.json at its shipped size, one script after another, on a quiet
 # machine (the site's performance page shows these records):
 #   bash bench/record_all.sh [NAME ...]   (default: every one; needs the bench extra, torch and transformers)
-# About 13 minutes on a quiet 2-core machine (each record keeps its own "seconds"). A script that
+# About 14 minutes on a quiet 2-core machine (each record keeps its own "seconds"). A script that
 # finds the machine busy refuses its record (`bench/record.py`: exit 2, the old record kept);
 # the others still run. Prints each script's time; the exit status is the number that failed.
 set -uo pipefail
@@ -16,7 +16,7 @@ declare -A ARGS=(  # the shipped sizes
   [bench_pixels]="--images 128 --rounds 3"
   [bench_pipeline]="--config-arg runlocal --store-gb 0.5 --buckets 1"
   [bench_scale]="--fractions 0.125"
-  [bench_trained]="--scale 0.01 --rounds 3"
+  [bench_trained]="--scale 0.01 --rounds 1"
 )
 ORDER=(bench_score bench_iou bench_train bench_extract bench_vilt bench_pixels bench_pipeline bench_scale bench_trained)
 [ $# -gt 0 ] && ORDER=("$@")

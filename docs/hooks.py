@@ -196,8 +196,8 @@ def benchmarks() -> str:
             f"{busy}; quiet: at most {load['limit']:g}), JAX {m['jax']} on {m['devices']} {m['platform']} device(s) "
             f"({m['device']}), Python {m['python']}:", ""]
     if not record["quiet"]:
-      out += ["**Not quiet: stale until re-recorded.** The machine was loaded, which flatters some contenders "
-              "(PyTorch's threads lose more to a busy box than XLA's): these figures are not facts about "
+      out += ["**Not quiet: stale until re-recorded.** The machine was loaded, which skews ratios (PyTorch's "
+              "threads, for one, lose more to a busy box than XLA's): these figures are not facts about "
               "vqajax (`bash bench/record_all.sh` re-records every one on a quiet machine).", ""]
     measured = "measured" if record["quiet"] else "measured under load (stale)"
     out += [f"```bash\n{record['command']}\n```", "",

@@ -94,3 +94,24 @@ def test_the_records_folder_refuses_a_machine_that_got_busy_and_keeps_the_old_re
     record.write(str(path), "bench_x", [], peak=1e9)
   assert exit_.value.code == 2 and "other processes used 1.50 cores during the run" in capsys.readouterr().err
   assert path.read_text() == "the old record\n"
+
+
+def test_the_performance_page_shows_each_records_load_rounds_and_staleness(record, tmp_path, monkeypatch):
+  spec = importlib.util.spec_from_file_location("docs_hooks", os.path.join(ROOT, "docs", "hooks.py"))
+  hooks = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(hooks)
+  folder = tmp_path / "shown"  # the page's records (not the script's refusing bench/records/)
+  folder.mkdir()
+  for name, load, others in (("bench_a", 0.3, 0.2), ("bench_b", 3.0, 2.5)):
+    record.machine_state(load=load, others=others)
+    record.begin("")
+    record.run(10)
+    record.write(str(folder / f"{name}.json"), name, [record.row("a vs b", 2.0, "x", ">= 3x", [1.5, 2.0, 2.25])],
+                 peak=1e9)
+  monkeypatch.setattr(hooks, "RECORDS", str(folder))
+  quiet, loaded = hooks.benchmarks().split("### bench_b")
+  assert "1-minute load average 0.3 before, 0.2 cores busy just before, other processes using 0.2 during it" in quiet
+  assert "| a vs b | 2x | >= 3x **missed** | 1.5, 2, 2.25 |" in quiet and "| what | measured | target | rounds |" in quiet
+  assert "Not quiet" not in quiet
+  assert "1-minute load average 3.0 before, 2.5 cores busy just before" in loaded
+  assert "**Not quiet: stale until re-recorded.**" in loaded and "| what | measured under load (stale) |" in loaded
