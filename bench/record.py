@@ -14,7 +14,7 @@ apart, and `value` their median.
 Quiet: a loaded machine flatters some contenders and not others (PyTorch's OpenMP threads lose
 far more to a busy box than XLA's), so a script calls `begin` before measuring and `write` at
 the end. Both read the 1-minute load average (`before`, `after`) and `/proc/stat`: the cores
-busy during a 2 s sample while the script waits (`busy_before`), and the cores other processes
+busy during a 1 s sample while the script waits (`busy_before`), and the cores other processes
 used during the run (`others`: all busy time less this process's and its waited children's).
 The machine is quiet when the load average before, or else the sample, and the others' use
 during the run are each at most a quarter of the cores. The load average alone cannot judge:
@@ -59,7 +59,7 @@ def limit() -> float:
   return os.cpu_count() / 4
 
 
-def begin(path: str, sample: float = 2.0) -> None:
+def begin(path: str, sample: float = 1.0) -> None:
   """Reads the load before measuring and prints it as the script's first line; refuses (exit 2)
   a record into bench/records/ at once when the machine is busy."""
   load, busy = os.getloadavg()[0], _busy_seconds()
