@@ -30,7 +30,7 @@ import record
 import torch  # before anything imports TensorFlow (see bench_train)
 import torch_models
 from absl import logging as absl_logging
-from bench_train import matmul_peak, pin_threads, timed
+from bench_train import pin_threads, timed
 from PIL import Image
 
 from data_pipeline.features import extract
@@ -96,6 +96,7 @@ def main():
                       help="cores and threads for both sides (default: all this process may use)")
   record.add_flag(parser)
   args = parser.parse_args()
+  record.begin(args.json)
   threads = pin_threads(args.threads)
 
   torch.manual_seed(0)
@@ -119,12 +120,13 @@ def main():
   for r in range(args.rounds):
     rates["vqajax"].append(ours.batch / timed(lambda: jax.block_until_ready(ours(nhwc))))
     rates["torch"].append(ours.batch / timed(run_torch))
-    peaks.append(matmul_peak())
+    peaks.append(record.matmul_peak())
     print(f"round {r + 1}: vqajax {rates['vqajax'][-1]:.2f}, torch {rates['torch'][-1]:.2f} "
           f"images/s; matmul peak {peaks[-1] / 1e9:.0f} GFLOP/s", flush=True)
   flops = vgg_flops(models.VGG16_STAGES, args.size)
-  share = np.median(np.array(rates["vqajax"]) * flops / np.array(peaks))
-  ratio = np.median(np.array(rates["vqajax"]) / np.array(rates["torch"]))
+  shares = 100 * np.array(rates["vqajax"]) * flops / np.array(peaks)
+  ratios = np.array(rates["vqajax"]) / np.array(rates["torch"])
+  share, ratio = np.median(shares) / 100, np.median(ratios)
   whole, predicted, took = end_to_end(model, params, args)
 
   print(f"\nthreads: {threads}")
@@ -142,13 +144,14 @@ def main():
         "(target 0.75-1.25x)")
   what = f"VGG16 fc7 at {args.size} px, batch {ours.batch}"
   record.write(args.json, "bench_extract", [
-    *(record.row(f"{what}, the model alone: {name}", np.median(values), "images/s") for name, values in rates.items()),
-    record.row(f"{what}: vqajax vs PyTorch, the same weights and threads", ratio, "x", ">= 1.0x"),
-    record.row(f"{what}: useful FLOP/s, share of the f32 matmul peak", 100 * share, "%", ">= 50%"),
+    *(record.row(f"{what}, the model alone: {name}", np.median(values), "images/s", rounds=values)
+      for name, values in rates.items()),
+    record.row(f"{what}: vqajax vs PyTorch, the same weights and threads", ratio, "x", ">= 1.0x", ratios),
+    record.row(f"{what}: useful FLOP/s, share of the f32 matmul peak", 100 * share, "%", ">= 50%", shares),
     record.row(f"the whole extractor on {args.images} generated JPEGs (decode, preprocess, forward, store)", whole,
                "images/s"),
     record.row("`vqajax features`' first ETA vs the time the rest took", predicted / took, "x", "0.75-1.25x"),
-  ])
+  ], peak=np.median(peaks))
 
 
 if __name__ == "__main__":

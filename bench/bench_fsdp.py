@@ -25,6 +25,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import record  # noqa: E402
+
 SIZES = {"base": {},  # ViltConfig()'s defaults: ViLT-B/32 at 384 px
          "small": dict(hidden_size=192, num_hidden_layers=4, num_attention_heads=4, intermediate_size=768,
                        image_size=128),
@@ -90,6 +92,7 @@ def main() -> None:
   parser.add_argument("--cpu-devices", type=int, default=0, help="fake this many CPU devices")
   parser.add_argument("--compile-only", action="store_true", help="memory only: compile, never run")
   args = parser.parse_args()
+  record.begin("")
   if args.cpu_devices:
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                                + f" --xla_force_host_platform_device_count={args.cpu_devices}").strip()
@@ -135,6 +138,7 @@ def main() -> None:
       line += f", peak {peak / 2**30:.2f} GiB on device 0" if peak else ""
       del live
     print(line, flush=True)
+  record.write("", "bench_fsdp", [])  # the load during the run (no record: its figures are per host)
 
 
 if __name__ == "__main__":

@@ -283,6 +283,7 @@ def main():
   if args.worker:
     print(json.dumps(worker(args.worker, args.train_steps, args.config_arg, args.batch, args.buckets)))
     return
+  record.begin(args.json)
 
   readers = sorted({1, 2, os.cpu_count()})
   print(f"readers: 1, 2 and all ({os.cpu_count()} cores here); host batch {args.batch}; models at "

@@ -49,13 +49,15 @@ def _store(paths: list[str], out: str, size: int) -> None:
               recorded.settings("pixels", "pixels", "vilt", size, "uint8", None))
 
 
-def _rate(fn, images: int, rounds: int) -> float:
-  times = []
+def _rates(fns: dict, images: int, rounds: int) -> dict[str, list[float]]:
+  """{name: images/s of each round}, the contenders timed one after another in each round."""
+  rates = {name: [] for name in fns}
   for _ in range(rounds):
-    start = time.perf_counter()
-    fn()
-    times.append(time.perf_counter() - start)
-  return images / statistics.median(times)
+    for name, fn in fns.items():
+      start = time.perf_counter()
+      fn()
+      rates[name].append(images / (time.perf_counter() - start))
+  return rates
 
 
 def main() -> None:
@@ -67,6 +69,7 @@ def main() -> None:
   parser.add_argument("--step-rate", type=float, default=1500.0)
   record.add_flag(parser)
   args = parser.parse_args()
+  record.begin(args.json)
   tf = runtime.tensorflow()
   tf.config.threading.set_intra_op_parallelism_threads(1)
   tf.config.threading.set_inter_op_parallelism_threads(1)
@@ -97,20 +100,23 @@ def main() -> None:
       for _ in dataset.as_numpy_iterator():
         pass
 
-    store_rate, jpeg_rate = _rate(read_store, args.images, args.rounds), _rate(read_jpegs, args.images, args.rounds)
+    rates = _rates({"store": read_store, "jpeg": read_jpegs}, args.images, args.rounds)
+  store_rate, jpeg_rate = statistics.median(rates["store"]), statistics.median(rates["jpeg"])
+  ratios = np.array(rates["store"]) / np.array(rates["jpeg"])
   row_mb = args.size ** 2 * 4 / 1e6
   print(f"pixel store ({args.size} px, {row_mb:.2f} MB an image): {store_rate:.0f} images/s on one core "
         f"({store_rate * row_mb:.0f} MB/s), {store_rate / args.step_rate:.2f}x the step's {args.step_rate:.0f} "
         f"images/s: {args.step_rate / store_rate:.1f} cores' worth of readers")
   print(f"JPEG via tf.data ({jpeg_bytes / 1e3:.0f} KB an image): {jpeg_rate:.0f} images/s on one core, "
         f"{jpeg_rate / args.step_rate:.2f}x the step: {args.step_rate / jpeg_rate:.1f} cores to keep up")
-  print(f"store / JPEG: {store_rate / jpeg_rate:.1f}x; at VQA v2's 123,287 images: store "
+  print(f"store / JPEG: {np.median(ratios):.1f}x; at VQA v2's 123,287 images: store "
         f"{123287 * row_mb / 1e3:.0f} GB, JPEGs {123287 * jpeg_bytes / 1e9:.1f} GB "
         f"(the store's read is page cache or disk: {args.step_rate * row_mb:.0f} MB/s at the step's rate)")
   record.write(args.json, "bench_pixels", [
-    record.row(f"the pixel store at {args.size} px, one core", store_rate, "images/s"),
-    record.row(f"JPEG decoding through tf.data at {args.size} px, one core", jpeg_rate, "images/s"),
-    record.row("the pixel store vs JPEG decoding", store_rate / jpeg_rate, "x"),
+    record.row(f"the pixel store at {args.size} px, one core", store_rate, "images/s", rounds=rates["store"]),
+    record.row(f"JPEG decoding through tf.data at {args.size} px, one core", jpeg_rate, "images/s",
+               rounds=rates["jpeg"]),
+    record.row("the pixel store vs JPEG decoding", np.median(ratios), "x", rounds=ratios),
   ])
 
 

@@ -99,11 +99,11 @@ def main() -> None:
   parser.add_argument("--small", action="store_true", help="a tiny share and the toy model: seconds")
   record.add_flag(parser)
   args = parser.parse_args()
+  record.begin(args.json)
   if args.small:
     args.fractions, args.config_arg, args.steps = "0.002", "runlocal", 3
   batch = {"": 500, "cpu": 128, "runlocal": 32}[args.config_arg]
-  print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min); "
-        f"deeper_lstm_norm_i:{args.config_arg}, batch {batch}, {args.steps} steps", flush=True)
+  print(f"deeper_lstm_norm_i:{args.config_arg}, batch {batch}, {args.steps} steps", flush=True)
   rows = []
   for fraction in map(float, args.fractions.split(",")):
     data = data_dir(args.cache, fraction)

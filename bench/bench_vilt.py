@@ -32,7 +32,7 @@ import optax  # noqa: E402
 import record  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from bench_train import matmul_peak, pin_threads  # noqa: E402
+from bench_train import pin_threads  # noqa: E402
 from jax_vqa import timed  # noqa: E402
 
 from vqajax.nn import vilt, vilt_hub  # noqa: E402
@@ -120,8 +120,8 @@ class Torch:
       self.opt.step()
 
 
-def bench(size: str, batch: int, args) -> tuple[list[str], list[dict]]:
-  """(the printed lines, the record's rows) of one size."""
+def bench(size: str, batch: int, args) -> tuple[list[str], list[dict], list[float]]:
+  """(the printed lines, the record's rows, the rounds' matmul peaks) of one size."""
   config = transformers.ViltConfig(num_labels=args.labels, **SIZES[size])
   torch.manual_seed(0)
   model = transformers.ViltForQuestionAnswering(config)
@@ -150,7 +150,7 @@ def bench(size: str, batch: int, args) -> tuple[list[str], list[dict]]:
   for r in range(args.rounds):
     for name, run in runs.items():
       seconds[name].append(timed(run) / args.steps)
-    peaks.append(matmul_peak())
+    peaks.append(record.matmul_peak())
     print(f"{size} round {r + 1}: " + ", ".join(f"{k} {v[-1] * 1e3:.0f} ms" for k, v in seconds.items())
           + f" a step; matmul peak {peaks[-1] / 1e9:.0f} GFLOP/s", flush=True)
   median = lambda xs: float(np.median(xs))
@@ -164,12 +164,14 @@ def bench(size: str, batch: int, args) -> tuple[list[str], list[dict]]:
     lines.append(f"  {name:12s} {1 / median(seconds[name]):7.2f} steps/s (median step {median(seconds[name]) * 1e3:.0f}"
                  f" ms), {share:4.0%} of the f32 matmul peak ({median(peaks) / 1e9:.0f} GFLOP/s)")
   what = f"ViLT {size} (hidden {ours.hidden_size}, {ours.image_size} px), batch {batch}"
-  rows = [record.row(f"{what}: {name}", 1 / median(seconds[name]), "steps/s") for name in runs]
+  rows = [record.row(f"{what}: {name}", 1 / median(seconds[name]), "steps/s", rounds=1 / np.array(seconds[name]))
+          for name in runs]
   for name in contenders:
-    ratio = median(np.array(seconds["torch eager"]) / np.array(seconds[name]))
-    lines.append(f"  {name} vs torch eager: {ratio:5.2f}x steps/s (reported)")
-    rows.append(record.row(f"{what}: {name} vs PyTorch eager, the same weights and threads", ratio, "x"))
-  return lines, rows
+    ratios = np.array(seconds["torch eager"]) / np.array(seconds[name])
+    lines.append(f"  {name} vs torch eager: {median(ratios):5.2f}x steps/s (reported)")
+    rows.append(record.row(f"{what}: {name} vs PyTorch eager, the same weights and threads", median(ratios), "x",
+                           rounds=ratios))
+  return lines, rows, peaks
 
 
 def main():
@@ -184,13 +186,14 @@ def main():
   parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
   record.add_flag(parser)
   args = parser.parse_args()
+  record.begin(args.json)
   threads = pin_threads(args.threads)
-  report, rows = [f"threads: {threads}; devices: {jax.devices()[0].platform}"], []
+  report, rows, peaks = [f"threads: {threads}; devices: {jax.devices()[0].platform}"], [], []
   for size in args.sizes.split(","):
-    lines, size_rows = bench(size, getattr(args, f"batch_{size}"), args)
-    report, rows = report + lines, rows + size_rows
+    lines, size_rows, size_peaks = bench(size, getattr(args, f"batch_{size}"), args)
+    report, rows, peaks = report + lines, rows + size_rows, peaks + size_peaks
   print("\n" + "\n".join(report))
-  record.write(args.json, "bench_vilt", rows)
+  record.write(args.json, "bench_vilt", rows, peak=float(np.median(peaks)))
 
 
 if __name__ == "__main__":

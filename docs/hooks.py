@@ -183,21 +183,31 @@ def registries() -> str:
 
 
 def benchmarks() -> str:
-  """One section per benchmark record: when, where and how it ran, then its figures."""
+  """One section per benchmark record: when, where, at what load and how it ran, then its figures
+  (with each round's); a record made on a loaded machine is marked stale, its figures not facts."""
   paths = sorted(glob.glob(os.path.join(RECORDS, "*.json")))
   if not paths:
     raise ValueError(f"no benchmark records in {RECORDS}")
   out = []
   for path in paths:
     record = json.load(open(path, encoding="utf-8"))
-    m = record["machine"]
+    m, load = record["machine"], record["load"]
+    busy = "" if load["others"] is None else (f", {load['busy_before']} cores busy just before, other processes "
+                                              f"using {load['others']} during it")
     out += [f"### {record['bench']}", "",
-            f"Run {record['date']} on {m['cpu']} ({m['cores']} cores, load {m['load_average_1min']}), "
-            f"JAX {m['jax']} on {m['devices']} {m['platform']} device(s) ({m['device']}), Python {m['python']}:", "",
-            f"```bash\n{record['command']}\n```", "",
-            "| what | measured | target |", "|---|---:|---:|"]
-    out += [f"| {_cell(r['what'])} | {_number(r['value'])}{'' if r['unit'] in ('x', '%') else ' '}{r['unit']} | "
-            f"{_cell(r['target'])}{' **missed**' if missed(r['target'], r['value']) else ''} |"
+            f"Run {record['date']} on {m['cpu']} ({m['cores']} cores; 1-minute load average {load['before']} before"
+            f"{busy}; quiet: at most {load['limit']:g}), JAX {m['jax']} on {m['devices']} {m['platform']} device(s) "
+            f"({m['device']}), Python {m['python']}:", ""]
+    if not record["quiet"]:
+      out += ["**Not quiet: stale until re-recorded.** The machine was loaded, which skews ratios (PyTorch's "
+              "threads, for one, lose more to a busy box than XLA's): these figures are not facts about "
+              "vqajax (`bash bench/record_all.sh` re-records every one on a quiet machine).", ""]
+    measured = "measured" if record["quiet"] else "measured under load (stale)"
+    out += [f"```bash\n{record['command']}\n```", "",
+            f"| what | {measured} | target | rounds |", "|---|---:|---:|---|"]
+    out += [f"| {_cell(r['what'])} | {_figure(r['value'], r['unit'])} | "
+            f"{_cell(r['target'])}{' **missed**' if missed(r['target'], r['value']) else ''} | "
+            f"{', '.join(_number(v) for v in r.get('rounds', []))} |"
             for r in record["rows"]]
     out.append("")
   recorded = {os.path.basename(p)[:-len(".json")] for p in paths}
@@ -216,6 +226,10 @@ def missed(target: str, value: float) -> bool:
   if m := re.match(r"([\d.]+)-([\d.]+)", target):
     return not float(m.group(1)) <= value <= float(m.group(2))
   return False
+
+
+def _figure(value: float, unit: str) -> str:
+  return f"{_number(value)}{'' if unit in ('x', '%') else ' '}{unit}"
 
 
 def _number(value: float) -> str:

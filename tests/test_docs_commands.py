@@ -438,10 +438,15 @@ def test_the_site_builds_strictly_with_the_demo_picture(site):
   configs = (site / "configs.html").read_text(encoding="utf-8")
   assert "model.lstm_impl" in configs and "data.features_on_device" in configs  # the generated reference
   performance = (site / "performance.html").read_text(encoding="utf-8")
-  for path in glob.glob(os.path.join(ROOT, "bench", "records", "*.json")):  # every record, with its date
+  stale = 0
+  for path in glob.glob(os.path.join(ROOT, "bench", "records", "*.json")):  # every record, its date and load
     with open(path, encoding="utf-8") as f:
       record = json.load(f)
-    assert record["bench"] in performance and record["date"] in performance
+    section = performance.split(f'id="{record["bench"]}"', 1)[1].split("<h3", 1)[0]
+    assert record["date"] in section and f"1-minute load average {record['load']['before']} before" in section
+    stale += not record["quiet"]
+    assert ("<strong>Not quiet: stale until re-recorded.</strong>" in section) == (not record["quiet"])
+  assert performance.count("measured under load (stale)") == stale
 
 
 def _quotes_written(markdown: str) -> int:

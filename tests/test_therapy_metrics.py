@@ -101,8 +101,9 @@ def test_iou_sums_on_device_equal_a_numpy_loop():
           iou.iou_pq(pred[keep], gt[keep], valid[keep], xp=np), rel=1e-5)
 
 
-@pytest.mark.parametrize("shape", [(1, 1), (4, 8), (33, 40)])  # 1 pixel; one word; words + padding
-def test_bit_packed_iou_equals_pixel_counts(shape):
+# summed as they are: 1 pixel, a 14x14 grid; packed in words: at iou.PACKED_PIXELS, and with padding
+@pytest.mark.parametrize("shape", [(1, 1), (14, 14), (32, 32), (33, 40)])
+def test_jitted_iou_equals_pixel_counts(shape):
   rng = np.random.default_rng(sum(shape))
   pred, gt = rng.random((6,) + shape) < 0.5, rng.random((6,) + shape) < 0.3
   pred[0], gt[0] = False, False  # empty vs empty: 1

@@ -5,9 +5,12 @@ nothing agree. IoU-PQ is the mean IoU over a question's groundings, then over qu
 The dataset's rule (`single_grounding`): a question has a single grounding when every pair
 of its groundings has IoU > EQUAL_IOU = 0.9 (`analysis` on the annotated polygons,
 `from_masks` on predicted masks).
-`xp` is jax.numpy (default, jittable) or numpy. Under jax the pixel counts come from
-masks packed 32 pixels to a word and `population_count` (far
-fewer bytes moved than summing booleans, which XLA widens to int32).
+`xp` is jax.numpy (default, jittable) or numpy. Under jax, large masks (at least
+PACKED_PIXELS pixels, e.g. 448x448) are counted from their pixels packed 32 to a word and
+`population_count`: XLA:CPU widens summed booleans to int32 and reduces a long row slowly
+(on bench_iou's masks, summing took 4x packing's time at 448x448); small ones (the 14x14
+grid) are summed as they are, where packing's padding and shifts cost more than they save
+(packing took 1.2-2x summing's time). PACKED_PIXELS lies between the two sizes measured.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 from types import ModuleType
 
 EQUAL_IOU = 0.9
+PACKED_PIXELS = 1024  # masks of at least this many pixels are counted packed (under jax)
 
 
 def _xp(xp: ModuleType | None) -> ModuleType:
@@ -54,6 +58,9 @@ def _counts(pred, gt, xp: ModuleType):
   if xp.__name__ == "numpy":
     axes = (-2, -1)
     return (pred & gt).sum(axes), pred.sum(axes), gt.sum(axes)
+  if pred.shape[-2] * pred.shape[-1] < PACKED_PIXELS:
+    axes = (-2, -1)
+    return (pred & gt).sum(axes, dtype=xp.int32), pred.sum(axes, dtype=xp.int32), gt.sum(axes, dtype=xp.int32)
   from jax import lax  # noqa: PLC0415
   p, g = _bit_words(pred), _bit_words(gt)
   return tuple(lax.population_count(w).sum(-1, dtype=xp.int32) for w in (p & g, p, g))

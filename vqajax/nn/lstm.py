@@ -9,15 +9,21 @@ state. What makes it fast (bench/bench_train.py measures it):
   question longer than t, a prefix of the batch since it is sorted, as ONE matmul
   [active rows, E + H] x [E + H, 4H] (input and hidden, four gates fused; `lax.switch`
   picks the static prefix size). On VQA-like lengths (mean ~6 words, a tail to 26)
-  chunks of 32 do 1.08x the words' work (64: 1.18x; 16 adds compile time and loses
-  speed), where looping over the padded batch to its longest question does 2.4x;
+  chunks of 32 do 1.08x the words' work (64: 1.18x; 16 adds compile time), where looping
+  over the padded batch to its longest question does 2.4x. The input's projection stays
+  inside the step: projecting every step at once, outside the recurrence, computes it for
+  the padded [T, B] too, and ran the paper's LSTM (fwd + bwd, batch 500) at 0.4-0.6x on
+  VQA-like lengths (interleaved, 2 runs at a load of 5-11 on 2 cores); chunks of 16 / 32 /
+  64 were within that noise of each other;
 - the loops stop at the longest question (a dynamic trip count, which autodiff of
   `lax.scan` cannot do: hence the custom VJP), and the backward accumulates the weight
   gradients inside its loop, so it too only touches active rows.
 
 That shape suits a CPU, where a step costs its FLOPs. On accelerators (WORKSPACE.md, "The
 LSTM on accelerators") `scan_lstm` is the plain one: every step on the whole batch, the
-same fused-gate matmul, `lax.scan` over all T steps, autodiff's backward
+input's projection for all steps as one matmul before the recurrence (nothing is padding
+there that the steps would skip), the four gates' recurrent matmul fused, `lax.scan` over
+all T steps, autodiff's backward
 (`config.model.lstm_impl = "scan"`; the outputs and gradients are the same). The default,
 "auto", takes the chunked one on the CPU and the scan on GPU / TPU (`resolve`).
 
@@ -69,9 +75,9 @@ def _over_active(t, chunk_steps, chunk: int, fn, *args):
   return jax.lax.switch(active - 1, branches, *args)
 
 
-def _cell(x_t, h, c, w, b, dtype):
-  """One step's (h, c, gate activations) from the fused-gate matmul."""
-  a = _activations(_dot(jnp.concatenate([x_t, h], axis=-1), w, dtype) + b)
+def _cell(pre, c):
+  """One step's (h, c, gate activations) from its fused-gate pre-activations [B, 4H]."""
+  a = _activations(pre)
   i, f, g, o = jnp.split(a, 4, axis=-1)
   c_new = f * c + i * g
   return o * jnp.tanh(c_new), c_new, a
@@ -89,7 +95,7 @@ def _forward(x, lengths, w, b, dtype, chunk):
 
   def body(t, carry):
     def step(rows, h, c):
-      h_new, c_new, a = _cell(x[t, :rows], h[:rows], c[:rows], w, b, dtype)
+      h_new, c_new, a = _cell(_dot(jnp.concatenate([x[t, :rows], h[:rows]], axis=-1), w, dtype) + b, c[:rows])
       keep = (t < lengths[:rows])[:, None]
       h = h.at[:rows].set(jnp.where(keep, h_new, h[:rows]))
       return h, c.at[:rows].set(jnp.where(keep, c_new, c[:rows])), _pad_rows(a, batch)
@@ -161,18 +167,22 @@ masked_lstm.defvjp(_masked_lstm_fwd, _masked_lstm_bwd)
 
 def scan_lstm(x, lengths, w, b, dtype=jnp.float32):
   """`masked_lstm`'s outputs for x [T, B, E] in any row order: all T steps on all B rows
-  (each row's state frozen past its length), differentiated by JAX."""
+  (each row's state frozen past its length), differentiated by JAX. Every step's input
+  projection is ONE matmul [T * B, E] x [E, 4H] before the recurrence, whose steps then
+  only multiply the hidden state [B, H] x [H, 4H]."""
+  steps, batch, embed = x.shape
+  xw = (_dot(x.reshape(steps * batch, embed), w[:embed], dtype) + b).reshape(steps, batch, -1)
 
   def step(carry, inputs):
     h, c = carry
-    x_t, t = inputs
-    h_new, c_new, _ = _cell(x_t, h, c, w, b, dtype)
+    xw_t, t = inputs
+    h_new, c_new, _ = _cell(xw_t + _dot(h, w[embed:], dtype), c)
     keep = (t < lengths)[:, None]
     h, c = jnp.where(keep, h_new, h), jnp.where(keep, c_new, c)
     return (h, c), jnp.where(keep, h, 0.0)
 
-  zeros = jnp.zeros((x.shape[1], w.shape[1] // 4), jnp.float32)
-  (h, c), ys = jax.lax.scan(step, (zeros, zeros), (x, jnp.arange(x.shape[0])))
+  zeros = jnp.zeros((batch, w.shape[1] // 4), jnp.float32)
+  (h, c), ys = jax.lax.scan(step, (zeros, zeros), (xw, jnp.arange(steps)))
   return ys, c, h
 
 
