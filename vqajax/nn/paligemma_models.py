@@ -8,7 +8,13 @@ text (the image's tokens, `<bos>`, the prompt, "\\n"; a suffix after: `nn/palige
                    (`read_reply`): "yes" among them -> single (all answers on the same visual
                    content), else "no" among them -> multiple, else the question is left out (a third
                    class the task counts and leaves out of precision and recall). A zero-shot row
-                   trains no step (`config.num_train_steps` 0).
+                   trains no step (`config.num_train_steps` 0; a training step would give no
+                   gradient).
+  vqa              `AnswerVQA`: fine-tuned to answer in words, the prompt `config.model.vqa_prompt`
+                   ("answer en {question}"), the answer-table entry of the example's answer the
+                   causal suffix whose tokens alone carry the loss (`config.model.targets` "tokens");
+                   evaluated on its greedy replies (scored on the host by the VQA task) and, for
+                   multiple choice, on each choice's log-likelihood.
 
 Its start (`config.model.init_from`): a PaliGemma checkpoint, a folder or a Hub id (e.g.
 `google/paligemma-3b-pt-224`), whose architecture and Gemma tokenizer the run records (`Spec`), its
