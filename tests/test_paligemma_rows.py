@@ -223,7 +223,8 @@ def test_multiple_choice_is_the_likeliest_answer():
 @pytest.mark.slow
 def test_runlocal_vqa_answers_in_words_and_scores_its_replies(tmp_path, capsys):
   """Fine-tuned on the tiny set through the front door: its evaluation writes the official results of
-  its replies and their accuracies; its bundle answers a new picture in words."""
+  its replies and their accuracies; its bundle answers a new picture in words; `submit` writes the
+  server's file of its replies, every test question once in file order."""
   run, bundle = tmp_path / "run", tmp_path / "bundle"
   config = f"{os.path.dirname(paligemma_zeroshot.__file__)}/../vqa/paligemma.py:runlocal"
   assert cli.main(["train", f"--config={config}", f"--workdir={run}", "--config.num_train_steps=2"]) == 0
@@ -238,6 +239,12 @@ def test_runlocal_vqa_answers_in_words_and_scores_its_replies(tmp_path, capsys):
   assert cli.main(["ask", f"--workdir={bundle}", "--image", picture, "--question", "what is it?", "--json"]) == 0
   answered = json.loads(capsys.readouterr().out)
   assert len(answered[0]["answers"]) == 1 and isinstance(answered[0]["answers"][0]["answer"], str)
+  questions = os.path.join(data, "v2_OpenEnded_mscoco_test-dev2015_questions.json")
+  assert cli.main(["submit", f"--workdir={run}", f"--out={tmp_path / 'server'}", questions]) == 0
+  submitted = json.loads((tmp_path / "server" / "v2_OpenEnded_mscoco_test-dev2015_paligemma_results.json").read_text())
+  asked = json.loads(open(questions).read())["questions"]
+  assert [r["question_id"] for r in submitted] == [q["question_id"] for q in asked]
+  assert all(isinstance(r["answer"], str) for r in submitted)
 
 
 def test_replies_are_scored_as_the_official_script_scores_them(tiny_data):
