@@ -28,6 +28,7 @@ import collections
 import dataclasses
 import functools
 import json
+import string
 from typing import Sequence
 
 import flax.linen as nn
@@ -107,8 +108,12 @@ class Spec:
 
   @functools.cached_property
   def heads(self) -> np.ndarray:
-    """[vocab, HEAD] int32: each token's first characters (lower-cased) as code points, -1 past its text."""
+    """[vocab, HEAD] int32: each token's first characters (lower-cased) as code points, -1 past its text
+    (Gemma's tokens hold their spaces; a from-scratch tokenizer's words are read without the space
+    its decoder puts between them)."""
     texts = self.tokenizer.decode_batch([[i] for i in range(self.config.text.vocab_size)], skip_special_tokens=True)
+    if json.loads(self.tokenizer_json)["model"]["type"] == "WordPiece":  # a from-scratch word's continuation
+      texts = [t[2:] if t.startswith("##") else t for t in texts]
     out = np.full((len(texts), HEAD), -1, np.int32)
     for i, text in enumerate(texts):
       head = [ord(c) for c in text.lower()[:HEAD]]
@@ -130,15 +135,20 @@ class Spec:
 
 
 def word_tokenizer(texts: Sequence[str]) -> str:
-  """The JSON of a word-level tokenizer of `texts` (lower case, punctuation apart; words by count, then
-  alphabetically) after Gemma's special tokens (`SPECIAL`, matched in a text)."""
+  """The JSON of a WordPiece tokenizer after Gemma's special tokens (`SPECIAL`, matched in a text): the
+  whole words of `texts` (lower case, punctuation apart; by count, then alphabetically), then single
+  characters (their letters, digits, a-z, 0-9) and their `##` continuations, so that a word they lack
+  (an answer no question holds) is spelled."""
   normaliser = tokenizers.normalizers.Lowercase()
   split = tokenizers.pre_tokenizers.BertPreTokenizer()
   counts = collections.Counter(w for t in texts for w, _ in split.pre_tokenize_str(normaliser.normalize_str(t)))
   words = sorted(set(counts) - set(SPECIAL), key=lambda w: (-counts[w], w))
-  tokenizer = tokenizers.Tokenizer(tokenizers.models.WordLevel(
-      {token: i for i, token in enumerate((*SPECIAL, *words))}, unk_token=UNKNOWN))
+  chars = sorted(set("".join(words)) | set(string.ascii_lowercase + string.digits))
+  pieces = [c for c in chars if c not in counts] + [f"##{c}" for c in chars]
+  tokenizer = tokenizers.Tokenizer(tokenizers.models.WordPiece(
+      {token: i for i, token in enumerate((*SPECIAL, *words, *pieces))}, unk_token=UNKNOWN))
   tokenizer.normalizer, tokenizer.pre_tokenizer = normaliser, split
+  tokenizer.decoder = tokenizers.decoders.WordPiece()
   tokenizer.add_special_tokens(list(SPECIAL))
   return json.dumps(json.loads(tokenizer.to_str()), sort_keys=True)
 
