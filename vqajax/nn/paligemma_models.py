@@ -19,7 +19,8 @@ text (the image's tokens, `<bos>`, the prompt, "\\n"; a suffix after: `nn/palige
 Its start (`config.model.init_from`): a PaliGemma checkpoint, a folder or a Hub id (e.g.
 `google/paligemma-3b-pt-224`), whose architecture and Gemma tokenizer the run records (`Spec`), its
 weights checked against the run's parameters before the run is recorded; without one, a from-scratch
-PaliGemma of the config's sizes with a word-level tokenizer of the training texts and the prompt.
+PaliGemma of the config's sizes with a WordPiece tokenizer of the training texts' and the prompt's words (single
+characters spell the others, `word_tokenizer`).
 """
 
 from __future__ import annotations
