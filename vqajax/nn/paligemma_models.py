@@ -200,7 +200,8 @@ def _spec(enc) -> Spec:
 
 
 def pixel_values(image):
-  """A pixel store's rows ([B, S, S, 4]) as PaliGemma's processor normalises pictures (x / 127.5 - 1), 0 on the padding."""
+  """A pixel store's rows ([B, S, S, 4]) as PaliGemma's processor normalises pictures (x / 127.5 - 1),
+  0 on the padding."""
   return vilt_run.pixel_inputs(image)[0]
 
 
@@ -280,8 +281,8 @@ class AnswerVQA(nn.Module):
   the answer-table entry of the example's `label` (`answers` [K, A]: its tokens and `<eos>`) is the
   suffix, outputs {logits, targets, weights} with weight 1 on the answer's tokens alone (the VQA
   task's "tokens" loss); an answer outside the table (label -1) has none. Evaluation: the greedy
-  reply {tokens [B, max_decode_len]}, its log-likelihood {reply_logprob [B]} and, with multiple choices, each choice's log-likelihood
-  {choice_scores [B, C]} (choices outside the table: -inf)."""
+  reply {tokens [B, max_decode_len]}, its log-likelihood {reply_logprob [B]} and, with multiple
+  choices, each choice's log-likelihood {choice_scores [B, C]} (choices outside the table: -inf)."""
   config: PaliGemmaConfig
   dtype: jnp.dtype
   remat: str | None
