@@ -1,6 +1,8 @@
 """PaliGemma's rows (nn/paligemma_models.py, experiments/therapy/paligemma_zeroshot.py): the zero-shot reading
-rule on crafted replies (on the host and on the device), Table 4's left-out count by hand, a run from a Hub
-folder starting with its tensors, and a refused folder leaving no workdir.
+rule on crafted replies (on the host and on the device), Table 4's left-out count by hand, a zero-shot run
+from a Hub folder keeping its tensors, a refused folder leaving no workdir; the VQA row's answer suffix and
+loss weights, multiple choice by likelihood, replies scored as the official script, runlocal through
+train / export / ask.
 
 The Hub folder is written without torch: a random `PaliGemma`'s parameters in HF's names and layouts
 (`hub.hf_tensors` of the table `tests/test_paligemma.py` proves against transformers)."""
@@ -23,9 +25,8 @@ from experiments.vqa import deeper_lstm_norm_i
 from vqajax import cli
 from vqajax.answertherapy import grounding_class, table4
 from vqajax.core import config as config_lib
-from vqajax.core import experiment
+from vqajax.core import trained
 from vqajax.nn import hub, paligemma, paligemma_hub, paligemma_models
-from vqajax.synthetic import embedded
 from vqajax.vqa import task as vqa_task
 
 SINGLE, MULTIPLE, LEFT_OUT = paligemma_models.SINGLE, paligemma_models.MULTIPLE, paligemma_models.LEFT_OUT
@@ -109,26 +110,6 @@ def tiny_copy(tiny_therapy, tmp_path_factory):
   return str(out)
 
 
-@pytest.mark.slow
-def test_a_run_from_a_checkpoint_starts_with_its_tensors(tiny_copy, tmp_path):
-  folder = tmp_path / "hub"
-  tensors = _hub_folder(folder, 32)
-  config = config_lib.override(paligemma_zeroshot.get_config("runlocal"), {
-      "data.dir": tiny_copy, "model.init_from": str(folder)})
-  embedded.prepare(config)
-  exp = experiment.Experiment.build(grounding_class, config, jax.devices()[:1])
-  start = jax.device_get(exp.initial_state().params)
-  vision, text = paligemma_hub.VISION, paligemma_hub.TEXT
-  np.testing.assert_array_equal(start["embed_tokens"]["embedding"], tensors[f"{text}.embed_tokens.weight"])
-  np.testing.assert_array_equal(start["layers"]["gate_proj"]["kernel"][0],
-                                tensors[f"{text}.layers.0.mlp.gate_proj.weight"].T)
-  np.testing.assert_array_equal(start["vision"]["patch_embedding"]["kernel"],
-                                tensors[f"{vision}.embeddings.patch_embedding.weight"].transpose(2, 3, 1, 0))
-  table = paligemma_hub.parameter_table(exp.data.encoders.text.encoder.config)
-  assert len(table) == len(tensors) == len(hub.leaves(start))  # every parameter is one of the checkpoint's
-  assert exp.data.train["input_ids"][0, :16].tolist() == [4] * 16  # the 32 px picture's 4 x 4 patches
-
-
 def test_a_refused_checkpoint_leaves_no_workdir(tiny_copy, tmp_path, capsys):
   folder = tmp_path / "hub"
   _hub_folder(folder, 32)
@@ -158,13 +139,26 @@ def test_a_refused_checkpoint_leaves_no_workdir(tiny_copy, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_runlocal_is_a_zero_shot_row_of_table4(tiny_copy, tmp_path):
-  """No step trains: step 0 is evaluated and kept, and its row stands in `vqajax therapy table4`
-  with the questions it left out."""
-  run = tmp_path / "run"
+def test_a_zero_shot_run_keeps_its_checkpoints_tensors_and_stands_in_table4(tiny_copy, tmp_path):
+  """From a Hub folder, no step trains: checkpoint 0 holds exactly the folder's tensors (every parameter
+  is one of them), its evaluation is written, and its row stands in `vqajax therapy table4` with the
+  questions it left out."""
+  folder, run = tmp_path / "hub", tmp_path / "run"
+  tensors = _hub_folder(folder, 32)
   config = f"{os.path.dirname(paligemma_zeroshot.__file__)}/paligemma_zeroshot.py:runlocal"
-  assert cli.main(["train", f"--config={config}", f"--workdir={run}", f"--config.data.dir={tiny_copy}"]) == 0
+  assert cli.main(["train", f"--config={config}", f"--workdir={run}", f"--config.data.dir={tiny_copy}",
+                   f"--config.model.init_from={folder}"]) == 0
   assert os.listdir(run / "checkpoints") == ["0"]
+  params = jax.device_get(trained.open_run(str(run), {"grounding_class": grounding_class}).params)
+  vision, text = paligemma_hub.VISION, paligemma_hub.TEXT
+  np.testing.assert_array_equal(params["embed_tokens"]["embedding"], tensors[f"{text}.embed_tokens.weight"])
+  np.testing.assert_array_equal(params["layers"]["gate_proj"]["kernel"][0],
+                                tensors[f"{text}.layers.0.mlp.gate_proj.weight"].T)
+  np.testing.assert_array_equal(params["vision"]["patch_embedding"]["kernel"],
+                                tensors[f"{vision}.embeddings.patch_embedding.weight"].transpose(2, 3, 1, 0))
+  table = paligemma_hub.parameter_table(paligemma_hub.read_config(str(folder)))
+  assert {place.path for place in table.values()} == set(hub.leaves(params))  # each parameter the folder's
+  assert len(table) == len(tensors)
   metrics = json.loads((run / "results" / "step_0" / "metrics.json").read_text())
   predictions = json.loads((run / "results" / "step_0" / "predictions.json").read_text())
   assert metrics["left_out"] == sum(p["predicted"] == "left out" for p in predictions)
@@ -229,7 +223,8 @@ def test_multiple_choice_is_the_likeliest_answer():
 @pytest.mark.slow
 def test_runlocal_vqa_answers_in_words_and_scores_its_replies(tmp_path, capsys):
   """Fine-tuned on the tiny set through the front door: its evaluation writes the official results of
-  its replies and their accuracies; its bundle answers a new picture in words."""
+  its replies and their accuracies; its bundle answers a new picture in words; `submit` writes the
+  server's file of its replies, every test question once in file order."""
   run, bundle = tmp_path / "run", tmp_path / "bundle"
   config = f"{os.path.dirname(paligemma_zeroshot.__file__)}/../vqa/paligemma.py:runlocal"
   assert cli.main(["train", f"--config={config}", f"--workdir={run}", "--config.num_train_steps=2"]) == 0
@@ -244,6 +239,12 @@ def test_runlocal_vqa_answers_in_words_and_scores_its_replies(tmp_path, capsys):
   assert cli.main(["ask", f"--workdir={bundle}", "--image", picture, "--question", "what is it?", "--json"]) == 0
   answered = json.loads(capsys.readouterr().out)
   assert len(answered[0]["answers"]) == 1 and isinstance(answered[0]["answers"][0]["answer"], str)
+  questions = os.path.join(data, "v2_OpenEnded_mscoco_test-dev2015_questions.json")
+  assert cli.main(["submit", f"--workdir={run}", f"--out={tmp_path / 'server'}", questions]) == 0
+  submitted = json.loads((tmp_path / "server" / "v2_OpenEnded_mscoco_test-dev2015_paligemma_results.json").read_text())
+  asked = json.loads(open(questions).read())["questions"]
+  assert [r["question_id"] for r in submitted] == [q["question_id"] for q in asked]
+  assert all(isinstance(r["answer"], str) for r in submitted)
 
 
 def test_replies_are_scored_as_the_official_script_scores_them(tiny_data):

@@ -8,12 +8,19 @@ text (the image's tokens, `<bos>`, the prompt, "\\n"; a suffix after: `nn/palige
                    (`read_reply`): "yes" among them -> single (all answers on the same visual
                    content), else "no" among them -> multiple, else the question is left out (a third
                    class the task counts and leaves out of precision and recall). A zero-shot row
-                   trains no step (`config.num_train_steps` 0).
+                   trains no step (`config.num_train_steps` 0; a training step would give no
+                   gradient).
+  vqa              `AnswerVQA`: fine-tuned to answer in words, the prompt `config.model.vqa_prompt`
+                   ("answer en {question}"), the answer-table entry of the example's answer the
+                   causal suffix whose tokens alone carry the loss (`config.model.targets` "tokens");
+                   evaluated on its greedy replies (scored on the host by the VQA task) and, for
+                   multiple choice, on each choice's log-likelihood.
 
 Its start (`config.model.init_from`): a PaliGemma checkpoint, a folder or a Hub id (e.g.
 `google/paligemma-3b-pt-224`), whose architecture and Gemma tokenizer the run records (`Spec`), its
 weights checked against the run's parameters before the run is recorded; without one, a from-scratch
-PaliGemma of the config's sizes with a word-level tokenizer of the training texts and the prompt.
+PaliGemma of the config's sizes with a WordPiece tokenizer of the training texts' and the prompt's words (single
+characters spell the others, `word_tokenizer`).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import collections
 import dataclasses
 import functools
 import json
+import string
 from typing import Sequence
 
 import flax.linen as nn
@@ -101,8 +109,12 @@ class Spec:
 
   @functools.cached_property
   def heads(self) -> np.ndarray:
-    """[vocab, HEAD] int32: each token's first characters (lower-cased) as code points, -1 past its text."""
+    """[vocab, HEAD] int32: each token's first characters (lower-cased) as code points, -1 past its text
+    (Gemma's tokens hold their spaces; a from-scratch tokenizer's words are read without the space
+    its decoder puts between them)."""
     texts = self.tokenizer.decode_batch([[i] for i in range(self.config.text.vocab_size)], skip_special_tokens=True)
+    if json.loads(self.tokenizer_json)["model"]["type"] == "WordPiece":  # a from-scratch word's continuation
+      texts = [t[2:] if t.startswith("##") else t for t in texts]
     out = np.full((len(texts), HEAD), -1, np.int32)
     for i, text in enumerate(texts):
       head = [ord(c) for c in text.lower()[:HEAD]]
@@ -124,15 +136,20 @@ class Spec:
 
 
 def word_tokenizer(texts: Sequence[str]) -> str:
-  """The JSON of a word-level tokenizer of `texts` (lower case, punctuation apart; words by count, then
-  alphabetically) after Gemma's special tokens (`SPECIAL`, matched in a text)."""
+  """The JSON of a WordPiece tokenizer after Gemma's special tokens (`SPECIAL`, matched in a text): the
+  whole words of `texts` (lower case, punctuation apart; by count, then alphabetically), then single
+  characters (their letters, digits, a-z, 0-9) and their `##` continuations, so that a word they lack
+  (an answer no question holds) is spelled."""
   normaliser = tokenizers.normalizers.Lowercase()
   split = tokenizers.pre_tokenizers.BertPreTokenizer()
   counts = collections.Counter(w for t in texts for w, _ in split.pre_tokenize_str(normaliser.normalize_str(t)))
   words = sorted(set(counts) - set(SPECIAL), key=lambda w: (-counts[w], w))
-  tokenizer = tokenizers.Tokenizer(tokenizers.models.WordLevel(
-      {token: i for i, token in enumerate((*SPECIAL, *words))}, unk_token=UNKNOWN))
+  chars = sorted(set("".join(words)) | set(string.ascii_lowercase + string.digits))
+  pieces = [c for c in chars if c not in counts] + [f"##{c}" for c in chars]
+  tokenizer = tokenizers.Tokenizer(tokenizers.models.WordPiece(
+      {token: i for i, token in enumerate((*SPECIAL, *words, *pieces))}, unk_token=UNKNOWN))
   tokenizer.normalizer, tokenizer.pre_tokenizer = normaliser, split
+  tokenizer.decoder = tokenizers.decoders.WordPiece()
   tokenizer.add_special_tokens(list(SPECIAL))
   return json.dumps(json.loads(tokenizer.to_str()), sort_keys=True)
 
@@ -183,7 +200,8 @@ def _spec(enc) -> Spec:
 
 
 def pixel_values(image):
-  """A pixel store's rows ([B, S, S, 4]) as PaliGemma's processor normalises pictures (x / 127.5 - 1), 0 on the padding."""
+  """A pixel store's rows ([B, S, S, 4]) as PaliGemma's processor normalises pictures (x / 127.5 - 1),
+  0 on the padding."""
   return vilt_run.pixel_inputs(image)[0]
 
 
@@ -263,8 +281,8 @@ class AnswerVQA(nn.Module):
   the answer-table entry of the example's `label` (`answers` [K, A]: its tokens and `<eos>`) is the
   suffix, outputs {logits, targets, weights} with weight 1 on the answer's tokens alone (the VQA
   task's "tokens" loss); an answer outside the table (label -1) has none. Evaluation: the greedy
-  reply {tokens [B, max_decode_len]}, its log-likelihood {reply_logprob [B]} and, with multiple choices, each choice's log-likelihood
-  {choice_scores [B, C]} (choices outside the table: -inf)."""
+  reply {tokens [B, max_decode_len]}, its log-likelihood {reply_logprob [B]} and, with multiple
+  choices, each choice's log-likelihood {choice_scores [B, C]} (choices outside the table: -inf)."""
   config: PaliGemmaConfig
   dtype: jnp.dtype
   remat: str | None

@@ -136,8 +136,9 @@ class Answerer(RunImages):
              features: np.ndarray | None = None, k: int = 5,
              choices: list[list[str]] | None = None) -> list[dict]:
     """Top-k answers (answer, probability) of each question about its image (a store id
-    or a row of `features`; a generative model's: its greedy reply in words); with `choices`, also the model's pick among them and its
-    probability (0 for a choice the answer table does not have)."""
+    or a row of `features`; a generative model's: its greedy reply in words); with `choices`,
+    also the model's pick among them and its probability (0 for a choice the answer table does
+    not have)."""
     self._check(questions, image_ids, features, choices)
     if not isinstance(k, int) or k < 1:
       raise InputError(f"k: expected a positive integer, got {k!r}")
