@@ -25,10 +25,12 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(16 * 2**30))
 
 import pytest
 
-# The modules whose setup or tests take minutes go first, so that pytest-xdist's workers
-# (one module each at a time, setup.cfg) do not end on them.
-_FIRST = ("test_bench.py", "test_sweep.py", "test_learning.py", "test_multihost.py", "test_sharding.py", "test_demo.py",
-          "test_slurm.py")
+# The modules that take longest go first, longest first (from a clean clone's --durations), so
+# that pytest-xdist's workers (one module each at a time, setup.cfg) end on short ones together.
+_FIRST = ("test_bench.py", "test_learning.py", "test_sweep.py", "test_slurm.py", "test_multihost.py", "test_sharding.py",
+          "test_paligemma.py", "test_demo.py", "test_docs_commands.py", "test_clipseg_rows.py", "test_clipseg.py",
+          "test_vilt_hostile.py", "test_cli.py", "test_trained.py", "test_packaging.py", "test_train.py",
+          "test_reliability.py", "test_vilt_rows.py", "test_baselines.py")
 
 
 def pytest_xdist_auto_num_workers(config):

@@ -4,9 +4,9 @@ Runs the real Table II sweep file through `vqajax sweep` in a subprocess on one 
 device (long runs with 8 fake devices on 2 cores can starve XLA's CPU collectives; see
 WORKSPACE.md), for the rows that the orderings need, with 400 steps of the cpu setting
 (~17 epochs of the small set's 3,000 training questions). Measured (OE All, one run):
-prior 25.5 < q_type_prior 41.4 < LSTM Q 49.3 < deeper LSTM Q + norm I 59.2; I 23.4 <
-BoW Q 48.4 < BoW Q + I 62.4; the same orderings held at 200 and 600 steps, and on the
-default (medium) set at 600.
+prior 25.5 < q_type_prior 41.4 < LSTM Q 42.8 < deeper LSTM Q + norm I 54.2; I 23.4 <
+BoW Q 46.9 < BoW Q + I 60.7. LSTM Q over q_type_prior is the thinnest margin: at 200 steps
+LSTM Q is still below it (38.4), so fewer steps do not hold the ordering.
 """
 
 import json

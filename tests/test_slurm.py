@@ -64,7 +64,10 @@ def _sets(data_dir):
 
 
 def _vqajax(argv, env, check=True):
-  done = subprocess.run([sys.executable, "-m", "vqajax", *argv], env=env, capture_output=True, text=True, cwd=ROOT)
+  """`vqajax ARGV` in a subprocess; a job that stalls (XLA's CPU collectives on a loaded machine) fails
+  the test after 10 minutes instead of holding the suite."""
+  done = subprocess.run([sys.executable, "-m", "vqajax", *argv], env=env, capture_output=True, text=True, cwd=ROOT,
+                        timeout=600)
   assert not check or done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
   return done
 
@@ -212,7 +215,7 @@ def test_a_job_from_hostile_folders_runs_nothing_else(on_cluster, tiny_data, tmp
                          "--launcher=slurm", "--slurm.time=5:00", "--slurm.poll=0.3"],
                         env={**one_device_env, "SLURM_CONF": on_cluster.conf, "PYTHONPATH": ROOT,
                              "MARKS": str(tmp_path / "MARK")}, cwd=cwd,
-                        capture_output=True, text=True)
+                        capture_output=True, text=True, timeout=600)
   assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
   with open(workdir / "run.json") as f:
     assert json.load(f)["finished_step"] == 2
