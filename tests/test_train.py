@@ -141,3 +141,30 @@ def test_the_learning_rate_schedules_by_hand():
   rmsprop = learning_rate(ConfigDict({"name": "rmsprop", "learning_rate": 3e-4, "lr_decay_per_step": 0.5}))
   assert [float(rmsprop(n)) for n in (0, 1, 3)] == pytest.approx([3e-4, 1.5e-4, 3.75e-5])
   assert learning_rate(ConfigDict({"name": "adam", "learning_rate": 1e-3, "lr_decay_per_step": 1.0})) == 1e-3
+
+
+@pytest.mark.slow
+def test_tensorboard_reads_every_logged_scalar_and_the_hyperparameters(tiny_lstm_run):
+  """The event file, written without TensorFlow, read by TensorBoard's own loader: each scalar of
+  metrics.jsonl at its step (float32, as events hold them), the run's hyperparameters in the hparams
+  plugin."""
+  from tensorboard.backend.event_processing import event_accumulator
+  workdir = tiny_lstm_run[0]
+  events = event_accumulator.EventAccumulator(workdir, size_guidance={event_accumulator.SCALARS: 0})
+  events.Reload()
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    logged = [(r.pop("step"), r) for r in map(json.loads, f)]
+  expected = {}
+  for step, scalars in logged:
+    for tag, value in scalars.items():
+      expected.setdefault(tag, []).append((step, pytest.approx(np.float32(value), rel=1e-6)))
+  assert set(events.Tags()["scalars"]) == set(expected) and "val/accuracy" in expected
+  for tag, values in expected.items():
+    assert [(e.step, e.value) for e in events.Scalars(tag)] == values, tag
+  from tensorboard.plugins.hparams import plugin_data_pb2
+  content = events.summary_metadata["_hparams_/session_start_info"].plugin_data.content
+  hparams = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info.hparams
+  with open(os.path.join(workdir, "run.json")) as f:
+    config = json.load(f)["config"]
+  assert hparams["task"].string_value == config["task"] and hparams["seed"].number_value == config["seed"]
+  assert hparams["num_train_steps"].number_value == 4

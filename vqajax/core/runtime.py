@@ -3,8 +3,8 @@
 `init()` quiets the libraries' notices: TFDS's warnings about its own use of a deprecated field
 and orbax's per-checkpoint INFO lines (shown with `--verbosity=debug`). vqajax uses TensorFlow (TFDS,
 bucket paths) through `tensorflow()`, which keeps it off the accelerators (they belong
-to JAX); clu's summary writer also imports it during training, so `init()` sets its quiet
-environment first. Commands that need none of it (ask, submit, demo, export) never load it.
+to JAX) and sets its quiet environment first. Training on the feature stores and the commands
+that need none of it (ask, submit, demo, export) never load it.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import os
 
 # the function that logs them: TFDS 4.9 warns, on every build / read, of its own use of `.dtype`
 _TFDS_DEPRECATION = "log_tf_warning"  # in tensorflow_datasets.core.features.feature
-# jax: "Unable to initialize backend 'tpu'"; clu: its progress notes (train logs its own line).
-_NOISY_LIBRARIES = ("orbax", "etils", "tensorflow_datasets", "jax", "clu")
+# jax: "Unable to initialize backend 'tpu'".
+_NOISY_LIBRARIES = ("orbax", "etils", "tensorflow_datasets", "jax")
 
 
 class _Quiet(logging.Filter):
@@ -35,7 +35,7 @@ class _Quiet(logging.Filter):
 
 
 def _quiet_tensorflow_environment() -> None:
-  """Set before TensorFlow is imported (by `tensorflow()`, or by clu's summary writer)."""
+  """Set before TensorFlow is imported (by `tensorflow()`)."""
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")  # also silences its start-up notice
 

@@ -204,9 +204,7 @@ def _untrained(exp: Experiment, evaluators, workdir: str, record, ckpt, state: T
   if jax.process_index() == 0:
     record()
   metrics = evals.run_all(evaluators, state.params, 0, workdir)
-  writer = writers.create(workdir)
-  writer.write_scalars(0, _scalars(metrics))
-  writer.flush()
+  writers.create(workdir).write_scalars(0, _scalars(metrics))
   ckpt.save(0, state, {"input_step": 0, "seed": exp.config.seed}, evals.prefixed(metrics))
   ckpt.wait()
   if jax.process_index() == 0:
@@ -236,13 +234,10 @@ class _Log:
   """The run's metric writers: train means, learning rate and rates at log steps, evaluations."""
 
   def __init__(self, config, workdir: str, start: int):
-    from clu import periodic_actions  # TensorFlow, as `writers.create`
     self.writer = writers.create(workdir)
     if start == 0:
       self.writer.write_hparams({k: v for k, v in config.to_dict().items() if not isinstance(v, dict)})
     self.every, self.final = config.log_every_steps, config.num_train_steps
-    self.report = periodic_actions.ReportProgress(num_train_steps=self.final, writer=self.writer,
-                                                  every_steps=self.every)
     self.progress = _Progress(start, self.final, config.batch_size)
     self.schedule = learning_rate(config.optimizer, config.num_train_steps)
 
@@ -306,7 +301,6 @@ def _loop(exp: Experiment, evaluators, workdir: str, record, ckpt, state: TrainS
         state, step_metrics = train_step(state, sharding.to_global(next(batches), mesh))
       profile.after(step, state)
       metrics.append(step_metrics)
-      log.report(step)
       last, stop = step == final, preemption.requested(step)
       due = [e for e in evaluators if e.spec.runs_at(step, final)]
       save = bool(due) or stop or last or (every > 0 and step % every == 0)
@@ -335,5 +329,4 @@ def _loop(exp: Experiment, evaluators, workdir: str, record, ckpt, state: TrainS
     batches.close()
     profile.stop()
     preemption.restore()
-    log.writer.flush()
   return eval_metrics

@@ -1,22 +1,26 @@
 """Metric writers: TensorBoard events and a JSON-lines file in the workdir (the console
-gets one line per log step from `train`). Both write to local folders and URLs
-(`gs://`: TensorBoard through TensorFlow's file systems, the JSON lines through `core/fs`).
-clu's writers import TensorFlow: only `create`, when training starts, imports them (a bad
-input fails before that, seconds sooner)."""
+gets one line per log step from `train`). Both write to local folders and URLs (`gs://`,
+through `core/fs`) and append their records at each write, so a kill loses nothing written.
+Neither imports TensorFlow: a TensorBoard event file is TFRecord-framed `Event` protos, which
+tensorboard's own record writer and protos write (TensorFlow's import costs seconds of every
+training process)."""
 
 from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING
+import socket
+import time
 
 import jax
 import numpy as np
+from tensorboard.compat.proto import event_pb2, summary_pb2
+from tensorboard.plugins.hparams import summary_v2
+from tensorboard.summary.writer import record_writer
 
 from vqajax.core import files, fs
 
-if TYPE_CHECKING:
-  from clu import metric_writers
+HPARAM_TYPES = (bool, int, float, str)  # what TensorBoard's hparams take; anything else as its text
 
 
 class JsonlWriter:
@@ -35,18 +39,51 @@ class JsonlWriter:
   def write_hparams(self, hparams):
     del hparams  # recorded in run.json
 
-  def flush(self):
-    pass  # every line is written when it comes
 
-  def close(self):
-    pass
+class EventWriter:
+  """TensorBoard's events of a run: a new `events.out.tfevents.*` file per process start (TensorBoard
+  reads a folder's files as one run), scalars as `simple_value`s, the hyperparameters as the hparams
+  plugin's summary."""
+
+  def __init__(self, workdir: str):
+    name = f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}.{os.getpid()}.vqajax"
+    self._path = files.check_output(os.path.join(workdir, name))
+    self._write(event_pb2.Event(file_version="brain.Event:2"))
+
+  def _write(self, *events) -> None:
+    with fs.open_file(self._path, "ab") as f:
+      records = record_writer.RecordWriter(f)
+      for event in events:
+        event.wall_time = time.time()
+        records.write(event.SerializeToString())
+
+  def write_scalars(self, step, scalars):
+    values = [summary_pb2.Summary.Value(tag=k, simple_value=float(np.asarray(v))) for k, v in scalars.items()]
+    self._write(event_pb2.Event(step=int(step), summary=summary_pb2.Summary(value=values)))
+
+  def write_hparams(self, hparams):
+    hparams = {k: v if isinstance(v, HPARAM_TYPES) else str(v) for k, v in hparams.items()}
+    self._write(event_pb2.Event(summary=summary_v2.hparams_pb(hparams)))
 
 
-def create(workdir: str, name: str = "metrics.jsonl") -> metric_writers.MetricWriter:
+class Writers:
+  """Each write to every writer."""
+
+  def __init__(self, writers: list):
+    self._writers = writers
+
+  def write_scalars(self, step, scalars):
+    for w in self._writers:
+      w.write_scalars(step, scalars)
+
+  def write_hparams(self, hparams):
+    for w in self._writers:
+      w.write_hparams(hparams)
+
+
+def create(workdir: str, name: str = "metrics.jsonl") -> Writers:
   """Only the first process writes files."""
-  from clu import metric_writers
   if jax.process_index() > 0:
-    return metric_writers.MultiWriter([])
+    return Writers([])
   fs.makedirs(workdir)
-  return metric_writers.MultiWriter([metric_writers.SummaryWriter(workdir),
-                                     JsonlWriter(os.path.join(workdir, name))])
+  return Writers([EventWriter(workdir), JsonlWriter(os.path.join(workdir, name))])
