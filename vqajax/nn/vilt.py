@@ -153,12 +153,14 @@ class _Layer(nn.Module):
     heads = c.num_attention_heads
     head = width // heads
     y = nn.LayerNorm(c.layer_norm_eps, name="layernorm_before")(x)
-    q, k, v = (_dense(width, self.dtype, name, c.qkv_bias)(y).reshape(batch, tokens, heads, head)
+    # heads first ([B, heads, tokens, head]): both attention products then batch over leading axes,
+    # which XLA's CPU matmuls run far faster than with the heads between the tokens and the features
+    q, k, v = (_dense(width, self.dtype, name, c.qkv_bias)(y).reshape(batch, tokens, heads, head).transpose(0, 2, 1, 3)
                for name in ("query", "key", "value"))
-    logits = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32) / np.float32(np.sqrt(head))
+    logits = jnp.einsum("bhqd,bhkd->bhqk", q, k, preferred_element_type=jnp.float32) / np.float32(np.sqrt(head))
     logits = jnp.where(valid[:, None, None, :], logits, jnp.finfo(jnp.float32).min)
     probs = nn.Dropout(c.attention_probs_dropout_prob)(jax.nn.softmax(logits, axis=-1), deterministic)
-    y = jnp.einsum("bhqk,bkhd->bqhd", probs.astype(self.dtype), v).reshape(batch, tokens, width)
+    y = jnp.einsum("bhqk,bhkd->bhqd", probs.astype(self.dtype), v).transpose(0, 2, 1, 3).reshape(batch, tokens, width)
     drop = nn.Dropout(c.hidden_dropout_prob)
     x = x + drop(_dense(width, self.dtype, "attention_output")(y), deterministic)
     y = nn.LayerNorm(c.layer_norm_eps, name="layernorm_after")(x)
