@@ -5,6 +5,7 @@ tests/vilt_reference.py writes in a subprocess (torch next to TensorFlow can cra
 """
 
 import dataclasses
+import functools
 import importlib.util
 import json
 import os
@@ -15,8 +16,10 @@ import subprocess
 import sys
 
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from safetensors import numpy as safetensors_numpy
 
@@ -274,6 +277,23 @@ def test_bfloat16_matmuls_and_dropout(checkpoint, classifier):
   np.testing.assert_allclose(half, reference["0/logits"], atol=0.15 * np.abs(reference["0/logits"]).max())
   np.testing.assert_array_equal(dropped, half_and_dropped(jax.random.key(0))[1])
   assert np.abs(dropped - reference["0/logits"]).max() > 1e-3  # the config's 0.1 dropout acts in training
+
+
+def test_bfloat16_matmuls_keep_the_training_loss_and_its_gradient(checkpoint, classifier):
+  reference = checkpoint[1]
+  config, _, loaded = classifier
+  inputs = _inputs(reference, 1)
+  targets = np.random.default_rng(0).choice([0.0, 0.3, 0.6, 1.0], (len(inputs["input_ids"]), LABELS))
+
+  def loss(params, dtype):  # VQA's training loss: binary cross-entropy over soft targets, times the labels
+    logits = vilt.ViltClassifier(config, LABELS, dtype).apply({"params": params}, **inputs)
+    return optax.sigmoid_binary_cross_entropy(logits, targets).mean() * LABELS
+
+  (full, full_grad), (half, half_grad) = (jax.jit(jax.value_and_grad(functools.partial(loss, dtype=dtype)))(
+      loaded.params) for dtype in (jnp.float32, jnp.bfloat16))
+  assert 0 < abs(float(half) - float(full)) <= 0.01 * abs(float(full))  # bfloat16 acts, within 1%
+  full_grad, half_grad = (np.asarray(jax.flatten_util.ravel_pytree(g)[0]) for g in (full_grad, half_grad))
+  assert full_grad @ half_grad / np.linalg.norm(full_grad) / np.linalg.norm(half_grad) > 0.99
 
 
 def test_a_vqa_head_is_matched_to_the_runs_answers_by_label(checkpoint, tmp_path):

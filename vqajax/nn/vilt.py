@@ -120,6 +120,26 @@ class _TextEmbeddings(nn.Module):
     return nn.Dropout(c.hidden_dropout_prob)(x, deterministic)
 
 
+class _PatchEmbeddings(nn.Module):
+  """HF's patch projection, a `patch_size` convolution of stride `patch_size` (its kernel HWIO,
+  as `nn.Conv` keeps it): computed as one matmul of the flattened patches [B, h, w, P * P * C],
+  which XLA's CPU backend runs far faster than the strided convolution. Rows and columns the
+  patches do not cover are dropped (a VALID convolution)."""
+  config: ViltConfig
+  dtype: Any
+
+  @nn.compact
+  def __call__(self, pixel_values):
+    c, p = self.config, self.config.patch_size
+    kernel = self.param("kernel", nn.initializers.normal(0.02), (p, p, c.num_channels, c.hidden_size))
+    bias = self.param("bias", nn.initializers.zeros, (c.hidden_size,))
+    batch, height, width, channels = pixel_values.shape
+    rows, cols = height // p, width // p
+    x = pixel_values[:, :rows * p, :cols * p].reshape(batch, rows, p, cols, p, channels)
+    x = x.transpose(0, 1, 3, 2, 4, 5).reshape(batch, rows, cols, p * p * channels)
+    return jnp.dot(x.astype(self.dtype), kernel.reshape(-1, c.hidden_size).astype(self.dtype)) + bias.astype(self.dtype)
+
+
 class _Layer(nn.Module):
   """HF's `ViltLayer`: x + attention(LN(x)), then x + MLP(LN(x)); `(x, None)`, a scan's step."""
   config: ViltConfig
@@ -133,12 +153,14 @@ class _Layer(nn.Module):
     heads = c.num_attention_heads
     head = width // heads
     y = nn.LayerNorm(c.layer_norm_eps, name="layernorm_before")(x)
-    q, k, v = (_dense(width, self.dtype, name, c.qkv_bias)(y).reshape(batch, tokens, heads, head)
+    # heads first ([B, heads, tokens, head]): both attention products then batch over leading axes,
+    # which XLA's CPU matmuls run far faster than with the heads between the tokens and the features
+    q, k, v = (_dense(width, self.dtype, name, c.qkv_bias)(y).reshape(batch, tokens, heads, head).transpose(0, 2, 1, 3)
                for name in ("query", "key", "value"))
-    logits = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32) / np.float32(np.sqrt(head))
+    logits = jnp.einsum("bhqd,bhkd->bhqk", q, k, preferred_element_type=jnp.float32) / np.float32(np.sqrt(head))
     logits = jnp.where(valid[:, None, None, :], logits, jnp.finfo(jnp.float32).min)
     probs = nn.Dropout(c.attention_probs_dropout_prob)(jax.nn.softmax(logits, axis=-1), deterministic)
-    y = jnp.einsum("bhqk,bkhd->bqhd", probs.astype(self.dtype), v).reshape(batch, tokens, width)
+    y = jnp.einsum("bhqk,bhkd->bhqd", probs.astype(self.dtype), v).transpose(0, 2, 1, 3).reshape(batch, tokens, width)
     drop = nn.Dropout(c.hidden_dropout_prob)
     x = x + drop(_dense(width, self.dtype, "attention_output")(y), deterministic)
     y = nn.LayerNorm(c.layer_norm_eps, name="layernorm_after")(x)
@@ -153,11 +175,13 @@ REMAT = {"none": None, "full": jax.checkpoint_policies.nothing_saveable,
 
 
 def _layers(config: ViltConfig, dtype, deterministic: bool, remat: str) -> nn.Module:
-  """The `num_hidden_layers` layers as one `nn.scan` (compiled once, whatever the depth): each
-  parameter stacked on a leading layer axis, `layers`; rematerialised by `REMAT[remat]`."""
+  """The `num_hidden_layers` layers as one `nn.scan`: each parameter stacked on a leading layer
+  axis, `layers`; rematerialised by `REMAT[remat]`. Fully unrolled: a rolled loop zero-fills
+  stacked buffers for the saved activations and the gradients and copies every layer's slice in
+  and out of them, more work than the unrolled program's longer compile."""
   layer = _Layer if remat == "none" else nn.remat(_Layer, policy=REMAT[remat], prevent_cse=False)
   stack = nn.scan(layer, variable_axes={"params": 0}, split_rngs={"params": True, "dropout": True},
-                  in_axes=nn.broadcast, length=config.num_hidden_layers)
+                  in_axes=nn.broadcast, length=config.num_hidden_layers, unroll=config.num_hidden_layers)
   return stack(config, dtype, deterministic, name="layers")
 
 
@@ -173,8 +197,7 @@ class Vilt(nn.Module):
     """(image tokens [B, 1 + h * w, D] with position embeddings, their mask, grid (h, w))."""
     c = self.config
     batch, height, width, _ = pixel_values.shape
-    x = nn.Conv(c.hidden_size, (c.patch_size,) * 2, strides=(c.patch_size,) * 2, padding="VALID", dtype=self.dtype,
-                kernel_init=nn.initializers.normal(0.02), name="patch_embeddings")(pixel_values)
+    x = _PatchEmbeddings(c, self.dtype, name="patch_embeddings")(pixel_values)
     rows, cols = x.shape[1:3]
     patch_mask = pixel_mask[:, _nearest_rows(height, rows)][:, :, _nearest_rows(width, cols)] > 0  # [B, h, w]
     valid_rows, valid_cols = patch_mask[:, :, 0].sum(1), patch_mask[:, 0, :].sum(1)  # HF: column 0, row 0
