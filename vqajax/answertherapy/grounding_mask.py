@@ -11,6 +11,9 @@ grounding label (single / multiple) and per source x label (`VizWiz/multiple/iou
 The "whole image" baseline (every cell on, for every answer) is scored the same way
 (`whole_image/...`). An I+Q model has one mask per question: every answer slot gets the
 same text, so the same mask is compared with each answer's grounding.
+A generative model (PaliGemma, `nn/paligemma_ground.py`) outputs its replies' tokens instead: the
+device sums the whole image's alone, and the host reads the replies as masks and scores them as
+the device would (`reply_metrics`, in `write_results`), with `malformed` (replies scored empty).
 
 Pixel level (`pixel/iou_pq`, `whole_image/pixel/...`), when the results are written: each
 predicted grid mask upsampled to its image against the polygon rasterised at the image
