@@ -1,5 +1,5 @@
 """PaliGemma's zero-shot grounding rows (`nn/paligemma_ground.py`, experiments/therapy/paligemma_ground.py):
-the prompts per input variant, crafted replies through the grounding task's evaluation (device step,
+the prompts per input variant, crafted reply tokens through the grounding task's evaluation (device step, the tokenizer,
 host reading, pixel scoring) against hand-computed IoUs, a bad mask decoder refused through the config,
 and the runlocal row end to end."""
 
@@ -11,6 +11,7 @@ import types
 import ml_collections
 import numpy as np
 import pytest
+import tokenizers
 from pycocotools import mask as coco_mask
 
 from experiments.sweeps import therapy_grounding
@@ -18,7 +19,8 @@ from experiments.therapy import paligemma_ground as row
 from vqajax import cli
 from vqajax.answertherapy import grounding_mask
 from vqajax.answertherapy.files import Sample
-from vqajax.nn import paligemma_ground
+from vqajax.nn import paligemma_ground, paligemma_hub, paligemma_models
+from vqajax.nn.paligemma import PaliGemmaConfig
 
 CONFIG = f"{os.path.dirname(row.__file__)}/paligemma_ground.py:runlocal"
 
@@ -33,19 +35,26 @@ def test_the_prompts_per_input_variant(inputs, expected):
   assert paligemma_ground.texts(["what is it?", "where?"], [("a cat",), ("left", "up")], config) == (expected, None)
 
 
-REPLIES = ["<loc0000><loc0000><loc0511><loc1023> cat", "a cat"]  # a box over the top half; free text
-
-
-class _Spec:
-  """A tokenizer whose token 0 / 1 rows decode to REPLIES[0] / REPLIES[1]."""
-
-  def decode(self, tokens):
-    return [REPLIES[int(t[0])] for t in tokens]
+def _spec() -> paligemma_models.Spec:
+  """A word-level tokenizer holding Gemma's special tokens, "a", "cat" and the <loc> / <seg> tokens."""
+  words = tokenizers.Tokenizer(tokenizers.models.WordLevel(
+      {t: i for i, t in enumerate((*paligemma_models.SPECIAL, "a", "cat"))}, unk_token=paligemma_models.UNKNOWN))
+  words.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+  words.add_special_tokens(list(paligemma_models.SPECIAL))
+  words.add_tokens(list(paligemma_hub.EXTRA_TOKENS))
+  return paligemma_models.Spec(PaliGemmaConfig(), words.to_str(), 8)
 
 
 class _Model:
+  """Replies: a box over the top half ("<loc0000><loc0000><loc0511><loc1023> cat"), then free text ("a cat")."""
+
+  def __init__(self, spec):
+    ids = spec.tokenizer.token_to_id
+    box = [ids(t) for t in ("<loc0000>", "<loc0000>", "<loc0511>", "<loc1023>", "cat", "<eos>")]
+    self.tokens = np.array([[box, [ids("a"), ids("cat"), ids("<eos>")] + [ids("<pad>")] * 3]], np.int32)
+
   def apply(self, variables, batch, train):
-    return {"tokens": np.array([[[0, 0], [1, 1]]], np.int32)}  # answer 1: the box; answer 2: malformed
+    return {"tokens": self.tokens}
 
 
 def test_crafted_replies_are_scored_as_hand_computed(tmp_path):
@@ -60,9 +69,10 @@ def test_crafted_replies_are_scored_as_hand_computed(tmp_path):
          "source": np.zeros(1, np.int32)}
   config = ml_collections.ConfigDict({"name": "pg", "model": {"mask_grid": 2, "mask_decoder": ""},
                                       "data": {"max_answers": 2}})
+  spec = _spec()
   data = types.SimpleNamespace(val=val, val_samples=[sample], encoders=types.SimpleNamespace(
-      text=types.SimpleNamespace(encoder=_Spec())))
-  predictions, sums = grounding_mask.make_eval_step(_Model(), data, None)(None, {**val, "mask": np.ones(1, bool)})
+      text=types.SimpleNamespace(encoder=spec)))
+  predictions, sums = grounding_mask.make_eval_step(_Model(spec), data, None)(None, {**val, "mask": np.ones(1, bool)})
   metrics = grounding_mask.summarise(sums)
   assert "iou" not in metrics and metrics["whole_image/iou"] == pytest.approx(25.0)  # the model's: the host's
   host = grounding_mask.write_results(str(tmp_path), config, data, {"tokens": np.asarray(predictions["tokens"])},
