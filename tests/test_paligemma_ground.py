@@ -88,6 +88,11 @@ def test_crafted_replies_are_scored_as_hand_computed(tmp_path):
   records = json.loads((tmp_path / "results.json").read_text())
   assert coco_mask.decode(records[0]["mask"]).astype(bool).tolist() == box.tolist()
   assert not coco_mask.decode(records[1]["mask"]).any()
+  step = grounding_mask.make_predict_step(_Model(spec))
+  test = types.SimpleNamespace(name="test", records=[sample])
+  [path] = grounding_mask.write_submission(str(tmp_path), config, data.encoders, test, step(None, val))
+  submitted = json.loads(open(path).read())[0]["grounding_masks"]
+  assert [coco_mask.decode(m).astype(bool).tolist() for m in submitted] == [box.tolist(), [[False] * 100] * 100]
 
 
 @pytest.fixture(scope="module")

@@ -267,13 +267,22 @@ read_test = therapy_dataset.read_test
 
 
 def make_predict_step(model):
-  """(params, batch) -> {mask} (sigmoid >= 0.5 per cell), to be jitted."""
-  return lambda params, batch: {"mask": model.apply({"params": params}, batch, train=False) >= 0.0}
+  """(params, batch) -> {mask} (sigmoid >= 0.5 per cell), or a generative model's {tokens}, to be jitted."""
+
+  def predict_step(params, batch):
+    outputs = model.apply({"params": params}, batch, train=False)
+    return {"tokens": outputs["tokens"]} if isinstance(outputs, dict) else {"mask": outputs >= 0.0}
+
+  return predict_step
 
 
 def write_submission(out_dir: str, config, enc, test, predictions: dict) -> list[str]:
-  """Each test answer's mask as a COCO RLE at the image size (`answertherapy/submission.py`)."""
-  del enc
-  rles = predicted_rles(test.records, predictions["mask"])
+  """Each test answer's mask as a COCO RLE at the image size (`answertherapy/submission.py`); a
+  generative model's replies read as masks (`nn/paligemma_ground.reply_masks`)."""
+  if "tokens" in predictions:
+    _, rles, _ = paligemma_ground.reply_masks(enc.text.encoder, np.asarray(predictions["tokens"]), test.records,
+                                              config.model.mask_grid, paligemma_ground.decoder(config.model))
+  else:
+    rles = predicted_rles(test.records, predictions["mask"])
   return submission.write(out_dir, config.name, test, [{"grounding_masks": [masks.to_json(r) for r in answer_rles]}
                                                       for answer_rles in rles])
