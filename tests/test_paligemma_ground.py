@@ -128,7 +128,7 @@ def test_runlocal_is_a_zero_shot_row_of_the_grounding_table(tiny_copy, tmp_path)
   assert 0 <= metrics["malformed"] <= answers and {"iou_pq", "pixel/iou_pq", "from_masks/precision/single"} <= set(metrics)
   assert cli.main(["therapy", "grounding", str(run), "--out", str(tmp_path / "g")]) == 0
   rows = json.loads((tmp_path / "g" / "grounding.json").read_text())
-  assert [r["masks"] for r in rows if r["method"].startswith("PaliGemma")] == ["grid", "pixel"], rows
+  assert [r["masks"] for r in rows if r["method"] == "PaliGemma zero-shot I+A"] == ["grid", "pixel"], rows
 
 
 def test_the_three_rows_are_in_the_grounding_sweep():
