@@ -43,10 +43,10 @@ CONFIGS = {
                     ("grounding_class `:real`", "experiments/therapy/grounding_class.py:real")],
         "others": ["experiments/therapy/vilt_class.py", "experiments/therapy/vilt_mask.py",
                    "experiments/therapy/clipseg_ground.py", "experiments/therapy/paligemma_zeroshot.py",
-                   "experiments/vqa/transformer_q_norm_i.py"],
+                   "experiments/therapy/paligemma_ground.py", "experiments/vqa/transformer_q_norm_i.py"],
         "sources": ["vqajax/answertherapy/configs.py", "vqajax/answertherapy/models.py", "vqajax/vqa/configs.py",
                     "vqajax/nn/vilt_run.py", "vqajax/nn/vilt_models.py", "vqajax/nn/clipseg_models.py",
-                    "vqajax/nn/paligemma_models.py"],
+                    "vqajax/nn/paligemma_models.py", "vqajax/nn/paligemma_ground.py"],
         "tasks": ("grounding_class", "grounding_mask"),
     },
 }

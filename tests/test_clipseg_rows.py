@@ -232,7 +232,8 @@ def test_the_grounding_sweep_has_a_valid_row_per_line():
   assert [(c.model.name, c.model.inputs, c.num_train_steps) for c in configs] == [
       ("mask_predictor", "i+q", 20), ("mask_predictor", "i+q+a", 20), ("mask_predictor", "i+a", 20),
       ("vilt", "i+q+a", 4), ("clipseg", "i+q", 0), ("clipseg", "i+q+a", 0), ("clipseg", "i+a", 0),
-      ("clipseg", "i+q", 4), ("clipseg", "i+q+a", 4), ("clipseg", "i+a", 4)]
+      ("clipseg", "i+q", 4), ("clipseg", "i+q+a", 4), ("clipseg", "i+a", 4),
+      ("paligemma", "i+q", 0), ("paligemma", "i+q+a", 0), ("paligemma", "i+a", 0)]
 
 
 @pytest.mark.slow

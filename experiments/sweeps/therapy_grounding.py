@@ -7,7 +7,8 @@ grounding`: IoU-PQ / IoU at the grid and pixel levels beside the whole image).
 The argument ("", "cpu", "runlocal") is passed to every row config. At "cpu" and "runlocal" the
 CLIPSeg rows start from no download: the zero-shot rows read a tiny CLIPSeg of random weights and the
 fine-tuned rows train a small one from scratch (`experiments/therapy/clipseg_zeroshot.py`,
-`clipseg_ground.py`). A row is one line of ROWS: its point name, its config file, its overrides.
+`clipseg_ground.py`); the PaliGemma rows (zero-shot, `experiments/therapy/paligemma_ground.py`)
+evaluate a from-scratch PaliGemma of random weights. A row is one line of ROWS: its point name, its config file, its overrides.
 """
 
 ROWS = (
@@ -21,6 +22,9 @@ ROWS = (
     ("clipseg_iq", "clipseg_ground", {"model.inputs": "i+q"}),
     ("clipseg_iqa", "clipseg_ground", {"model.inputs": "i+q+a"}),
     ("clipseg_ia", "clipseg_ground", {"model.inputs": "i+a"}),
+    ("paligemma_zeroshot_iq", "paligemma_ground", {"model.inputs": "i+q"}),
+    ("paligemma_zeroshot_iqa", "paligemma_ground", {"model.inputs": "i+q+a"}),
+    ("paligemma_zeroshot_ia", "paligemma_ground", {"model.inputs": "i+a"}),
 )
 
 

@@ -11,6 +11,9 @@ grounding label (single / multiple) and per source x label (`VizWiz/multiple/iou
 The "whole image" baseline (every cell on, for every answer) is scored the same way
 (`whole_image/...`). An I+Q model has one mask per question: every answer slot gets the
 same text, so the same mask is compared with each answer's grounding.
+A generative model (PaliGemma, `nn/paligemma_ground.py`) outputs its replies' tokens instead: the
+device sums the whole image's alone, and the host reads the replies as masks and scores them as
+the device would (`reply_metrics`, in `write_results`), with `malformed` (replies scored empty).
 
 Pixel level (`pixel/iou_pq`, `whole_image/pixel/...`), when the results are written: each
 predicted grid mask upsampled to its image against the polygon rasterised at the image
@@ -32,6 +35,7 @@ import os
 import re
 from typing import Mapping, Sequence
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -44,6 +48,7 @@ from vqajax.answertherapy import precision_recall as pr
 from vqajax.answertherapy.groups import BY_SOURCE, BY_SOURCE_AND_LABEL, LABELS, key
 from vqajax.core import tables
 from vqajax.core.files import write_atomic_many
+from vqajax.nn import paligemma_ground
 
 PIPELINE_TAG = "image-segmentation"  # the Hub's pipeline tag of its runs (an exported bundle's model card)
 BEST_METRIC = "iou_pq"
@@ -64,7 +69,7 @@ GROUNDING = PIXEL + "iou_pq"  # the grounding table across runs (`report.py`): w
 BASELINE = "whole_image/"  # the whole image's metrics, which runs on the same questions share
 _GROUPS = "|".join(re.escape(g + "/") for g in BY_SOURCE_AND_LABEL if g)
 METRICS = (rf"({'|'.join(re.escape(p) for _, _, p in METHODS)})({'|'.join(re.escape(p) for _, p in LEVELS)})"
-           rf"({_GROUPS})?(iou_pq|iou)|{table4.metric_pattern(FROM_MASKS)}")  # summarise's and the host's names
+           rf"({_GROUPS})?(iou_pq|iou)|{table4.metric_pattern(FROM_MASKS)}|malformed")  # summarise's and the host's names
 
 
 def load(config):
@@ -107,20 +112,27 @@ def eval_keys(data) -> tuple[str, ...]:
   return TRAIN_KEYS + ("label", "source")
 
 
+def _model_sums(pred, batch) -> dict:
+  """IoU sums of predicted grid masks `pred` [B, A, G, G] and Table 4's sums of the decision from them."""
+  gt, valid = batch["grid_mask"] >= 0.5, batch["answer_valid"] & batch["mask"][:, None]
+  decided = from_masks.multiple(pred, valid).astype(jnp.int32)
+  return {"model": iou.group_sums(pred, gt, valid, therapy_groups.weights(batch, by_label=True)),
+          "from_masks": pr.confusion_sums(decided, batch["label"], therapy_groups.weights(batch))}
+
+
 def make_eval_step(model, data, mesh):
-  """(params, batch) -> ({mask}, IoU sums of the model and the whole image), to be jitted."""
+  """(params, batch) -> ({mask}, IoU sums of the model and the whole image), to be jitted; a generative
+  model's outputs ({tokens}, its replies) are read into masks and scored on the host (`write_results`)."""
   del data, mesh
 
   def eval_step(params, batch):
-    logits = model.apply({"params": params}, batch, train=False)
-    pred, gt = logits >= 0.0, batch["grid_mask"] >= 0.5  # sigmoid >= 0.5
-    valid = batch["answer_valid"] & batch["mask"][:, None]
-    groups = therapy_groups.weights(batch, by_label=True)
-    decided = from_masks.multiple(pred, valid).astype(jnp.int32)
-    sums = {"model": iou.group_sums(pred, gt, valid, groups),
-            "whole_image": iou.group_sums(jnp.ones_like(gt), gt, valid, groups),
-            "from_masks": pr.confusion_sums(decided, batch["label"], therapy_groups.weights(batch))}
-    return {"mask": pred}, sums
+    outputs = model.apply({"params": params}, batch, train=False)
+    gt, valid = batch["grid_mask"] >= 0.5, batch["answer_valid"] & batch["mask"][:, None]
+    sums = {"whole_image": iou.group_sums(jnp.ones_like(gt), gt, valid, therapy_groups.weights(batch, by_label=True))}
+    if isinstance(outputs, dict):
+      return {"tokens": outputs["tokens"]}, sums
+    pred = outputs >= 0.0  # sigmoid >= 0.5
+    return {"mask": pred}, {**sums, **_model_sums(pred, batch)}
 
   return eval_step
 
@@ -140,8 +152,10 @@ def summarise(totals) -> dict[str, float]:
   the decision from the masks with the naive baselines (module docstring)."""
   metrics = {}
   for _, sums, prefix in METHODS:
-    metrics.update(_named(totals[sums], prefix))
-  metrics.update(table4.with_baselines(totals["from_masks"], FROM_MASKS))
+    if sums in totals:  # a generative model's are the host's (`write_results`)
+      metrics.update(_named(totals[sums], prefix))
+  if "from_masks" in totals:
+    metrics.update(table4.with_baselines(totals["from_masks"], FROM_MASKS))
   return metrics
 
 
@@ -219,11 +233,28 @@ def pixel_metrics(data, rles: list[list[dict]], max_answers: int) -> dict[str, f
   return {k: v for _, method, prefix in METHODS for k, v in _named(sums[method], prefix + PIXEL).items()}
 
 
+def reply_metrics(config, data, tokens) -> tuple[list[list[dict]], dict[str, float]]:
+  """(per sample its answers' pixel RLEs, metrics) of a generative model's replies [N, A, L] read as
+  masks (`nn/paligemma_ground.reply_masks`): the grid level's as the device's, Table 4 from the masks,
+  and `malformed`, the answer slots whose reply is not a list of objects (scored as empty masks)."""
+  grid, rles, malformed = paligemma_ground.reply_masks(data.encoders.text.encoder, np.asarray(tokens),
+                                                       data.val_samples, config.model.mask_grid,
+                                                       paligemma_ground.decoder(config.model))
+  batch = {k: data.val[k] for k in ("grid_mask", "answer_valid", "label", "source")}
+  totals = jax.device_get(_model_sums(grid, {**batch, "mask": np.ones(len(grid), bool)}))
+  return rles, {**summarise(totals), "malformed": float(malformed)}
+
+
 def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) -> dict[str, float]:
-  """Scores the masks at the pixel level, then writes results.json (RLE per answer),
-  metrics.json, table4, table5 and table6 .{md,csv,json}; returns the pixel-level metrics."""
-  rles = predicted_rles(data.val_samples, predictions["mask"])
-  pixel = pixel_metrics(data, rles, config.data.max_answers)
+  """Scores the masks at the pixel level (a generative model's replies read as masks first,
+  `reply_metrics`), then writes results.json (RLE per answer), metrics.json, table4, table5 and
+  table6 .{md,csv,json}; returns the metrics computed here."""
+  host = {}
+  if "tokens" in predictions:
+    rles, host = reply_metrics(config, data, predictions["tokens"])
+  else:
+    rles = predicted_rles(data.val_samples, predictions["mask"])
+  pixel = {**host, **pixel_metrics(data, rles, config.data.max_answers)}
   metrics = {**metrics, **pixel}
   write_atomic_many({os.path.join(out_dir, "results.json"): result_records(data.val_samples, rles),
                      os.path.join(out_dir, "metrics.json"): metrics}, make_dirs=True)
@@ -236,13 +267,22 @@ read_test = therapy_dataset.read_test
 
 
 def make_predict_step(model):
-  """(params, batch) -> {mask} (sigmoid >= 0.5 per cell), to be jitted."""
-  return lambda params, batch: {"mask": model.apply({"params": params}, batch, train=False) >= 0.0}
+  """(params, batch) -> {mask} (sigmoid >= 0.5 per cell), or a generative model's {tokens}, to be jitted."""
+
+  def predict_step(params, batch):
+    outputs = model.apply({"params": params}, batch, train=False)
+    return {"tokens": outputs["tokens"]} if isinstance(outputs, dict) else {"mask": outputs >= 0.0}
+
+  return predict_step
 
 
 def write_submission(out_dir: str, config, enc, test, predictions: dict) -> list[str]:
-  """Each test answer's mask as a COCO RLE at the image size (`answertherapy/submission.py`)."""
-  del enc
-  rles = predicted_rles(test.records, predictions["mask"])
+  """Each test answer's mask as a COCO RLE at the image size (`answertherapy/submission.py`); a
+  generative model's replies read as masks (`nn/paligemma_ground.reply_masks`)."""
+  if "tokens" in predictions:
+    _, rles, _ = paligemma_ground.reply_masks(enc.text.encoder, np.asarray(predictions["tokens"]), test.records,
+                                              config.model.mask_grid, paligemma_ground.decoder(config.model))
+  else:
+    rles = predicted_rles(test.records, predictions["mask"])
   return submission.write(out_dir, config.name, test, [{"grounding_masks": [masks.to_json(r) for r in answer_rles]}
                                                       for answer_rles in rles])

@@ -41,7 +41,7 @@ import tokenizers
 from vqajax.core.config import TEXT, Rule, integer, one_of
 from vqajax.core.errors import InputError
 from vqajax.core.model import Builder, Field, Model, TextEncoding
-from vqajax.nn import hub, paligemma_hub, vilt_run
+from vqajax.nn import hub, paligemma_ground, paligemma_hub, vilt_run
 from vqajax.nn.paligemma import GLOBAL, PaliGemma, PaliGemmaConfig, TextConfig, VisionConfig, generate
 
 # A from-scratch vocabulary's special tokens, at Gemma's ids (pad 0, eos 1, bos 2, unk 3) and <image>
@@ -258,6 +258,13 @@ def _grounding_class(cfg, enc) -> ZeroShotClass:
   return ZeroShotClass(spec.config, jnp.dtype(cfg.dtype), REMAT[cfg.remat], spec.heads, cfg.max_decode_len)
 
 
+def _grounding_mask(cfg, enc) -> paligemma_ground.Slots:
+  """PaliGemma's `segment` replies per answer slot, zero-shot (`nn/paligemma_ground.py`); a mask decoder
+  named is read now (a bad file refused before the run)."""
+  paligemma_ground.decoder(cfg)
+  return paligemma_ground.Slots(_spec(enc).config, jnp.dtype(cfg.dtype), REMAT[cfg.remat], cfg.max_decode_len)
+
+
 def with_suffix(ids, mask, suffix):
   """(ids, mask, weights) [B, T] of prompt rows (`ids` padded on the right, `mask`) with each row's
   `suffix` [B, A] (-1 after its end) written after its prompt; `weights` 1 where a suffix token is
@@ -373,6 +380,7 @@ PALIGEMMA = Model(
         "inputs": Field("i+q+a", one_of("i+q+a")),  # what the prompt holds: the picture, question and answers
         "prompt": Field(PROMPT, PROMPT_RULE),       # Table 4's question ({question}, {answers} filled in)
     }, class_texts),
+        "grounding_mask": Builder(_grounding_mask, paligemma_ground.FIELDS, paligemma_ground.texts),
         "vqa": Builder(_vqa, {
             "targets": Field("tokens", one_of("tokens")),  # the answer's tokens (prefix-LM, the loss on them alone)
             "vqa_prompt": Field("answer en {question}", VQA_PROMPT_RULE),  # the prompt before the answer
