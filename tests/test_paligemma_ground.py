@@ -117,7 +117,7 @@ def test_a_bad_mask_decoder_is_refused_before_the_run(tiny_copy, tmp_path, capsy
 @pytest.mark.slow
 def test_runlocal_is_a_zero_shot_row_of_the_grounding_table(tiny_copy, tmp_path):
   """No step trains: step 0 is evaluated with its replies read on the host (random weights: malformed
-  or empty), and the row stands in `vqajax therapy grounding`."""
+  or empty), the row stands in `vqajax therapy grounding`, and `ask` draws a mask per answer's reply."""
   run = tmp_path / "run"
   assert cli.main(["train", f"--config={CONFIG}", f"--workdir={run}", f"--config.data.dir={tiny_copy}",
                    "--config.model.inputs=i+a"]) == 0
@@ -129,6 +129,12 @@ def test_runlocal_is_a_zero_shot_row_of_the_grounding_table(tiny_copy, tmp_path)
   assert cli.main(["therapy", "grounding", str(run), "--out", str(tmp_path / "g")]) == 0
   rows = json.loads((tmp_path / "g" / "grounding.json").read_text())
   assert [r["masks"] for r in rows if r["method"] == "PaliGemma zero-shot I+A"] == ["grid", "pixel"], rows
+  picture = os.path.join(tiny_copy, "val2014", sorted(os.listdir(os.path.join(tiny_copy, "val2014")))[0])
+  assert cli.main(["ask", f"--workdir={run}", "--image", picture, "--question", "what is it?",
+                   "--answers", "cup", "plate", f"--out={tmp_path / 'masks'}", "--json"]) == 0
+  records = json.loads((tmp_path / "masks" / "masks.json").read_text())  # one mask per answer, from its reply
+  assert len(records) == 1 and [m["answer"] for m in records[0]["masks"]] == ["cup", "plate"]
+  assert all(os.path.exists(tmp_path / "masks" / m["png"]) for m in records[0]["masks"])
 
 
 def test_the_three_rows_are_in_the_grounding_sweep():

@@ -11,8 +11,11 @@ are made with the extractor settings the run recorded (`features/run_images.py`)
 
 from __future__ import annotations
 
+import types
+
 import jax
 import numpy as np
+from pycocotools import mask as coco_mask
 
 from vqajax.answertherapy import dataset as therapy_dataset
 from vqajax.answertherapy import from_masks, grounding_class, grounding_mask, masks
@@ -20,6 +23,7 @@ from vqajax.core import text
 from vqajax.core import trained as trained_runs
 from vqajax.core.errors import InputError
 from vqajax.features.run_images import RunImages
+from vqajax.nn import paligemma_ground
 
 
 class _Model:
@@ -32,7 +36,12 @@ class _Model:
 
   def __call__(self, question: str, answers: list[str], image: np.ndarray) -> np.ndarray:
     inputs = therapy_dataset.text_arrays([question], [tuple(answers)], self.run.encoders, self.run.config)
-    return self.run.predict(self._apply, {**inputs, "image": image})[0]
+    return jax.tree.map(lambda x: x[0], self.run.predict(self._apply, {**inputs, "image": image}))
+
+
+def _mask_probabilities(outputs):
+  """Per-cell probabilities, or a generative model's replies ({tokens}), read as masks on the host."""
+  return outputs if isinstance(outputs, dict) else jax.nn.sigmoid(outputs)
 
 
 class Grounder(RunImages):
@@ -43,7 +52,7 @@ class Grounder(RunImages):
                weights: str | None = None):
     super().__init__(mask_run, weights)
     self._config = mask_run.config
-    self._masks = _Model(mask_run, jax.nn.sigmoid)
+    self._masks = _Model(mask_run, _mask_probabilities)
     self._classes = None
     if class_run is not None:
       shapes = (class_run.encoders.image_shape, mask_run.encoders.image_shape)
@@ -93,9 +102,17 @@ class Grounder(RunImages):
       raise InputError("the question is empty")
     text.check_text([question, *answers], lambda i: f"answers[{i - 1}]" if i else "the question")
     image = self._image(image_id, features)
-    probs = self._masks(question, answers, image)[:len(answers)]
+    predicted = self._masks(question, answers, image)
     height, cols = image_size or (self.grid, self.grid)
-    binary = [masks.upsample(p >= 0.5, height, cols) for p in probs]
+    if isinstance(predicted, dict):  # a generative model's replies (nn/paligemma_ground), drawn at the image's size
+      sample = types.SimpleNamespace(answers=answers, height=height, width=cols)
+      grid, rles, _ = paligemma_ground.reply_masks(self._run.encoders.text.encoder, predicted["tokens"][None],
+                                                   [sample], self.grid, paligemma_ground.decoder(self._config.model))
+      probs = grid[0, :len(answers)].astype(np.float32)
+      binary = [coco_mask.decode(rle).astype(bool) for rle in rles[0]]
+    else:
+      probs = predicted[:len(answers)]
+      binary = [masks.upsample(p >= 0.5, height, cols) for p in probs]
     if len(answers) < 2:
       single, source = None, None
     elif self._classes is not None:
