@@ -44,7 +44,9 @@ def _hub_folder(folder, words) -> dict:
                                  eos_token_id=vocab["<|endoftext|>"], image_size=32, patch_size=8, projection_dim=16,
                                  extract_layers=(0, 1), reduce_dim=8, decoder_num_attention_heads=2,
                                  decoder_intermediate_size=16)
-  params = clipseg.CLIPSeg(config).init(jax.random.key(3), **clipseg.example_inputs(config, text_length=4))["params"]
+  shapes = jax.eval_shape(clipseg.CLIPSeg(config).init, jax.random.key(3), **clipseg.example_inputs(config, text_length=4))
+  rng = np.random.default_rng(3)  # random tensors of the model's shapes, no init to compile
+  params = jax.tree.map(lambda s: (0.02 * rng.standard_normal(s.shape)).astype(s.dtype), shapes["params"])
   os.makedirs(folder)
   clipseg_hub.save(folder, config, params, vocab)  # no merges: a word is a token only where the vocabulary has it
   return hub.hf_tensors(clipseg_hub.parameter_table(config), params)

@@ -96,7 +96,9 @@ def _hub_folder(folder, side: int) -> dict:
                "vision_config": {"model_type": "siglip_vision_model", **vision},
                "text_config": {"model_type": "gemma", **text}}, f)
   config = paligemma_hub.read_config(str(folder))
-  params = paligemma.PaliGemma(config).init(jax.random.key(5), **paligemma.example_inputs(config))["params"]
+  shapes = jax.eval_shape(paligemma.PaliGemma(config).init, jax.random.key(5), **paligemma.example_inputs(config))
+  rng = np.random.default_rng(5)  # random tensors of the model's shapes, no init to compile
+  params = jax.tree.map(lambda s: (0.02 * rng.standard_normal(s.shape)).astype(s.dtype), shapes["params"])
   tensors = hub.hf_tensors(paligemma_hub.parameter_table(config), params)
   safetensors_numpy.save_file(tensors, os.path.join(folder, hub.WEIGHTS))
   return tensors
