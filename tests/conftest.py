@@ -126,6 +126,14 @@ def tiny_therapy(tmp_path_factory):
   return _made_once(tmp_path_factory, "therapy_tiny", lambda out: synthetic_therapy.generate(out, seed=0, scale="tiny"))
 
 
+@pytest.fixture(scope="module")
+def therapy_copy(tiny_therapy, tmp_path_factory):
+  """`tiny_therapy` copied for one module, which may write into it (pixel stores are made on first use)."""
+  out = tmp_path_factory.mktemp("therapy_copy") / "tiny"
+  shutil.copytree(tiny_therapy, out)
+  return str(out)
+
+
 @pytest.fixture(scope="session")
 def tiny_vizwiz(tiny_data, tmp_path_factory):
   """The tiny synthetic v2 train / val as VizWiz-VQA files (images named by their COCO

@@ -104,20 +104,13 @@ def test_the_random_checkpoint_another_run_wrote_meanwhile_is_taken(tmp_path, mo
   assert (target / "config.json").read_text() == "theirs"
 
 
-@pytest.fixture(scope="module")
-def tiny_copy(tiny_therapy, tmp_path_factory):
-  """The tiny therapy set copied (pixel stores are written into it)."""
-  out = tmp_path_factory.mktemp("clipseg_rows") / "tiny"
-  shutil.copytree(tiny_therapy, out)
-  return str(out)
-
 
 @pytest.mark.slow
-def test_a_run_from_a_checkpoint_starts_with_its_tensors(tiny_copy, tmp_path):
+def test_a_run_from_a_checkpoint_starts_with_its_tensors(therapy_copy, tmp_path):
   folder = tmp_path / "hub"
   tensors = _hub_folder(folder, WORDS)
   config = config_lib.override(clipseg_ground.get_config("runlocal"), {
-      "data.dir": tiny_copy, "model.init_from": str(folder), "model.train": "decoder"})
+      "data.dir": therapy_copy, "model.init_from": str(folder), "model.train": "decoder"})
   embedded.prepare(config)
   exp = experiment.Experiment.build(grounding_mask, config, jax.devices()[:1])
   start = jax.device_get(exp.initial_state().params)
@@ -146,7 +139,7 @@ def test_frozen_groups_never_change_under_adamw_with_decay():
   assert (moved["decoder"]["kernel"] < 0.5).all()  # a positive gradient and decay both pull it down
 
 
-def test_a_refused_checkpoint_leaves_the_workdir_as_it_was(tiny_copy, tmp_path, capsys):
+def test_a_refused_checkpoint_leaves_the_workdir_as_it_was(therapy_copy, tmp_path, capsys):
   folder = tmp_path / "hub"
   _hub_folder(folder, WORDS)
   tensors = safetensors_numpy.load_file(folder / hub.WEIGHTS)
@@ -154,7 +147,7 @@ def test_a_refused_checkpoint_leaves_the_workdir_as_it_was(tiny_copy, tmp_path, 
   safetensors_numpy.save_file(tensors, folder / hub.WEIGHTS)
   workdir = tmp_path / "run"
   argv = ["train", f"--config={os.path.dirname(clipseg_ground.__file__)}/clipseg_ground.py:runlocal",
-          f"--workdir={workdir}", f"--config.data.dir={tiny_copy}", f"--config.model.init_from={folder}"]
+          f"--workdir={workdir}", f"--config.data.dir={therapy_copy}", f"--config.model.init_from={folder}"]
   assert cli.main(argv) == 2
   err = capsys.readouterr().err  # the log's lines, then the refusal
   assert err.splitlines()[-1] == (f"vqajax train: error: {folder / hub.WEIGHTS}: tensor decoder.film_add.bias has "
@@ -163,14 +156,14 @@ def test_a_refused_checkpoint_leaves_the_workdir_as_it_was(tiny_copy, tmp_path, 
 
 
 @pytest.mark.slow
-def test_runlocal_trains_from_scratch_and_its_bundle_grounds_a_new_picture(tiny_copy, tmp_path, capsys):
+def test_runlocal_trains_from_scratch_and_its_bundle_grounds_a_new_picture(therapy_copy, tmp_path, capsys):
   run, bundle = tmp_path / "run", tmp_path / "bundle"
   config = f"{os.path.dirname(clipseg_ground.__file__)}/clipseg_ground.py:runlocal"
-  assert cli.main(["train", f"--config={config}", f"--workdir={run}", f"--config.data.dir={tiny_copy}"]) == 0
+  assert cli.main(["train", f"--config={config}", f"--workdir={run}", f"--config.data.dir={therapy_copy}"]) == 0
   table = (run / "results" / "step_4" / "table5.md").read_text()
   assert "| clipseg_ground | grid |" in table and "| whole image | grid |" in table
   assert cli.main(["export", f"--workdir={run}", f"--out={bundle}"]) == 0
-  picture = os.path.join(tiny_copy, "val2014", sorted(os.listdir(os.path.join(tiny_copy, "val2014")))[0])
+  picture = os.path.join(therapy_copy, "val2014", sorted(os.listdir(os.path.join(therapy_copy, "val2014")))[0])
   capsys.readouterr()
   assert cli.main(["ask", f"--workdir={bundle}", "--image", picture, "--question", "what is it?",
                    "--answers", "cup", "plate", f"--out={tmp_path / 'masks'}", "--json"]) == 0
@@ -240,14 +233,14 @@ def test_the_grounding_sweep_has_a_valid_row_per_line():
 
 @pytest.mark.slow
 def test_a_zero_shot_run_keeps_the_random_checkpoint_it_starts_from_and_grounds_without_it(
-    tiny_copy, tmp_path, monkeypatch, capsys):
+    therapy_copy, tmp_path, monkeypatch, capsys):
   """The runlocal zero-shot row: the random Hub folder written on first use (no download), evaluated at
   step 0 and kept as the run's checkpoint of step 0, tensor for tensor; asked about a picture once the
   folder is gone (the run records CLIP's tokenizer: a character per token)."""
   folder, run = tmp_path / "random", tmp_path / "run"
   monkeypatch.setattr(embedded, "RANDOM_CLIPSEG", str(folder))
   config = f"{os.path.dirname(clipseg_zeroshot.__file__)}/clipseg_zeroshot.py:runlocal"
-  assert cli.main(["train", f"--config={config}", f"--workdir={run}", f"--config.data.dir={tiny_copy}",
+  assert cli.main(["train", f"--config={config}", f"--workdir={run}", f"--config.data.dir={therapy_copy}",
                    "--config.model.inputs=i+a"]) == 0
   assert sorted(os.listdir(folder)) == ["config.json", "merges.txt", "model.safetensors", "vocab.json"]
   assert run_record.read_record(str(run))["finished_step"] == 0 and checkpoint.complete_steps(str(run / "checkpoints")
@@ -264,7 +257,7 @@ def test_a_zero_shot_run_keeps_the_random_checkpoint_it_starts_from_and_grounds_
   assert clipseg_hub.read_tokenizer(str(folder)).encode("Hi, cat").ids == [vocab[t] for t in tokens]
   shutil.rmtree(folder)
   monkeypatch.setattr(embedded, "RANDOM_CLIPSEG", str(tmp_path / "elsewhere"))  # nothing writes the run's again
-  picture = os.path.join(tiny_copy, "val2014", sorted(os.listdir(os.path.join(tiny_copy, "val2014")))[0])
+  picture = os.path.join(therapy_copy, "val2014", sorted(os.listdir(os.path.join(therapy_copy, "val2014")))[0])
   capsys.readouterr()
   assert cli.main(["ask", f"--workdir={run}", "--image", picture, "--question", "what is it?",
                    "--answers", "cup", "plate", "mug", f"--out={tmp_path / 'masks'}", "--json"]) == 0

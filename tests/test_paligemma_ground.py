@@ -5,7 +5,6 @@ and the runlocal row end to end."""
 
 import json
 import os
-import shutil
 import types
 
 import ml_collections
@@ -95,18 +94,11 @@ def test_crafted_replies_are_scored_as_hand_computed(tmp_path):
   assert [coco_mask.decode(m).astype(bool).tolist() for m in submitted] == [box.tolist(), [[False] * 100] * 100]
 
 
-@pytest.fixture(scope="module")
-def tiny_copy(tiny_therapy, tmp_path_factory):
-  """The tiny therapy set copied (pixel stores are written into it)."""
-  out = tmp_path_factory.mktemp("paligemma_ground") / "tiny"
-  shutil.copytree(tiny_therapy, out)
-  return str(out)
 
-
-def test_a_bad_mask_decoder_is_refused_before_the_run(tiny_copy, tmp_path, capsys):
+def test_a_bad_mask_decoder_is_refused_before_the_run(therapy_copy, tmp_path, capsys):
   bad, workdir = tmp_path / "vae-oid.npz", tmp_path / "run"
   bad.write_bytes(b"not a zip")
-  argv = ["train", f"--config={CONFIG}", f"--workdir={workdir}", f"--config.data.dir={tiny_copy}",
+  argv = ["train", f"--config={CONFIG}", f"--workdir={workdir}", f"--config.data.dir={therapy_copy}",
           f"--config.model.mask_decoder={bad}"]
   assert cli.main(argv) == 2
   err = capsys.readouterr().err
@@ -115,11 +107,11 @@ def test_a_bad_mask_decoder_is_refused_before_the_run(tiny_copy, tmp_path, capsy
 
 
 @pytest.mark.slow
-def test_runlocal_is_a_zero_shot_row_of_the_grounding_table(tiny_copy, tmp_path):
+def test_runlocal_is_a_zero_shot_row_of_the_grounding_table(therapy_copy, tmp_path):
   """No step trains: step 0 is evaluated with its replies read on the host (random weights: malformed
   or empty), the row stands in `vqajax therapy grounding`, and `ask` draws a mask per answer's reply."""
   run = tmp_path / "run"
-  assert cli.main(["train", f"--config={CONFIG}", f"--workdir={run}", f"--config.data.dir={tiny_copy}",
+  assert cli.main(["train", f"--config={CONFIG}", f"--workdir={run}", f"--config.data.dir={therapy_copy}",
                    "--config.model.inputs=i+a"]) == 0
   assert os.listdir(run / "checkpoints") == ["0"]
   step = run / "results" / "step_0"
@@ -129,7 +121,7 @@ def test_runlocal_is_a_zero_shot_row_of_the_grounding_table(tiny_copy, tmp_path)
   assert cli.main(["therapy", "grounding", str(run), "--out", str(tmp_path / "g")]) == 0
   rows = json.loads((tmp_path / "g" / "grounding.json").read_text())
   assert [r["masks"] for r in rows if r["method"] == "PaliGemma zero-shot I+A"] == ["grid", "pixel"], rows
-  picture = os.path.join(tiny_copy, "val2014", sorted(os.listdir(os.path.join(tiny_copy, "val2014")))[0])
+  picture = os.path.join(therapy_copy, "val2014", sorted(os.listdir(os.path.join(therapy_copy, "val2014")))[0])
   assert cli.main(["ask", f"--workdir={run}", "--image", picture, "--question", "what is it?",
                    "--answers", "cup", "plate", f"--out={tmp_path / 'masks'}", "--json"]) == 0
   records = json.loads((tmp_path / "masks" / "masks.json").read_text())  # one mask per answer, from its reply

@@ -104,15 +104,8 @@ def _hub_folder(folder, side: int) -> dict:
   return tensors
 
 
-@pytest.fixture(scope="module")
-def tiny_copy(tiny_therapy, tmp_path_factory):
-  """The tiny therapy set copied (pixel stores are written into it)."""
-  out = tmp_path_factory.mktemp("paligemma_rows") / "tiny"
-  shutil.copytree(tiny_therapy, out)
-  return str(out)
 
-
-def test_a_refused_checkpoint_leaves_no_workdir(tiny_copy, tmp_path, capsys):
+def test_a_refused_checkpoint_leaves_no_workdir(therapy_copy, tmp_path, capsys):
   folder = tmp_path / "hub"
   _hub_folder(folder, 32)
   tensors = safetensors_numpy.load_file(folder / hub.WEIGHTS)
@@ -121,7 +114,7 @@ def test_a_refused_checkpoint_leaves_no_workdir(tiny_copy, tmp_path, capsys):
   safetensors_numpy.save_file(tensors, folder / hub.WEIGHTS)
   workdir = tmp_path / "run"
   argv = ["train", f"--config={os.path.dirname(paligemma_zeroshot.__file__)}/paligemma_zeroshot.py:runlocal",
-          f"--workdir={workdir}", f"--config.data.dir={tiny_copy}", f"--config.model.init_from={folder}"]
+          f"--workdir={workdir}", f"--config.data.dir={therapy_copy}", f"--config.model.init_from={folder}"]
   assert cli.main(argv) == 2
   err = capsys.readouterr().err
   assert err.splitlines()[-1] == (f"vqajax train: error: {folder / hub.WEIGHTS}: tensor {key} has shape (31, 16); "
@@ -141,14 +134,14 @@ def test_a_refused_checkpoint_leaves_no_workdir(tiny_copy, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_a_zero_shot_run_keeps_its_checkpoints_tensors_and_stands_in_table4(tiny_copy, tmp_path):
+def test_a_zero_shot_run_keeps_its_checkpoints_tensors_and_stands_in_table4(therapy_copy, tmp_path):
   """From a Hub folder, no step trains: checkpoint 0 holds exactly the folder's tensors (every parameter
   is one of them), its evaluation is written, and its row stands in `vqajax therapy table4` with the
   questions it left out."""
   folder, run = tmp_path / "hub", tmp_path / "run"
   tensors = _hub_folder(folder, 32)
   config = f"{os.path.dirname(paligemma_zeroshot.__file__)}/paligemma_zeroshot.py:runlocal"
-  assert cli.main(["train", f"--config={config}", f"--workdir={run}", f"--config.data.dir={tiny_copy}",
+  assert cli.main(["train", f"--config={config}", f"--workdir={run}", f"--config.data.dir={therapy_copy}",
                    f"--config.model.init_from={folder}"]) == 0
   assert os.listdir(run / "checkpoints") == ["0"]
   params = jax.device_get(trained.open_run(str(run), {"grounding_class": grounding_class}).params)

@@ -99,18 +99,11 @@ def test_a_vilt_row_without_the_image_is_refused_in_one_line(module, inputs, exp
   assert str(refused.value) == f"config.model.inputs: expected one of {expected}, got '{inputs}'"
 
 
-@pytest.fixture(scope="module")
-def tiny_copy(tiny_therapy, tmp_path_factory):
-  """The tiny therapy set copied (pixel stores are written into it)."""
-  out = tmp_path_factory.mktemp("vilt_therapy") / "tiny"
-  shutil.copytree(tiny_therapy, out)
-  return str(out)
 
-
-def test_a_mask_run_from_a_checkpoint_starts_with_its_parameters(tiny_copy, tmp_path, caplog):
+def test_a_mask_run_from_a_checkpoint_starts_with_its_parameters(therapy_copy, tmp_path, caplog):
   config = vilt_mask.get_config("runlocal")
   tensors = tiny_hub(tmp_path / "hub", 1, ["what", "is", "the", "colour", "of", "?"])
-  config.data.dir, config.model.init_from = tiny_copy, str(tmp_path / "hub")
+  config.data.dir, config.model.init_from = therapy_copy, str(tmp_path / "hub")
   embedded.prepare(config)
   exp = experiment.Experiment.build(grounding_mask, config, jax.devices()[:1])
   with caplog.at_level("WARNING"):
@@ -130,30 +123,30 @@ def test_a_mask_run_from_a_checkpoint_starts_with_its_parameters(tiny_copy, tmp_
 
 
 @pytest.mark.slow
-def test_runlocal_runs_train_and_ground_a_new_image_without_their_data(tiny_copy, tmp_path):
+def test_runlocal_runs_train_and_ground_a_new_image_without_their_data(therapy_copy, tmp_path):
   runs = {}
   for name, module in (("class", vilt_class), ("mask", vilt_mask)):
     config = config_lib.override(module.get_config("runlocal"), {
-        "data.dir": tiny_copy, "num_train_steps": 1, "eval_every_steps": 1, "log_every_steps": 1})
+        "data.dir": therapy_copy, "num_train_steps": 1, "eval_every_steps": 1, "log_every_steps": 1})
     embedded.prepare(config)
     runs[name] = str(tmp_path / name)
     metrics = train.train_and_evaluate(cli.task_of(config), config, runs[name])["val"]
     assert {"class": "balanced_accuracy", "mask": "from_masks/recall/single"}[name] in metrics
   results = json.loads((tmp_path / "mask" / "results" / "step_1" / "results.json").read_text())
-  assert len(results) == sum(len(json.load(open(os.path.join(tiny_copy, f)))[i]["answers"])
+  assert len(results) == sum(len(json.load(open(os.path.join(therapy_copy, f)))[i]["answers"])
                              for f in ("VQA_val.json", "VizWiz_val.json")
-                             for i in range(len(json.load(open(os.path.join(tiny_copy, f))))))
-  picture = os.path.join(tiny_copy, "val2014", sorted(os.listdir(os.path.join(tiny_copy, "val2014")))[0])
+                             for i in range(len(json.load(open(os.path.join(therapy_copy, f))))))
+  picture = os.path.join(therapy_copy, "val2014", sorted(os.listdir(os.path.join(therapy_copy, "val2014")))[0])
   moved = tmp_path / "photo.jpg"
   shutil.copy(picture, moved)
-  shutil.move(tiny_copy, tiny_copy + ".away")  # grounding reads no training data
+  shutil.move(therapy_copy, therapy_copy + ".away")  # grounding reads no training data
   try:
     grounder = ask.Grounder.from_workdir(runs["mask"], class_workdir=runs["class"])
     features = grounder.features_of([str(moved)])[0]
     result = grounder.ground("what is on the table?", ["plate", "dish"], features=features, image_size=(20, 30))
     shown = demo.Page(FakeAnswerer(extractor=True), grounder).ask(None, str(moved), "what is on it?", "", "plate, dish")
   finally:
-    shutil.move(tiny_copy + ".away", tiny_copy)
+    shutil.move(therapy_copy + ".away", therapy_copy)
   assert features.shape == (32, 32, 4) and grounder.grid == 14
   assert result["masks"].shape == (2, 14, 14) and result["single_from"] == "classifier"
   assert [r["size"] for r in result["rle"]] == [[20, 30]] * 2
