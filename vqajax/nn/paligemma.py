@@ -400,3 +400,11 @@ def generate(model: PaliGemma, variables, pixel_values, input_ids, input_mask, e
   carry = (jnp.int32(1), tokens, done, state)
   _, tokens, _, _ = jax.lax.while_loop(lambda c: (c[0] < max_decode_len) & ~jnp.all(c[2]), body, carry)
   return tokens
+
+
+def reply(model: PaliGemma, pixel_values, input_ids, input_mask, max_decode_len: int):
+  """`generate` from a bound submodule `model`'s own parameters (a row that shares them, e.g. a
+  zero-shot row's), stopping at the config's `<eos>`: the greedy tokens [B, max_decode_len]."""
+  t = model.config.text
+  return generate(model.clone(parent=None), {"params": model.variables["params"]}, pixel_values, input_ids,
+                  input_mask, jnp.asarray(t.eos_token_id), t.pad_token_id, max_decode_len=max_decode_len)

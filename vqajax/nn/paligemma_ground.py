@@ -28,7 +28,7 @@ import numpy as np
 from vqajax.core.config import TEXT, integer, one_of
 from vqajax.core.model import Field
 from vqajax.nn import paligemma_seg, vilt_run
-from vqajax.nn.paligemma import PaliGemma, PaliGemmaConfig, generate
+from vqajax.nn.paligemma import PaliGemma, PaliGemmaConfig, reply
 
 PROMPTS = {"i+q": "segment {question}", "i+q+a": "segment {question} {answer}", "i+a": "segment {answer}"}
 FIELDS = {
@@ -74,11 +74,7 @@ class Slots(nn.Module):
     if self.is_initializing() or train:  # the parameters' shapes; a zero-shot row has no training step
       logits = self.model(pixels, ids, mask, 1 - flat("token_type_ids"))
       return jnp.zeros((b, answers, 1, 1)) + 0 * logits[:, :1, :1].sum()
-    c = self.config.text
-    tokens = generate(PaliGemma(self.config, self.dtype, self.remat, parent=None),
-                      {"params": self.model.variables["params"]}, pixels, ids, mask, jnp.asarray(c.eos_token_id),
-                      c.pad_token_id, max_decode_len=self.max_decode_len)
-    tokens = tokens.reshape(b, slots, -1)
+    tokens = reply(self.model, pixels, ids, mask, self.max_decode_len).reshape(b, slots, -1)
     return {"tokens": jnp.broadcast_to(tokens, (b, answers, tokens.shape[-1])) if slots == 1 else tokens}
 
 

@@ -42,7 +42,7 @@ from vqajax.core.config import TEXT, Rule, integer, one_of
 from vqajax.core.errors import InputError
 from vqajax.core.model import Builder, Field, Model, TextEncoding
 from vqajax.nn import hub, paligemma_ground, paligemma_hub, vilt_run
-from vqajax.nn.paligemma import GLOBAL, PaliGemma, PaliGemmaConfig, TextConfig, VisionConfig, generate
+from vqajax.nn.paligemma import GLOBAL, PaliGemma, PaliGemmaConfig, TextConfig, VisionConfig, reply
 
 # A from-scratch vocabulary's special tokens, at Gemma's ids (pad 0, eos 1, bos 2, unk 3) and <image>
 PAD, EOS, BOS, UNKNOWN = "<pad>", "<eos>", "<bos>", "<unk>"
@@ -243,12 +243,8 @@ class ZeroShotClass(nn.Module):
     if self.is_initializing() or train:  # the parameters' shapes; a zero-shot row has no training step
       logits = self.model(pixels, ids, mask, 1 - batch["token_type_ids"])
       return jnp.zeros((ids.shape[0], 3)) + 0 * logits[:, :1, 0]
-    c = self.config.text
-    eos = jnp.asarray(c.eos_token_id)
-    tokens = generate(PaliGemma(self.config, self.dtype, self.remat, parent=None),
-                      {"params": self.model.variables["params"]}, pixels, ids, mask, eos, c.pad_token_id,
-                      max_decode_len=self.max_decode_len)
-    read = read_heads(tokens, jnp.asarray(self.heads), eos)
+    tokens = reply(self.model, pixels, ids, mask, self.max_decode_len)
+    read = read_heads(tokens, jnp.asarray(self.heads), jnp.asarray(self.config.text.eos_token_id))
     return jnp.where(jnp.arange(3) == read[:, None], 0.0, -1e9)
 
 
@@ -309,11 +305,8 @@ class AnswerVQA(nn.Module):
       full, valid, placed = with_suffix(ids, mask, suffix)
       logits = self.model(pixels, full, valid, mask)
       return {"logits": logits[:, :-1], "targets": full[:, 1:], "weights": placed[:, 1:].astype(jnp.float32)}
-    c = self.config.text
-    eos = jnp.asarray(c.eos_token_id)
-    tokens = generate(PaliGemma(self.config, self.dtype, self.remat, parent=None),
-                      {"params": self.model.variables["params"]}, pixels, ids, mask, eos, c.pad_token_id,
-                      max_decode_len=self.max_decode_len)
+    eos = jnp.asarray(self.config.text.eos_token_id)
+    tokens = reply(self.model, pixels, ids, mask, self.max_decode_len)
     ended = jnp.cumsum(jnp.isin(tokens, eos), axis=1) - jnp.isin(tokens, eos) > 0  # past the first <eos>
     out = {"tokens": tokens,
            "reply_logprob": suffix_likelihood(self.model, pixels, ids, mask, jnp.where(ended, -1, tokens))}
