@@ -34,9 +34,7 @@ def get_config(arg: str = ""):
   if "real" in flags:
     raise ValueError("'real' (the released files, no images) is not an argument of a PaliGemma row: it reads pixels")
   size = "runlocal" if "runlocal" in flags else "cpu" if "cpu" in flags else ""
-  fields = dict(paligemma_models.SIZES[size]) if size else dict(init_from="google/paligemma-3b-pt-224",
-                                                                 dtype="bfloat16")
-  fields["max_decode_len"] = MAX_DECODE_LEN
+  fields = dict(paligemma_models.sized(size), max_decode_len=MAX_DECODE_LEN)
   config = configs.therapy_config(arg, "paligemma_ground", "grounding_mask", model="paligemma", **fields)
   with config.unlocked():
     config.data.features = f"features/pixels{paligemma_models.SIDES[size]}.npy"

@@ -29,8 +29,7 @@ def get_config(arg: str = ""):
   if "real" in flags:
     raise ValueError("'real' (the released files, no images) is not an argument of a PaliGemma row: it reads pixels")
   size = "runlocal" if "runlocal" in flags else "cpu" if "cpu" in flags else ""
-  fields = dict(paligemma_models.SIZES[size]) if size else dict(init_from="google/paligemma-3b-pt-224",
-                                                                 dtype="bfloat16")
+  fields = paligemma_models.sized(size)
   config = configs.therapy_config(arg, "paligemma_zeroshot", "grounding_class", model="paligemma", **fields)
   with config.unlocked():
     config.data.features = f"features/pixels{paligemma_models.SIDES[size]}.npy"

@@ -32,8 +32,7 @@ def get_config(arg: str = ""):
   """`vqa_config`'s data with config.model PaliGemma's group at the argument's size, the pixel store of the
   data's images at that size (made from the embedded pictures on first use), AdamW with warmup and linear
   decay, results (and the open-ended accuracy) at every evaluation."""
-  fields = dict(paligemma_models.SIZES[arg]) if arg else dict(
-      init_from="google/paligemma-3b-pt-224", dtype="bfloat16", remat="full")
+  fields = paligemma_models.sized(arg, remat="full")
   config = configs.vqa_config(arg, "paligemma", model="paligemma", **fields)
   with config.unlocked():
     config.data.features = f"features/pixels{paligemma_models.SIDES[arg]}.npy"

@@ -366,6 +366,13 @@ SIZES = {"cpu": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
          "runlocal": dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
                           vision_hidden_size=16, vision_layers=1, vision_heads=2, patch_size=8, max_decode_len=3)}
 SIDES = {"": 224, "cpu": 64, "runlocal": 32}  # the pixel store's side per size ("": PaliGemma's pt-224)
+CHECKPOINT = "google/paligemma-3b-pt-224"  # the paper size's start
+
+
+def sized(size: str, **paper) -> dict:
+  """A row's config.model fields at `size`: a random PaliGemma of `SIZES[size]`, or ("") `CHECKPOINT`
+  in bfloat16 with the paper size's own `paper` fields."""
+  return dict(SIZES[size]) if size else dict(init_from=CHECKPOINT, dtype="bfloat16", **paper)
 
 PALIGEMMA = Model(
     group=GROUP,
