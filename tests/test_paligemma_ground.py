@@ -34,14 +34,22 @@ def test_the_prompts_per_input_variant(inputs, expected):
   assert paligemma_ground.texts(["what is it?", "where?"], [("a cat",), ("left", "up")], config) == (expected, None)
 
 
-def _spec() -> paligemma_models.Spec:
-  """A word-level tokenizer holding Gemma's special tokens, "a", "cat" and the <loc> / <seg> tokens."""
+def _spec(special_extras: bool = False) -> paligemma_models.Spec:
+  """A word-level tokenizer holding Gemma's special tokens, "a", "cat" and the <loc> / <seg> tokens
+  (added as HF's processor adds them, or marked special)."""
   words = tokenizers.Tokenizer(tokenizers.models.WordLevel(
       {t: i for i, t in enumerate((*paligemma_models.SPECIAL, "a", "cat"))}, unk_token=paligemma_models.UNKNOWN))
   words.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
   words.add_special_tokens(list(paligemma_models.SPECIAL))
-  words.add_tokens(list(paligemma_hub.EXTRA_TOKENS))
+  (words.add_special_tokens if special_extras else words.add_tokens)(list(paligemma_hub.EXTRA_TOKENS))
   return paligemma_models.Spec(PaliGemmaConfig(), words.to_str(), 8)
+
+
+@pytest.mark.parametrize("special_extras", [False, True])
+def test_replies_keep_their_location_and_mask_tokens(special_extras):
+  spec = _spec(special_extras)
+  ids = [spec.tokenizer.token_to_id(t) for t in ("<bos>", "<loc0007>", "<seg012>", "a", "cat", "<eos>", "<image>")]
+  assert spec.decode(np.array([ids])) == ["<loc0007> <seg012> a cat"]  # a word-level decoder joins with spaces
 
 
 class _Model:

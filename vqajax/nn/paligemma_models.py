@@ -100,12 +100,21 @@ class Spec:
       out[i, :len(row)] = row
     return out
 
+  @functools.cached_property
+  def _skipped(self) -> frozenset[int]:
+    """The ids a reply's text leaves out: the tokenizer's special tokens but `<loc>` / `<seg>` (a
+    reply's masks, whether or not a checkpoint's tokenizer.json marks them special)."""
+    extra = set(paligemma_hub.EXTRA_TOKENS)
+    return frozenset(i for i, token in self.tokenizer.get_added_tokens_decoder().items()
+                     if token.special and token.content not in extra)
+
   def decode(self, tokens) -> list[str]:
     """The texts of generated token rows [N, L], each up to its first end-of-sequence token."""
     ends = set(self.config.text.eos_token_id)
     rows = [[int(t) for t in row] for row in np.asarray(tokens)]
-    rows = [row[:next((i for i, t in enumerate(row) if t in ends), len(row))] for row in rows]
-    return self.tokenizer.decode_batch(rows, skip_special_tokens=True)
+    rows = [[t for t in row[:next((i for i, t in enumerate(row) if t in ends), len(row))] if t not in self._skipped]
+            for row in rows]
+    return self.tokenizer.decode_batch(rows, skip_special_tokens=False)
 
   @functools.cached_property
   def heads(self) -> np.ndarray:
