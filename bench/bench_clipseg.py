@@ -15,7 +15,6 @@ weights saved by HF and read by `clipseg_hub`. Before timing both sides give the
 ratios medians of the rounds' ratios. Also printed: the f32 matmul peak measured in the same rounds.
 """
 
-import argparse
 import os
 import sys
 import tempfile
@@ -24,14 +23,13 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import contest  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
 import record  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from bench_train import pin_threads  # noqa: E402
-from jax_vqa import timed  # noqa: E402
 
 from vqajax.nn import clipseg, clipseg_hub  # noqa: E402
 
@@ -144,52 +142,23 @@ def bench(size: str, batch: int, args) -> tuple[list[str], list[dict], list[floa
   runs = {"vqajax inference": lambda: ours.infer(batches, args.steps), "torch inference": lambda: theirs.infer(args.steps),
           "vqajax decoder step": lambda: ours.train(batches, args.steps),
           "torch decoder step": lambda: theirs.train(args.steps)}
-  for run in runs.values():  # compiles; warms up
-    run()
-  seconds, peaks = {name: [] for name in runs}, []
-  for r in range(args.rounds):
-    for name, run in runs.items():
-      seconds[name].append(timed(run) / args.steps)
-    peaks.append(record.matmul_peak())
-    print(f"{size} round {r + 1}: " + ", ".join(f"{k} {v[-1] * 1e3:.0f} ms" for k, v in seconds.items())
-          + f" a batch; matmul peak {peaks[-1] / 1e9:.0f} GFLOP/s", flush=True)
-  median = lambda xs: float(np.median(xs))
+  seconds, peaks = contest.rounds(size, runs, args.rounds, args.steps, "a batch")
   what = f"CLIPSeg {size} ({side} px, vision hidden {config.vision.hidden_size}, patch {config.patch_size}), batch {batch}"
   lines = [f"{what}; {args.rounds} rounds x {args.steps} batches; logits equal HF's within "
-           f"{np.abs(got - expected).max():.1e}; matmul peak {median(peaks) / 1e9:.0f} GFLOP/s"]
+           f"{np.abs(got - expected).max():.1e}; matmul peak {contest.median(peaks) / 1e9:.0f} GFLOP/s"]
   rows = []
   for kind, unit, per in (("inference", "images/s", batch), ("decoder step", "steps/s", 1)):
     for side_name in ("vqajax", "torch"):
       name = f"{side_name} {kind}"
-      lines.append(f"  {name:20s} {per / median(seconds[name]):8.2f} {unit} (median {median(seconds[name]) * 1e3:.0f} ms)")
-      rows.append(record.row(f"{what}: {name}", per / median(seconds[name]), unit,
+      lines.append(f"  {name:20s} {per / contest.median(seconds[name]):8.2f} {unit} (median {contest.median(seconds[name]) * 1e3:.0f} ms)")
+      rows.append(record.row(f"{what}: {name}", per / contest.median(seconds[name]), unit,
                              rounds=per / np.array(seconds[name])))
     ratios = np.array(seconds[f"torch {kind}"]) / np.array(seconds[f"vqajax {kind}"])
-    lines.append(f"  {kind} vs torch eager: {median(ratios):5.2f}x (target >= 1.0x)")
-    rows.append(record.row(f"{what}: {kind} vs PyTorch eager, the same weights and threads", median(ratios), "x",
+    lines.append(f"  {kind} vs torch eager: {contest.median(ratios):5.2f}x (target >= 1.0x)")
+    rows.append(record.row(f"{what}: {kind} vs PyTorch eager, the same weights and threads", contest.median(ratios), "x",
                            ">= 1.0x", rounds=ratios))
   return lines, rows, peaks
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--sizes", default="small,base")
-  parser.add_argument("--batch-small", type=int, default=8)
-  parser.add_argument("--batch-base", type=int, default=4)
-  parser.add_argument("--steps", type=int, default=2, help="batches per contender per round")
-  parser.add_argument("--rounds", type=int, default=3)
-  parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
-  record.add_flag(parser)
-  args = parser.parse_args()
-  record.begin(args.json)
-  threads = pin_threads(args.threads)
-  report, rows, peaks = [f"threads: {threads}; devices: {jax.devices()[0].platform}"], [], []
-  for size in args.sizes.split(","):
-    lines, size_rows, size_peaks = bench(size, getattr(args, f"batch_{size}"), args)
-    report, rows, peaks = report + lines, rows + size_rows, peaks + size_peaks
-  print("\n" + "\n".join(report))
-  record.write(args.json, "bench_clipseg", rows, peak=float(np.median(peaks)))
-
-
 if __name__ == "__main__":
-  main()
+  contest.main("bench_clipseg", __doc__, bench, {"small": 8, "base": 4})

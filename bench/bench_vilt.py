@@ -17,7 +17,6 @@ share of the f32 matmul peak measured in the same rounds (a 2048^3 matmul). Both
 the same `--threads` cores and threads (bench_train.pin_threads).
 """
 
-import argparse
 import os
 import sys
 import tempfile
@@ -26,14 +25,13 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import contest  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
 import record  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from bench_train import pin_threads  # noqa: E402
-from jax_vqa import timed  # noqa: E402
 
 from vqajax.nn import vilt, vilt_hub  # noqa: E402
 
@@ -144,57 +142,31 @@ def bench(size: str, batch: int, args) -> tuple[list[str], list[dict], list[floa
   assert abs(flax_loss - theirs) <= 1e-4 * max(1.0, abs(theirs)), (flax_loss, theirs)
   runs = {**{name: (lambda f=f: f.run(batches, args.steps)) for name, f in contenders.items()},
           "torch eager": lambda: reference.run(args.steps)}
-  for run in runs.values():  # compiles; warms up
-    run()
-  seconds, peaks = {name: [] for name in runs}, []
-  for r in range(args.rounds):
-    for name, run in runs.items():
-      seconds[name].append(timed(run) / args.steps)
-    peaks.append(record.matmul_peak())
-    print(f"{size} round {r + 1}: " + ", ".join(f"{k} {v[-1] * 1e3:.0f} ms" for k, v in seconds.items())
-          + f" a step; matmul peak {peaks[-1] / 1e9:.0f} GFLOP/s", flush=True)
-  median = lambda xs: float(np.median(xs))
+  seconds, peaks = contest.rounds(size, runs, args.rounds, args.steps)
   flops = train_flops(ours, batch, args.labels)
   lines = [f"{size}: hidden {ours.hidden_size}, {ours.num_hidden_layers} layers, {ours.image_size} px / patch "
            f"{ours.patch_size} ({ours.position_grid ** 2} patches), {TEXT} text tokens, {args.labels} labels, batch "
            f"{batch}; {args.rounds} rounds x {args.steps} steps; loss on one batch, dropout off: vqajax "
            f"{flax_loss:.6f}, torch {theirs:.6f} (close); useful {flops / 1e9:.0f} GFLOP a step"]
   for name in runs:
-    share = median(flops / np.array(seconds[name]) / np.array(peaks))
-    lines.append(f"  {name:12s} {1 / median(seconds[name]):7.2f} steps/s (median step {median(seconds[name]) * 1e3:.0f}"
-                 f" ms), {share:4.0%} of the f32 matmul peak ({median(peaks) / 1e9:.0f} GFLOP/s)")
+    share = contest.median(flops / np.array(seconds[name]) / np.array(peaks))
+    lines.append(f"  {name:12s} {1 / contest.median(seconds[name]):7.2f} steps/s (median step {contest.median(seconds[name]) * 1e3:.0f}"
+                 f" ms), {share:4.0%} of the f32 matmul peak ({contest.median(peaks) / 1e9:.0f} GFLOP/s)")
   what = f"ViLT {size} (hidden {ours.hidden_size}, {ours.image_size} px), batch {batch}"
-  rows = [record.row(f"{what}: {name}", 1 / median(seconds[name]), "steps/s", rounds=1 / np.array(seconds[name]))
+  rows = [record.row(f"{what}: {name}", 1 / contest.median(seconds[name]), "steps/s", rounds=1 / np.array(seconds[name]))
           for name in runs]
   for name in contenders:
     ratios = np.array(seconds["torch eager"]) / np.array(seconds[name])
-    lines.append(f"  {name} vs torch eager: {median(ratios):5.2f}x steps/s (reported)")
-    rows.append(record.row(f"{what}: {name} vs PyTorch eager, the same weights and threads", median(ratios), "x",
+    lines.append(f"  {name} vs torch eager: {contest.median(ratios):5.2f}x steps/s (reported)")
+    rows.append(record.row(f"{what}: {name} vs PyTorch eager, the same weights and threads", contest.median(ratios), "x",
                            rounds=ratios))
   return lines, rows, peaks
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--sizes", default="small,base")
-  parser.add_argument("--batch-small", type=int, default=16)
-  parser.add_argument("--batch-base", type=int, default=4)
-  parser.add_argument("--steps", type=int, default=2, help="steps per contender per round")
-  parser.add_argument("--rounds", type=int, default=3)
+def arguments(parser) -> None:
   parser.add_argument("--labels", type=int, default=3129, help="VQA v2's answer classes")
   parser.add_argument("--bf16", action="store_true", help="also time bfloat16 matmul inputs (reported)")
-  parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
-  record.add_flag(parser)
-  args = parser.parse_args()
-  record.begin(args.json)
-  threads = pin_threads(args.threads)
-  report, rows, peaks = [f"threads: {threads}; devices: {jax.devices()[0].platform}"], [], []
-  for size in args.sizes.split(","):
-    lines, size_rows, size_peaks = bench(size, getattr(args, f"batch_{size}"), args)
-    report, rows, peaks = report + lines, rows + size_rows, peaks + size_peaks
-  print("\n" + "\n".join(report))
-  record.write(args.json, "bench_vilt", rows, peak=float(np.median(peaks)))
 
 
 if __name__ == "__main__":
-  main()
+  contest.main("bench_vilt", __doc__, bench, {"small": 16, "base": 4}, arguments)

@@ -14,12 +14,13 @@ declare -A ARGS=(  # the shipped sizes
   [bench_extract]="--rounds 3"
   [bench_vilt]="--sizes small,base --rounds 3"
   [bench_clipseg]="--sizes small,base --rounds 3"
+  [bench_paligemma]="--sizes gemma,gemma2 --rounds 3"
   [bench_pixels]="--images 128 --rounds 3"
   [bench_pipeline]="--config-arg runlocal --store-gb 0.5 --buckets 1"
   [bench_scale]="--fractions 0.125"
   [bench_trained]="--scale 0.01 --rounds 1"
 )
-ORDER=(bench_score bench_iou bench_train bench_extract bench_vilt bench_clipseg bench_pixels bench_pipeline bench_scale bench_trained)
+ORDER=(bench_score bench_iou bench_train bench_extract bench_vilt bench_clipseg bench_paligemma bench_pixels bench_pipeline bench_scale bench_trained)
 [ $# -gt 0 ] && ORDER=("$@")
 FAILED=0
 BEGAN=$(date +%s)
