@@ -7,9 +7,11 @@
 Two figures per size, each a ratio against PyTorch eager with the same weights and threads (target
 >= 1.0x): fine-tuning (steps/s: every parameter trained with AdamW, the loss the mean cross-entropy
 of the suffix's tokens after a bidirectional prefix of the image and the prompt, as HF's `labels`
-and `token_type_ids` give it) and greedy decoding (tokens/s: `--new-tokens` generated after each
-row's prompt with a key / value cache, the prompt's prefill included; vqajax's `generate` from rows
-padded on the right, HF's `generate(do_sample=False)` from the same rows padded on the left, as it
+and `token_type_ids` give it; vqajax's as its VQA row computes it, the vocabulary-wide output
+projection at the suffix's slots alone, HF's at every slot) and greedy decoding (tokens/s: `--new-tokens` generated after each
+row's prompt with a key / value cache, the prompt's prefill included, from the initial weights and
+with no end-of-sequence id, so that every row makes them all; vqajax's `generate` from rows padded
+on the right, HF's `generate(do_sample=False)` from the same rows padded on the left, as it
 expects). Sizes: `gemma` (PaliGemma: SigLIP 4 layers 256 wide at 224 px in 16 px patches, 196 image
 tokens; Gemma 4 layers 256 wide, 4 query heads and 1 key / value head of 64; a 16,384-token
 vocabulary, not Gemma's 257,152, whose output projection would be most of a small model's time) and
@@ -21,6 +23,7 @@ of the rounds' ratios. Also printed: the fine-tuning step's useful matmul FLOP/s
 layer sizes) as a share of the f32 matmul peak measured in the same rounds.
 """
 
+import copy
 import os
 import sys
 import tempfile
@@ -37,7 +40,8 @@ import record  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from vqajax.nn import paligemma, paligemma_hub  # noqa: E402
+from vqajax.nn import paligemma, paligemma_hub, paligemma_models  # noqa: E402
+from vqajax.vqa import task as vqa_task  # noqa: E402
 
 VISION = dict(model_type="siglip_vision_model", hidden_size=256, intermediate_size=1024, num_hidden_layers=4,
               num_attention_heads=4, image_size=224, patch_size=16, vision_use_head=False)
@@ -81,7 +85,8 @@ def prompts(batch: dict) -> dict:
 
 
 def train_flops(config, batch: dict) -> float:
-  """Useful matmul FLOPs of one step: 3 x forward (the patch projection's input is data: no input gradient)."""
+  """Useful matmul FLOPs of one step: 3 x forward (the patch projection's input is data: no input gradient),
+  the output projection at the suffix's slots (the loss reads no other)."""
   v, t = config.vision, config.text
   rows, tokens = batch["input_ids"].shape
   p = v.num_patches
@@ -90,9 +95,9 @@ def train_flops(config, batch: dict) -> float:
   heads = t.num_attention_heads * t.head_dim
   layer = (2 * tokens * t.hidden_size * (2 * heads + 2 * t.num_key_value_heads * t.head_dim + 3 * t.intermediate_size)
            + 4 * tokens * tokens * heads)
-  text = t.num_hidden_layers * layer + 2 * tokens * t.hidden_size * t.vocab_size
+  head = 2 * int(batch["token_type_ids"].sum()) * t.hidden_size * t.vocab_size
   patch = 2 * p * v.patch_size ** 2 * v.num_channels * v.hidden_size
-  return rows * (3 * (vision + text) + 2 * patch)
+  return rows * (3 * (vision + t.num_hidden_layers * layer) + 2 * patch) + 3 * head
 
 
 class Flax:
@@ -107,10 +112,13 @@ class Flax:
       return model.apply({"params": params}, batch["pixel_values"], batch["input_ids"], batch["attention_mask"],
                          batch["token_type_ids"] == 0)
 
-    def loss(params, batch):
-      weights = (batch["token_type_ids"][:, 1:] > 0).astype(jnp.float32)
-      ce = optax.softmax_cross_entropy_with_integer_labels(logits(params, batch)[:, :-1], batch["input_ids"][:, 1:])
-      return jnp.sum(ce * weights) / jnp.sum(weights)
+    def loss(params, batch):  # as the VQA row trains: the output projection at the suffix's slots alone
+      prefix = batch["attention_mask"] * (1 - batch["token_type_ids"])
+      suffix = jnp.where(batch["token_type_ids"] > 0, batch["input_ids"], -1)
+      suffix = jnp.take_along_axis(suffix, jnp.argsort(suffix < 0, axis=1, stable=True), axis=1)[:, :SUFFIX[1] + 1]
+      out, targets, placed = paligemma_models.suffix_logits(model.bind({"params": params}), batch["pixel_values"],
+                                                            batch["input_ids"] * prefix, prefix, suffix)
+      return vqa_task.token_loss({"logits": out, "targets": targets, "weights": placed.astype(jnp.float32)}, batch)
 
     def step(state, batch):
       params, opt_state = state
@@ -120,10 +128,10 @@ class Flax:
 
     self.logits = jax.jit(logits)
     self.step = jax.jit(step, donate_argnums=0)
-    eos = jnp.asarray(config.text.eos_token_id)
+    initial, never = {"params": jax.tree.map(jnp.copy, params)}, jnp.asarray([config.text.vocab_size])
     self.generate = lambda batch: paligemma.generate(
-        model, {"params": self.state[0]}, batch["pixel_values"], batch["input_ids"], batch["attention_mask"], eos,
-        PAD, max_decode_len=new_tokens)
+        model, initial, batch["pixel_values"], batch["input_ids"], batch["attention_mask"], never, PAD,
+        max_decode_len=new_tokens)
 
   def train(self, batches, steps: int) -> None:
     for i in range(steps):
@@ -140,7 +148,7 @@ class Torch:
   """HF's model, eager, and torch.optim.AdamW; `generate` from the prompts padded on the left."""
 
   def __init__(self, model, host_batches, new_tokens: int):
-    self.model, self.new_tokens = model, new_tokens
+    self.model, self.initial, self.new_tokens = model, copy.deepcopy(model).eval(), new_tokens
     self.opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
     self.batches = [self.to_torch(b) for b in host_batches]
     for b in self.batches:  # HF's loss: the suffix's tokens
@@ -161,23 +169,19 @@ class Torch:
     index = (np.arange(mask.shape[1])[None] - shift[:, None]) % mask.shape[1]
     return {**batch, **{k: np.take_along_axis(batch[k], index, 1) for k in ("input_ids", "attention_mask")}}
 
-  def logits(self, batch):
-    return self.model(**{k: v for k, v in batch.items() if k != "labels"}).logits
-
   def train(self, steps: int) -> None:
-    self.model.train()
     for i in range(steps):
       self.opt.zero_grad(set_to_none=True)
       self.model(**self.batches[i % len(self.batches)]).loss.backward()
       self.opt.step()
 
   def decode(self, steps: int):
-    self.model.eval()
+    never = self.model.config.text_config.vocab_size
     with torch.no_grad():
       for i in range(steps):
         batch = self.prompts[i % len(self.prompts)]
-        tokens = self.model.generate(**batch, max_new_tokens=self.new_tokens, do_sample=False, eos_token_id=EOS,
-                                     pad_token_id=PAD)
+        tokens = self.initial.generate(**batch, max_new_tokens=self.new_tokens, do_sample=False, eos_token_id=never,
+                                       pad_token_id=PAD)
     return tokens[:, batch["input_ids"].shape[1]:].numpy()
 
 
@@ -196,14 +200,13 @@ def bench(size: str, batch: int, args) -> tuple[list[str], list[dict], list[floa
   batches = [jax.device_put(b) for b in host]
   starts = [jax.device_put(prompts(b)) for b in host]
   ours, theirs = Flax(config, params, args.new_tokens), Torch(model, host, args.new_tokens)
-  model.eval()
   with torch.no_grad():
-    expected = theirs.logits(theirs.batches[0]).numpy()
+    expected = theirs.initial(**{k: v for k, v in theirs.batches[0].items() if k != "labels"}).logits.numpy()
   got = np.asarray(ours.logits(params, batches[0]))
   real = host[0]["attention_mask"].astype(bool)
   gap = np.abs(got - expected)[real].max()
   assert gap <= 1e-3 * max(1.0, np.abs(expected).max()), gap
-  agree = float(np.mean(ours.decode(starts, 1) == theirs.decode(1)))  # before either trains
+  agree = float(np.mean(ours.decode(starts, 1) == theirs.decode(1)))
   runs = {"vqajax fine-tuning": lambda: ours.train(batches, args.steps), "torch fine-tuning": lambda: theirs.train(args.steps),
           "vqajax decoding": lambda: ours.decode(starts, args.steps), "torch decoding": lambda: theirs.decode(args.steps)}
   seconds, peaks = contest.rounds(size, runs, args.rounds, args.steps, "a batch")

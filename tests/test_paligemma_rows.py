@@ -208,6 +208,12 @@ def test_multiple_choice_is_the_likeliest_answer():
       [[1] * 9 + [0], [1] * 10]), jnp.repeat(mask[:, :10], 2, 0)))
   expected = [float(logp[0, 6, 7] + logp[0, 7, 1]), float(logp[1, 6, 8] + logp[1, 7, 9] + logp[1, 8, 1])]
   np.testing.assert_allclose(scores, expected, atol=1e-4)
+  logits, targets, placed = jax.jit(lambda v, *rows: paligemma_models.suffix_logits(model.bind(v), *rows))(
+      variables, jnp.repeat(pixels, 2, 0), jnp.repeat(ids, 2, 0), jnp.repeat(mask, 2, 0), jnp.asarray(picked))
+  np.testing.assert_array_equal(targets[:, :2], [[7, 1], [8, 9]])  # the third token of row 0: past its end
+  np.testing.assert_array_equal(placed, [[1, 1, 0], [1, 1, 1]])
+  np.testing.assert_allclose(jax.nn.log_softmax(logits)[1], logp[1, 6:9], atol=1e-4)  # the slots before them
+  np.testing.assert_allclose(jax.nn.log_softmax(logits)[0, :2], logp[0, 6:8], atol=1e-4)
   scores = [float(x) for x in scores]
   outputs = {"tokens": np.zeros((1, 2), np.int32),
              "choice_scores": jnp.where(jnp.asarray(choices) >= 0, jnp.asarray([scores + [0.0]]), -jnp.inf)}

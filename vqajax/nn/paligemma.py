@@ -264,7 +264,8 @@ def attention_masks(config: TextConfig, query_slots, query_prefix, key_valid, ke
 class PaliGemma(nn.Module):
   """HF's `PaliGemmaForConditionalGeneration`: logits [B, T, vocab] of `input_ids` [B, T] (padding
   off in `input_mask`, the bidirectional prefix in `prefix_mask`) whose `<image>` tokens (each row
-  holds `vision.num_patches`) take the image features of `pixel_values` [B, H, W, C] in order."""
+  holds `vision.num_patches`) take the image features of `pixel_values` [B, H, W, C] in order; of
+  the slots `keep` [B, K] alone when given."""
   config: PaliGemmaConfig
   dtype: Any = jnp.float32
   remat: str | None = None
@@ -294,12 +295,16 @@ class PaliGemma(nn.Module):
     features = jnp.take_along_axis(features, which[..., None], axis=1)
     return jnp.where(image[..., None], features, self.embed_text(input_ids))
 
-  def decode(self, x, positions, masks, index=0, cache=None):
+  def decode(self, x, positions, masks, index=0, cache=None, keep=None):
     """The decoder over x [B, T, hidden] at slots `index` .. (rotary `positions` [B, T], `masks` from
-    `attention_masks`), with a key / value cache ([L, B, S, K, D] each) or None: (logits, cache)."""
+    `attention_masks`), with a key / value cache ([L, B, S, K, D] each) or None: (logits, cache);
+    the logits [B, K, vocab] of the slots `keep` [B, K] alone when given (the output projection,
+    vocabulary-wide, only where a loss reads it)."""
     t = self.config.text
     local = jnp.asarray([kind == LOCAL for kind in t.layer_types])
     x, cache = self.layers(x, rotary(positions, t.head_dim, t.rope_theta), masks, index, (local, cache))
+    if keep is not None:
+      x = jnp.take_along_axis(x, keep[..., None], axis=1)
     return self.logits(self.norm(x)), cache
 
   def logits(self, x):
@@ -312,11 +317,11 @@ class PaliGemma(nn.Module):
     cap = t.final_logit_softcapping
     return logits if cap is None else jnp.tanh(logits / np.float32(cap)) * np.float32(cap)
 
-  def __call__(self, pixel_values, input_ids, input_mask, prefix_mask):
+  def __call__(self, pixel_values, input_ids, input_mask, prefix_mask, keep=None):
     x = self.embed(pixel_values, input_ids)
     valid, prefix = input_mask > 0, (prefix_mask > 0) & (input_mask > 0)
     masks = attention_masks(self.config.text, jnp.arange(x.shape[1]), prefix, valid, prefix)
-    return self.decode(x, jnp.cumsum(valid, axis=1), masks)[0]
+    return self.decode(x, jnp.cumsum(valid, axis=1), masks, keep=keep)[0]
 
 
 def example_inputs(config: PaliGemmaConfig, batch: int = 1, text_length: int = 4) -> dict[str, np.ndarray]:

@@ -280,12 +280,22 @@ def with_suffix(ids, mask, suffix):
   return jnp.where(placed, token, ids), (mask > 0) | placed, placed
 
 
+def suffix_logits(model, pixels, ids, mask, suffix):
+  """Teacher-forced, each row's `suffix` [B, A] (-1 after its end) after its prompt: (the logits
+  [B, A, vocab] predicting the suffix's tokens, those tokens [B, A], and True where one is). Only the
+  A slots before them reach the vocabulary-wide output projection."""
+  full, valid, placed = with_suffix(ids, mask, suffix)
+  slots = jnp.sum(mask > 0, axis=1, keepdims=True) + jnp.arange(suffix.shape[1])[None]  # the suffix's
+  inside, slots = slots < ids.shape[1], jnp.minimum(slots, ids.shape[1] - 1)
+  logits = model(pixels, full, valid, mask, keep=slots - 1)
+  return logits, jnp.take_along_axis(full, slots, 1), inside & jnp.take_along_axis(placed, slots, 1)
+
+
 def suffix_likelihood(model, pixels, ids, mask, suffix):
   """The log-likelihood [B] of each row's `suffix` [B, A] after its prompt (teacher-forced)."""
-  full, valid, placed = with_suffix(ids, mask, suffix)
-  logits = model(pixels, full, valid, mask)
-  logp = jnp.take_along_axis(jax.nn.log_softmax(logits[:, :-1]), full[:, 1:, None], axis=-1)[..., 0]
-  return jnp.sum(jnp.where(placed[:, 1:], logp, 0.0), axis=1)
+  logits, targets, placed = suffix_logits(model, pixels, ids, mask, suffix)
+  logp = jnp.take_along_axis(jax.nn.log_softmax(logits), targets[..., None], axis=-1)[..., 0]
+  return jnp.sum(jnp.where(placed, logp, 0.0), axis=1)
 
 
 class AnswerVQA(nn.Module):
@@ -311,9 +321,8 @@ class AnswerVQA(nn.Module):
     if self.is_initializing() or train:
       label = batch["label"]
       suffix = jnp.where(label[:, None] >= 0, answers[jnp.maximum(label, 0)], -1)
-      full, valid, placed = with_suffix(ids, mask, suffix)
-      logits = self.model(pixels, full, valid, mask)
-      return {"logits": logits[:, :-1], "targets": full[:, 1:], "weights": placed[:, 1:].astype(jnp.float32)}
+      logits, targets, placed = suffix_logits(self.model, pixels, ids, mask, suffix)
+      return {"logits": logits, "targets": targets, "weights": placed.astype(jnp.float32)}
     eos = jnp.asarray(self.config.text.eos_token_id)
     tokens = reply(self.model, pixels, ids, mask, self.max_decode_len)
     ended = jnp.cumsum(jnp.isin(tokens, eos), axis=1) - jnp.isin(tokens, eos) > 0  # past the first <eos>
