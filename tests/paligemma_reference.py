@@ -12,12 +12,15 @@ meets early. Run in a subprocess: importing torch after TensorFlow (which other 
 process.
 
   python tests/paligemma_reference.py FOLDER
+  python tests/paligemma_reference.py --reply CHECKPOINT PICTURE PROMPT STEPS   (`reply`)
 """
 
+import json
 import os
 import sys
 
 import numpy as np
+import PIL.Image
 import tokenizers
 import torch
 import transformers
@@ -130,6 +133,19 @@ def model_reference(folder: str, words, changes) -> None:
   np.savez(os.path.join(folder, "reference.npz"), **out)
 
 
+def reply(folder: str, picture: str, prompt: str, steps: str) -> None:
+  """Prints (JSON) HF's greedy reply to `prompt` about the picture file: its tokens and its text
+  (special tokens skipped), from the checkpoint in `folder` through `PaliGemmaProcessor` and `generate`."""
+  model = transformers.PaliGemmaForConditionalGeneration.from_pretrained(folder).eval()
+  words = transformers.PreTrainedTokenizerFast.from_pretrained(folder)
+  vision = model.config.vision_config
+  processor = _processor(words, vision.image_size, (vision.image_size // vision.patch_size) ** 2, "left")
+  encoded = processor(images=[PIL.Image.open(picture).convert("RGB")], text=[prompt], return_tensors="pt")
+  with torch.no_grad():
+    tokens = model.generate(**encoded, max_new_tokens=int(steps), do_sample=False)[0, encoded["input_ids"].shape[1]:]
+  print(json.dumps({"tokens": tokens.tolist(), "text": words.decode(tokens, skip_special_tokens=True)}))
+
+
 def main(folder: str) -> None:
   words = tokenizer()
   for name, changes in ARCHITECTURES.items():
@@ -141,4 +157,4 @@ def main(folder: str) -> None:
 
 
 if __name__ == "__main__":
-  main(*sys.argv[1:])
+  reply(*sys.argv[2:]) if sys.argv[1] == "--reply" else main(*sys.argv[1:])

@@ -17,11 +17,13 @@ import jax
 import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
+import PIL.Image
 import pytest
 import tokenizers
 from safetensors import numpy as safetensors_numpy
 
 from tests import paligemma_reference as reference
+from vqajax import cli
 from vqajax.core.errors import InputError
 from vqajax.nn import paligemma, paligemma_hub
 
@@ -64,6 +66,28 @@ def test_logits_equal_hf(checkpoints, name):
     real = mask.astype(bool)
     assert len(set(real.sum(1))) == len(real)  # rows of different lengths
     np.testing.assert_allclose(np.asarray(logits)[real], ref[f"{b}/logits"][real], atol=1e-4, rtol=0)
+
+
+@needs_torch
+@pytest.mark.slow
+def test_ask_replies_as_hf_generate_on_the_same_checkpoint(checkpoints, tmp_path, capsys):
+  """A VQA run of no step from a Gemma 2 checkpoint (`paligemma.py:runlocal`'s 32 px pictures), asked
+  about a new picture through `vqajax ask`, replies with the text of HF's greedy `generate` (the
+  prompt `answer en {question}`, the picture through PaliGemmaProcessor; 8 tokens, `<loc>` ones kept)."""
+  picture, run = tmp_path / "picture.png", tmp_path / "run"
+  PIL.Image.fromarray(np.random.default_rng(0).integers(0, 256, (32, 32, 3), np.uint8)).save(picture)
+  config = os.path.join(HERE, "..", "experiments", "vqa", "paligemma.py:runlocal")
+  assert cli.main(["train", f"--config={config}", f"--workdir={run}", f"--config.model.init_from={checkpoints / 'gemma2'}",
+                   "--config.num_train_steps=0", "--config.model.max_decode_len=8"]) == 0
+  capsys.readouterr()
+  assert cli.main(["ask", f"--workdir={run}", f"--image={picture}", "--question=what is it?", "--json"]) == 0
+  asked = json.loads(capsys.readouterr().out)[0]["answers"][0]["answer"]
+  done = subprocess.run([sys.executable, os.path.join(HERE, "paligemma_reference.py"), "--reply",
+                         str(checkpoints / "gemma2"), str(picture), "answer en what is it?", "8"],
+                        check=True, capture_output=True, text=True)
+  expected = json.loads(done.stdout.splitlines()[-1])
+  assert len(expected["tokens"]) == 8 and "<loc" in expected["text"]
+  assert asked == expected["text"].strip()
 
 
 @needs_torch
