@@ -22,7 +22,7 @@ from safetensors import numpy as safetensors_numpy
 from bench.reference import reference_accuracy
 from experiments.therapy import paligemma_zeroshot
 from experiments.vqa import deeper_lstm_norm_i
-from vqajax import cli
+from vqajax import cli, demo
 from vqajax.answertherapy import grounding_class, table4
 from vqajax.core import config as config_lib
 from vqajax.core import trained
@@ -224,8 +224,9 @@ def test_multiple_choice_is_the_likeliest_answer():
 @pytest.mark.slow
 def test_runlocal_vqa_answers_in_words_and_scores_its_replies(tmp_path, capsys):
   """Fine-tuned on the tiny set through the front door: its evaluation writes the official results of
-  its replies and their accuracies; its bundle answers a new picture in words; `submit` writes the
-  server's file of its replies, every test question once in file order."""
+  its replies and their accuracies; its bundle answers a new picture in words, and the demo's page a
+  store picture (with a multiple-choice pick); `submit` writes the server's file of its replies,
+  every test question once in file order."""
   run, bundle = tmp_path / "run", tmp_path / "bundle"
   config = f"{os.path.dirname(paligemma_zeroshot.__file__)}/../vqa/paligemma.py:runlocal"
   assert cli.main(["train", f"--config={config}", f"--workdir={run}", "--config.num_train_steps=2"]) == 0
@@ -240,6 +241,10 @@ def test_runlocal_vqa_answers_in_words_and_scores_its_replies(tmp_path, capsys):
   assert cli.main(["ask", f"--workdir={bundle}", "--image", picture, "--question", "what is it?", "--json"]) == 0
   answered = json.loads(capsys.readouterr().out)
   assert len(answered[0]["answers"]) == 1 and isinstance(answered[0]["answers"][0]["answer"], str)
+  page = demo.page_of(demo._parser("vqajax demo").parse_args([f"--workdir={run}"]))  # the demo's page, no server
+  key = page.image_choices()[0][1]
+  shown = page.ask(key, None, "what is it?", "yes, no")
+  assert shown["error"] == "" and len(shown["answers"]) == 1 and shown["pick"].startswith("Of the choices, the model picks")
   questions = os.path.join(data, "v2_OpenEnded_mscoco_test-dev2015_questions.json")
   assert cli.main(["submit", f"--workdir={run}", f"--out={tmp_path / 'server'}", questions]) == 0
   submitted = json.loads((tmp_path / "server" / "v2_OpenEnded_mscoco_test-dev2015_paligemma_results.json").read_text())
