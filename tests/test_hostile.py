@@ -71,6 +71,8 @@ def bad(tiny_data, tmp_path_factory):
   _write(root / "text.pth", "these are not weights\n")
   ids = FeatureStore(os.path.join(tiny_data, "features", "fc7.h5")).image_ids
   write_store_blocks(str(root / "pixels.h5"), ids, (32, 32, 4), np.uint8, [np.zeros((len(ids), 32, 32, 4), np.uint8)])
+  write_store_blocks(str(root / "float_pixels.h5"), ids, (32, 32, 4), np.float32,
+                     [np.zeros((len(ids), 32, 32, 4), np.float32)])
   _write(root / "exits.py", "import sys\nsys.exit(0)\n")
   _write(root / "raises_sweep.py", "def get_sweep(arg):\n  raise RuntimeError('no points today')\n")
   return root
@@ -103,6 +105,15 @@ CASES = [
     ("a pixel store for a features model (32x32x4 == 4096)",
      lambda d, b, w: _train(d, w, f"--config.data.features={b / 'pixels.h5'}"), "vqajax train",
      "pixels.h5: holds images' pixels (vqajax features --model pixels, for ViLT), while this model"),
+    ("a float [S, S, 4] store for ViLT",
+     lambda d, b, w: ["train", f"--config={ROOT}/experiments/vqa/vilt.py:runlocal", f"--workdir={w}",
+                      f"--config.data.dir={d}", f"--config.data.features={b / 'float_pixels.h5'}"], "vqajax train",
+     "float_pixels.h5: holds float32 of shape (32, 32, 4) per image, while this model (config.model.name) reads "
+     "pictures' pixels, uint8 [S, S, 4] (vqajax features --model pixels)"),
+    ("an fc7 store for ViLT", lambda d, b, w: ["train", f"--config={ROOT}/experiments/vqa/vilt.py:runlocal",
+                                                f"--workdir={w}", f"--config.data.dir={d}",
+                                                f"--config.data.features={d}/features/fc7.h5"], "vqajax train",
+     "fc7.h5: holds float16 of shape (4096,) per image, while this model (config.model.name) reads pictures' pixels"),
     ("float image ids in a store", lambda d, b, w: _train(d, w, f"--config.data.features={b / 'float_ids.h5'}"),
      "vqajax train", "float_ids.h5: image ids are float64, expected integers"),
     ("batch_size 0", lambda d, b, w: _train(d, w, "--config.batch_size=0"), "vqajax train",

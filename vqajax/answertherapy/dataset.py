@@ -202,8 +202,14 @@ def load(config, grid_targets: bool = False) -> TherapyData:
   if store is None and grid_targets:
     raise InputError("config.data.features: the mask predictor needs a grid feature store")
   make_text = model_lib.text_encoder(therapy_models.MODELS, config.model)  # from the training questions and answers
-  if store is not None and make_text is None:  # models with their own text encoder read pixel stores
-    store.check_features(f"config.model.name {config.model.get('name')!r}")
+  reader = f"config.model.name {config.model.get('name')!r}"
+  if make_text is None:  # models with their own text encoder read pixel stores
+    if store is not None:
+      store.check_features(reader)
+  elif store is None:
+    raise InputError(f"config.data.features: {reader} reads a pixel store (vqajax features --model pixels)")
+  else:
+    store.check_pixels(reader)
   vocab = text.Vocab.build((text.tokenize(t) for s in train for t in (s.question,) + s.answers),
                            data.vocab_min_count)
   image_shape = None if store is None else store.shape

@@ -246,6 +246,14 @@ class FeatureStore:
       raise FeatureStoreError(f"{self.path}: holds images' pixels (vqajax features --model pixels, for ViLT), while "
                               f"{reader} reads image features (vqajax features --model vgg16 --layer fc7, say)")
 
+  def check_pixels(self, reader: str) -> None:
+    """FeatureStoreError unless the store holds square pictures' pixels, uint8 [S, S, 4], which
+    `reader` reads."""
+    s = self.shape
+    if not (self.holds_pixels and len(s) == 3 and s[0] == s[1] and s[2] == 4):
+      raise FeatureStoreError(f"{self.path}: holds {np.dtype(self.dtype).name} of shape {s} per image, while {reader} "
+                              "reads pictures' pixels, uint8 [S, S, 4] (vqajax features --model pixels)")
+
   def check_shape(self, expected: tuple[int, ...]) -> None:
     if self.shape != tuple(expected):
       raise FeatureStoreError(

@@ -86,9 +86,6 @@ def word_tokenizer(texts: Sequence[str]) -> str:
 def spec(model_cfg, texts: Sequence[str], image_shape: tuple[int, ...]) -> Spec:
   """The `Spec` of `config.model`: from `init_from`'s checkpoint (a Hub id recorded as
   `ORG/NAME@COMMIT`), or a from-scratch CLIPSeg of the config's sizes; `image_shape` the pixel store's."""
-  if len(image_shape) != 3 or image_shape[0] != image_shape[1] or image_shape[2] != 4:
-    raise InputError(f"config.data.features: CLIPSeg (config.model.name 'clipseg') reads a pixel store of [S, S, 4] "
-                     f"per image (vqajax features --model pixels), got {tuple(image_shape)}")
   if model_cfg.init_from:
     checkpoint = clipseg_hub.checkpoint(model_cfg.init_from)
     model_cfg.init_from = checkpoint.name

@@ -167,9 +167,6 @@ def spec(model_cfg, texts: Sequence[str], image_shape: tuple[int, ...]) -> Spec:
   """The `Spec` of `config.model`: from `init_from`'s checkpoint (a Hub id recorded as
   `ORG/NAME@COMMIT`; its image size must be the pixel store's), or a from-scratch PaliGemma of the
   config's sizes whose vocabulary holds the training `texts`' words and the prompt's."""
-  if len(image_shape) != 3 or image_shape[0] != image_shape[1] or image_shape[2] != 4:
-    raise InputError(f"config.data.features: PaliGemma (config.model.name 'paligemma') reads a pixel store of "
-                     f"[S, S, 4] per image (vqajax features --model pixels), got {tuple(image_shape)}")
   side, template = image_shape[0], model_cfg.get("vqa_prompt", "{question}")
   if model_cfg.init_from:
     checkpoint = paligemma_hub.checkpoint(model_cfg.init_from)

@@ -93,9 +93,6 @@ def spec(model_cfg, texts: Sequence[str], image_shape: tuple[int, ...]) -> Spec:
   """The `Spec` of `config.model`: from `init_from`'s checkpoint (a Hub id resolved, and recorded
   in `init_from` as `ORG/NAME@COMMIT`), or from the config's sizes with a tokenizer of the
   training `texts`; `image_shape`: the pixel store's, [S, S, 4]."""
-  if len(image_shape) != 3 or image_shape[0] != image_shape[1] or image_shape[2] != 4:
-    raise InputError(f"config.data.features: ViLT (config.model.name 'vilt') reads a pixel store of [S, S, 4] per "
-                     f"image (vqajax features --model pixels), got {tuple(image_shape)}")
   if model_cfg.init_from:
     checkpoint = vilt_hub.checkpoint(model_cfg.init_from)
     model_cfg.init_from = checkpoint.name

@@ -365,6 +365,8 @@ def _load(config_data, text_encoder: Callable | None) -> VQAData:
     store = open_store(config_data)
     if text_encoder is None:  # models with their own text encoder read pixel stores
       store.check_features("this model (config.model.name)")
+    else:
+      store.check_pixels("this model (config.model.name)")
     captions = {split: _read_captions(config_data, split) for split in ("train", "val")}
   if (captions["train"] is None) != (captions["val"] is None):
     raise official_files.DataFileError("config.data: give both train_captions and val_captions, or neither")
@@ -404,6 +406,8 @@ def with_val(config_data, data: VQAData) -> VQAData:
   records, source, info = read_split(config_data, "val")
   store = open_store(config_data)
   store.check_shape(data.encoders.image_shape)
+  if data.encoders.text is not None:
+    store.check_pixels("this model (config.model.name)")
   captions = _read_captions(config_data, "val")
   if (captions is None) != (data.encoders.caption_words is None):
     raise official_files.DataFileError("config.data.val_captions: a caption model's evaluations need their "
