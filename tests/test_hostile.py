@@ -244,6 +244,11 @@ CONFIG_CASES = [
     (THERAPY, "data.max_answer_len=0", f"config.data.max_answer_len: {POSITIVE} 0"),
     (THERAPY, "model.cell_dim=0", f"config.model.cell_dim: {POSITIVE} 0"),
     (THERAPY, "model.dropout=1", "config.model.dropout: expected a number in [0, 1), got 1"),
+    (f"{ROOT}/experiments/therapy/paligemma_zeroshot.py:runlocal", "num_train_steps=5",
+     "config.num_train_steps: config.model.name 'paligemma' is zero-shot for config.task 'grounding_class' (nothing "
+     "trains): expected 0 steps and 0 epochs, got 5 steps and 0.0 epochs"),
+    (f"{ROOT}/experiments/therapy/paligemma_ground.py:runlocal", "num_epochs=1.5",
+     "config.num_train_steps: config.model.name 'paligemma' is zero-shot for config.task 'grounding_mask'"),
 ]
 
 

@@ -3,6 +3,7 @@ on `therapy_config`)."""
 
 from __future__ import annotations
 
+import functools
 import os
 
 import ml_collections
@@ -39,8 +40,9 @@ def rules(config) -> dict:
   return {**FIELDS, **model_lib.rules(therapy_models.MODELS, config)}
 
 
-# Its rules across fields (each raises InputError), checked after FIELDS: the question encoder's.
-CHECKS = (question.check,)
+# Its rules across fields (each raises InputError), checked after FIELDS: the question encoder's, a
+# zero-shot row's budget.
+CHECKS = (question.check, functools.partial(model_lib.check_trains, therapy_models.MODELS))
 
 # The config.data fields an evaluation may set for its own split (config.evals.NAME.data).
 EVAL_DATA = ("val_files", "features", "feature_shape")

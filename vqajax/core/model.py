@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 import ml_collections
 
 from vqajax.core.config import Rule, check_value, one_of
+from vqajax.core.errors import InputError
 
 # The arrays a model's own text encoder gives (`TextEncoding`; a Hub tokenizer's), each [N, T]
 TEXT_KEYS = ("input_ids", "attention_mask", "token_type_ids")
@@ -36,10 +37,12 @@ class Builder(NamedTuple):
   """How a model is built for one task: `build(config.model, encoders) -> flax module` (its
   outputs what the task's loss and eval step read), that task's own fields of the model, and,
   for a model with its own text encoder, how the task's text is laid out for it (`texts`: the
-  task's own signature, e.g. AnswerTherapy's `(questions, answers, config) -> (texts, pairs)`)."""
+  task's own signature, e.g. AnswerTherapy's `(questions, answers, config) -> (texts, pairs)`);
+  `trains` False for a zero-shot row (no gradient reaches its parameters: `check_trains`)."""
   build: Callable
   fields: Mapping[str, Field] = {}
   texts: Callable | None = None
+  trains: bool = True
 
 
 class TextEncoding(NamedTuple):
@@ -97,6 +100,17 @@ def rules(models: Mapping[str, Model], config) -> dict[str, Rule]:
   name = one_of(*(name for name, model in models.items() if config.task in model.tasks))
   check_value("config.model.name", config.model.get("name"), name)
   return {"model.name": name, **models[config.model.name].rules(config.task)}
+
+
+def check_trains(models: Mapping[str, Model], config) -> None:
+  """InputError for a training budget given to a zero-shot row (its builder's `trains` False): a
+  step would only let the optimizer's weight decay move the checkpoint's parameters."""
+  if not models[config.model.name].tasks[config.task].trains:
+    steps, epochs = config.get("num_train_steps", 0), config.get("num_epochs", 0)
+    if steps or epochs:
+      raise InputError(f"config.num_train_steps: config.model.name '{config.model.name}' is zero-shot for "
+                       f"config.task '{config.task}' (nothing trains): expected 0 steps and 0 epochs, got {steps} "
+                       f"steps and {epochs} epochs")
 
 
 def entry(models: Mapping[str, Model], model_cfg) -> Model:

@@ -394,8 +394,8 @@ PALIGEMMA = Model(
     tasks={"grounding_class": Builder(_grounding_class, {
         "inputs": Field("i+q+a", one_of("i+q+a")),  # what the prompt holds: the picture, question and answers
         "prompt": Field(PROMPT, PROMPT_RULE),       # Table 4's question ({question}, {answers} filled in)
-    }, class_texts),
-        "grounding_mask": Builder(_grounding_mask, paligemma_ground.FIELDS, paligemma_ground.texts),
+    }, class_texts, trains=False),
+        "grounding_mask": Builder(_grounding_mask, paligemma_ground.FIELDS, paligemma_ground.texts, trains=False),
         "vqa": Builder(_vqa, {
             "targets": Field("tokens", one_of("tokens")),  # the answer's tokens (prefix-LM, the loss on them alone)
             "vqa_prompt": Field("answer en {question}", VQA_PROMPT_RULE),  # the prompt before the answer
