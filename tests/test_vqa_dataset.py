@@ -8,6 +8,7 @@ import pytest
 from experiments.vqa import deeper_lstm_norm_i
 from vqajax.core import config as config_lib
 from vqajax.core import official_files, text
+from vqajax.features.store import write_store_blocks
 from vqajax.vqa import dataset as vqa_dataset
 
 
@@ -140,12 +141,17 @@ def test_a_confidence_filter_that_keeps_nothing_is_one_error(tiny_data, tmp_path
                               "questions.json has 5 or more answers with answer_confidence 'yes'")
 
 
-def test_the_question_vocabulary_is_logged_only_where_the_model_reads_it(tiny_data, caplog):
-  """A model with its own tokenizer (ViLT) encodes its questions with it: the word vocabulary's size is not its."""
+def test_the_question_vocabulary_is_logged_only_where_the_model_reads_it(tiny_data, tmp_path, caplog):
+  """A model with its own tokenizer (ViLT, reading a pixel store) encodes its questions with it: the word
+  vocabulary's size is not its."""
   config = config_lib.override(deeper_lstm_norm_i.get_config("runlocal"), {"data.dir": tiny_data}).data
   caplog.set_level(logging.INFO, logger="absl")
   data = vqa_dataset.load(config)
   assert f"question vocabulary: {len(data.vocab)} entries (min count 1, with PAD and UNK)" in caplog.messages
   caplog.clear()
+  ids = data.store.image_ids
+  write_store_blocks(str(tmp_path / "pixels.h5"), ids, (8, 8, 4), np.uint8, [np.zeros((len(ids), 8, 8, 4), np.uint8)])
+  with config.unlocked():
+    config.features = str(tmp_path / "pixels.h5")
   vqa_dataset.load(config, text_encoder=lambda texts, shape: None)
   assert caplog.messages and not any("question vocabulary" in m for m in caplog.messages)
