@@ -17,7 +17,6 @@ ratios medians of the rounds' ratios. Also printed: the f32 matmul peak measured
 
 import os
 import sys
-import tempfile
 
 import numpy as np
 
@@ -27,7 +26,6 @@ import contest  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
-import record  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
@@ -124,10 +122,7 @@ def bench(size: str, batch: int, args) -> tuple[list[str], list[dict], list[floa
   arguments, side = SIZES[size]
   torch.manual_seed(0)
   model = transformers.CLIPSegForImageSegmentation(transformers.CLIPSegConfig(**arguments)).train()
-  with tempfile.TemporaryDirectory() as folder:
-    model.save_pretrained(folder)
-    config = clipseg_hub.read_config(folder)
-    params = clipseg_hub.read_params(folder, config)
+  config, params = contest.through_hub(model, clipseg_hub)
   rng = np.random.default_rng(0)
   host = [make_batch(rng, side, batch) for _ in range(2)]
   batches = [jax.device_put({k: jnp.asarray(v, jnp.int32 if v.dtype == np.int64 else v.dtype) for k, v in b.items()})
@@ -146,17 +141,9 @@ def bench(size: str, batch: int, args) -> tuple[list[str], list[dict], list[floa
   what = f"CLIPSeg {size} ({side} px, vision hidden {config.vision.hidden_size}, patch {config.patch_size}), batch {batch}"
   lines = [f"{what}; {args.rounds} rounds x {args.steps} batches; logits equal HF's within "
            f"{np.abs(got - expected).max():.1e}; matmul peak {contest.median(peaks) / 1e9:.0f} GFLOP/s"]
-  rows = []
-  for kind, unit, per in (("inference", "images/s", batch), ("decoder step", "steps/s", 1)):
-    for side_name in ("vqajax", "torch"):
-      name = f"{side_name} {kind}"
-      lines.append(f"  {name:20s} {per / contest.median(seconds[name]):8.2f} {unit} (median {contest.median(seconds[name]) * 1e3:.0f} ms)")
-      rows.append(record.row(f"{what}: {name}", per / contest.median(seconds[name]), unit,
-                             rounds=per / np.array(seconds[name])))
-    ratios = np.array(seconds[f"torch {kind}"]) / np.array(seconds[f"vqajax {kind}"])
-    lines.append(f"  {kind} vs torch eager: {contest.median(ratios):5.2f}x (target >= 1.0x)")
-    rows.append(record.row(f"{what}: {kind} vs PyTorch eager, the same weights and threads", contest.median(ratios), "x",
-                           ">= 1.0x", rounds=ratios))
+  more, rows = contest.versus_torch(what, seconds, peaks, (("inference", "images/s", batch, None),
+                                                           ("decoder step", "steps/s", 1, None)))
+  lines += more
   return lines, rows, peaks
 
 

@@ -26,7 +26,6 @@ layer sizes) as a share of the f32 matmul peak measured in the same rounds.
 import copy
 import os
 import sys
-import tempfile
 
 import numpy as np
 
@@ -36,7 +35,6 @@ import contest  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
-import record  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
@@ -191,10 +189,7 @@ def bench(size: str, batch: int, args) -> tuple[list[str], list[dict], list[floa
                                     vocab_size=TEXT["vocab_size"], projection_dim=TEXT["hidden_size"])
   torch.manual_seed(0)
   model = transformers.PaliGemmaForConditionalGeneration(hf)
-  with tempfile.TemporaryDirectory() as folder:
-    model.save_pretrained(folder)
-    config = paligemma_hub.read_config(folder)
-    params = paligemma_hub.read_params(folder, config)
+  config, params = contest.through_hub(model, paligemma_hub)
   rng = np.random.default_rng(0)
   host = [make_batch(rng, config, batch) for _ in range(2)]
   batches = [jax.device_put(b) for b in host]
@@ -216,19 +211,9 @@ def bench(size: str, batch: int, args) -> tuple[list[str], list[dict], list[floa
   flops = np.mean([train_flops(config, b) for b in host])
   lines = [f"{what}; {args.rounds} rounds x {args.steps} batches; logits equal HF's within {gap:.1e}; greedy tokens "
            f"equal HF's: {agree:.0%}; useful {flops / 1e9:.0f} GFLOP a fine-tuning step"]
-  rows = []
-  for kind, unit, per in (("fine-tuning", "steps/s", 1), ("decoding", "tokens/s", batch * args.new_tokens)):
-    for side in ("vqajax", "torch"):
-      name = f"{side} {kind}"
-      share = "" if kind == "decoding" else (
-          f", {contest.median(flops / seconds[name] / np.array(peaks)):4.0%} of the f32 matmul peak")
-      lines.append(f"  {name:18s} {per / contest.median(seconds[name]):8.2f} {unit} "
-                   f"(median {contest.median(seconds[name]) * 1e3:.0f} ms){share}")
-      rows.append(record.row(f"{what}: {name}", per / contest.median(seconds[name]), unit, rounds=per / seconds[name]))
-    ratios = seconds[f"torch {kind}"] / seconds[f"vqajax {kind}"]
-    lines.append(f"  {kind} vs torch eager: {contest.median(ratios):5.2f}x (target >= 1.0x)")
-    rows.append(record.row(f"{what}: {kind} vs PyTorch eager, the same weights and threads", contest.median(ratios),
-                           "x", ">= 1.0x", rounds=ratios))
+  more, rows = contest.versus_torch(what, seconds, peaks, (("fine-tuning", "steps/s", 1, flops),
+                                                           ("decoding", "tokens/s", batch * args.new_tokens, None)))
+  lines += more
   return lines, rows, peaks
 
 

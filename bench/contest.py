@@ -8,6 +8,7 @@ default batch), `--steps`, `--rounds`, `--threads`, `--json`, and what its `argu
 
 import argparse
 import os
+import tempfile
 
 import jax
 import numpy as np
@@ -33,6 +34,34 @@ def rounds(label: str, runs: dict, count: int, steps: int, per: str = "a step") 
 
 def median(values) -> float:
   return float(np.median(values))
+
+
+def through_hub(model, hub) -> tuple:
+  """(config, params) of transformers' `model` saved as a Hub folder and read back by vqajax's reader
+  `hub` (its `read_config` and `read_params`): both sides start from the same weights."""
+  with tempfile.TemporaryDirectory() as folder:
+    model.save_pretrained(folder)
+    config = hub.read_config(folder)
+    return config, hub.read_params(folder, config)
+
+
+def versus_torch(what: str, seconds: dict, peaks: list[float], kinds) -> tuple[list[str], list[dict]]:
+  """(printed lines, record rows) of "vqajax KIND" against "torch KIND" for each (kind, unit, units a
+  step, useful FLOPs a step or None) of `kinds`: each side's rate (with its share of the matmul peak
+  where FLOPs are given), then the ratio (target >= 1.0x)."""
+  lines, rows = [], []
+  for kind, unit, per, flops in kinds:
+    for side in ("vqajax", "torch"):
+      name = f"{side} {kind}"
+      share = "" if flops is None else f", {median(flops / seconds[name] / np.array(peaks)):4.0%} of the f32 matmul peak"
+      lines.append(f"  {name:20s} {per / median(seconds[name]):8.2f} {unit} (median {median(seconds[name]) * 1e3:.0f} ms)"
+                   + share)
+      rows.append(record.row(f"{what}: {name}", per / median(seconds[name]), unit, rounds=per / seconds[name]))
+    ratios = seconds[f"torch {kind}"] / seconds[f"vqajax {kind}"]
+    lines.append(f"  {kind} vs torch eager: {median(ratios):5.2f}x (target >= 1.0x)")
+    rows.append(record.row(f"{what}: {kind} vs PyTorch eager, the same weights and threads", median(ratios), "x",
+                           ">= 1.0x", rounds=ratios))
+  return lines, rows
 
 
 def main(name: str, doc: str, bench, batches: dict, arguments=None) -> None:

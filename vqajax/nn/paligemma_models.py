@@ -112,8 +112,8 @@ class Spec:
     """The texts of generated token rows [N, L], each up to its first end-of-sequence token."""
     ends = set(self.config.text.eos_token_id)
     rows = [[int(t) for t in row] for row in np.asarray(tokens)]
-    rows = [[t for t in row[:next((i for i, t in enumerate(row) if t in ends), len(row))] if t not in self._skipped]
-            for row in rows]
+    rows = [row[:next((i for i, t in enumerate(row) if t in ends), len(row))] for row in rows]
+    rows = [[t for t in row if t not in self._skipped] for row in rows]
     return self.tokenizer.decode_batch(rows, skip_special_tokens=False)
 
   @functools.cached_property
