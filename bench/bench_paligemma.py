@@ -38,7 +38,7 @@ import optax  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from vqajax.nn import paligemma, paligemma_hub, paligemma_models  # noqa: E402
+from vqajax.nn import paligemma, paligemma_decode, paligemma_hub, paligemma_models  # noqa: E402
 from vqajax.vqa import task as vqa_task  # noqa: E402
 
 VISION = dict(model_type="siglip_vision_model", hidden_size=256, intermediate_size=1024, num_hidden_layers=4,
@@ -127,7 +127,7 @@ class Flax:
     self.logits = jax.jit(logits)
     self.step = jax.jit(step, donate_argnums=0)
     initial, never = {"params": jax.tree.map(jnp.copy, params)}, jnp.asarray([config.text.vocab_size])
-    self.generate = lambda batch: paligemma.generate(
+    self.generate = lambda batch: paligemma_decode.generate(
         model, initial, batch["pixel_values"], batch["input_ids"], batch["attention_mask"], never, PAD,
         max_decode_len=new_tokens)
 

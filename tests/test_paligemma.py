@@ -25,7 +25,7 @@ from safetensors import numpy as safetensors_numpy
 from tests import paligemma_reference as reference
 from vqajax import cli
 from vqajax.core.errors import InputError
-from vqajax.nn import paligemma, paligemma_hub
+from vqajax.nn import paligemma, paligemma_decode, paligemma_hub
 
 HAVE_TORCH = all(importlib.util.find_spec(m) for m in ("torch", "transformers"))
 needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="torch and transformers (the test extra) are the reference")
@@ -104,7 +104,7 @@ def test_greedy_tokens_equal_hf_with_and_without_the_cache(checkpoints, name):
     expected = np.full((3, reference.STEPS), config.text.pad_token_id)
     expected[:, :ref[f"generate/{key}"].shape[1]] = ref[f"generate/{key}"]
     for cache in (True, False):
-      tokens = paligemma.generate(model, variables, ref["generate/pixels"], ref["generate/input_ids"],
+      tokens = paligemma_decode.generate(model, variables, ref["generate/pixels"], ref["generate/input_ids"],
                                   ref["generate/attention_mask"], jnp.atleast_1d(ref[f"generate/{key}_eos"]),
                                   config.text.pad_token_id, max_decode_len=reference.STEPS, cache=cache)
       np.testing.assert_array_equal(tokens, expected, err_msg=f"{key}, cache={cache}")

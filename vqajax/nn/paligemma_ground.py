@@ -28,7 +28,8 @@ import numpy as np
 from vqajax.core.config import TEXT, integer, one_of
 from vqajax.core.model import Field
 from vqajax.nn import paligemma_seg, vilt_run
-from vqajax.nn.paligemma import PaliGemma, PaliGemmaConfig, reply
+from vqajax.nn.paligemma import PaliGemma, PaliGemmaConfig
+from vqajax.nn.paligemma_decode import reply
 
 PROMPTS = {"i+q": "segment {question}", "i+q+a": "segment {question} {answer}", "i+a": "segment {answer}"}
 FIELDS = {

@@ -42,7 +42,8 @@ from vqajax.core.config import TEXT, Rule, integer, one_of
 from vqajax.core.errors import InputError
 from vqajax.core.model import Builder, Field, Model, TextEncoding
 from vqajax.nn import hub, paligemma_ground, paligemma_hub, vilt_run
-from vqajax.nn.paligemma import GLOBAL, PaliGemma, PaliGemmaConfig, TextConfig, VisionConfig, reply
+from vqajax.nn.paligemma import GLOBAL, PaliGemma, PaliGemmaConfig, TextConfig, VisionConfig
+from vqajax.nn.paligemma_decode import reply
 
 # A from-scratch vocabulary's special tokens, at Gemma's ids (pad 0, eos 1, bos 2, unk 3) and <image>
 PAD, EOS, BOS, UNKNOWN = "<pad>", "<eos>", "<bos>", "<unk>"
