@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 declare -A ARGS=(  # the shipped sizes
   [bench_score]="--questions 200000 --rounds 3"
   [bench_iou]="--rounds 3"
+  [bench_matmul]="--rounds 3"
   [bench_train]="--rounds 3 --steps 3"
   [bench_extract]="--rounds 3"
   [bench_vilt]="--sizes small,base --rounds 3"
@@ -20,7 +21,7 @@ declare -A ARGS=(  # the shipped sizes
   [bench_scale]="--fractions 0.125"
   [bench_trained]="--scale 0.01 --rounds 1"
 )
-ORDER=(bench_score bench_iou bench_train bench_extract bench_vilt bench_clipseg bench_paligemma bench_pixels bench_pipeline bench_scale bench_trained)
+ORDER=(bench_score bench_iou bench_matmul bench_train bench_extract bench_vilt bench_clipseg bench_paligemma bench_pixels bench_pipeline bench_scale bench_trained)
 [ $# -gt 0 ] && ORDER=("$@")
 FAILED=0
 BEGAN=$(date +%s)

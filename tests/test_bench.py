@@ -155,3 +155,19 @@ def test_bench_scale_prints_where_the_time_to_the_first_step_goes(one_device_env
   assert all(math.isfinite(v) and v >= 0 for v in figures.values()), out
   assert figures["first step s"] > 0 and figures["peak GiB"] > 0
   assert re.search(r"^\| target \| \| \| <= 30 \|", out, re.M)
+
+
+@needs_torch
+def test_bench_matmul_times_both_kernels_at_the_models_shapes(one_device_env):
+  out = _run(one_device_env, "bench_matmul.py", "--rounds", "1", "--reps", "1")
+  lines = re.findall(r"^(.+?) +\[(\d+), (\d+)\] x \[(\d+), (\d+)\]: XLA +(\d+), torch +(\d+) GFLOP/s; "
+                     r"XLA vs torch ([\d.]+)x$", out, re.M)
+  assert [line[0] for line in lines] == ["peak, 2048^3", "LSTM gates, 500 rows", "LSTM gates, 128 rows",
+                                         "LSTM gates, 32 rows", "ViLT-B attention in, q k v", "ViLT-B MLP up",
+                                         "ViLT-B MLP down"]
+  # the paper's LSTM: 300-d word vectors and 512 units (4 gates); ViLT-B: 4 x 185 tokens, 768 wide
+  assert [tuple(map(int, line[1:5])) for line in lines[1:]] == [
+      (500, 812, 812, 2048), (128, 812, 812, 2048), (32, 812, 812, 2048), (740, 768, 768, 2304),
+      (740, 768, 768, 3072), (740, 3072, 3072, 768)]
+  for *_, ours, theirs, ratio in lines:  # the ratio is of the rates printed (each rounded to 1 GFLOP/s)
+    assert float(ratio) == pytest.approx(int(ours) / int(theirs), abs=0.01 + 1 / int(theirs)), out

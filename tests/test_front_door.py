@@ -44,6 +44,22 @@ def test_the_front_door_lists_the_verbs_and_refuses_others(capsys):
   assert "unknown verb 'trian'" in capsys.readouterr().err
 
 
+
+@pytest.mark.parametrize("verb, commands", [("therapy", ("analyze", "table4", "grounding")),
+                                            ("report", ("table2", "question-types", "answers", "humans")),
+                                            ("data", ("synth", "therapy", "therapy-raw"))])
+def test_a_verb_with_commands_names_the_command_it_refuses(verb, commands, capsys):
+  for argv, expected in (([verb, "bogus"], "argument COMMAND: invalid choice: 'bogus' (choose from "),
+                         ([verb], "the following arguments are required: COMMAND")):
+    with pytest.raises(SystemExit) as done:
+      cli.main(argv)
+    assert done.value.code == 2
+    line = _error_line(capsys, f"vqajax {verb}")
+    assert line.startswith(f"vqajax {verb}: error: {expected}"), line
+    if argv[1:]:  # every command offered, quoted or not as the Python version's argparse writes them
+      assert [c.strip("'") for c in line[line.index("(choose from ") + 13:-1].split(", ")] == list(commands)
+
+
 def test_print_config_shows_every_field_and_the_data_sizes(tiny_data, tmp_path, capsys):
   workdir = str(tmp_path / "w")
   assert cli.main(["train", f"--config={CONFIG}", f"--workdir={workdir}", f"--config.data.dir={tiny_data}",

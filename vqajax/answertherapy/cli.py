@@ -72,7 +72,7 @@ def across(args) -> None:
 
 def _parser(prog: str) -> argparse.ArgumentParser:
   parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
-  commands = parser.add_subparsers(dest="command", required=True)
+  commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
   command = commands.add_parser("analyze", help="single vs multiple groundings, Tables 1-3")
   command.set_defaults(fn=analyze)
   command.add_argument("files", nargs="+", metavar="FILE", help="VQA-AnswerTherapy JSON file")

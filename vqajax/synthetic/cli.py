@@ -69,7 +69,7 @@ def _raw(args) -> None:
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
   parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
-  sub = parser.add_subparsers(dest="command", required=True)
+  sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
   synth = sub.add_parser("synth", help="write the embedded synthetic VQA dataset",
                          description="Write the synthetic VQA dataset in the official file formats.")
   synth.add_argument("--out", type=files.path_arg, required=True, help="output directory")

@@ -122,7 +122,7 @@ def human_table(args) -> None:
 
 def _parser(prog: str) -> argparse.ArgumentParser:
   parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
-  commands = parser.add_subparsers(dest="command", required=True)
+  commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
   for name, fn, runs, help_ in (("table2", table_ii, True, "Table II"),
                                 ("question-types", question_types, True, "Table III"),
                                 ("answers", answer_figures, True, "Fig. 9 and Fig. 10"),
