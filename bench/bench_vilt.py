@@ -13,8 +13,9 @@ read by `vilt_hub`) and, before timing, give the same loss on one batch (asserte
 times every contender one after another on the same batches; the figures are medians over
 rounds, and the ratios medians of the rounds' ratios. Also printed: each side's useful matmul
 FLOP/s (counted from the layer sizes: forward, and backward for weights and activations) as a
-share of the f32 matmul peak measured in the same rounds (a 2048^3 matmul). Both sides run on
-the same `--threads` cores and threads (bench_train.pin_threads).
+share of the f32 matmul peak measured in the same rounds (a 2048^3 matmul), and where vqajax's
+step spends XLA:CPU's thunk time (`contest.thunk_shares`: matmuls, moving data, the rest). Both
+sides run on the same `--threads` cores and threads (bench_train.pin_threads).
 """
 
 import os
@@ -155,7 +156,12 @@ def bench(size: str, batch: int, args) -> tuple[list[str], list[dict], list[floa
   what = f"ViLT {size} (hidden {ours.hidden_size}, {ours.image_size} px), batch {batch}"
   rows = [record.row(f"{what}: {name}", 1 / contest.median(seconds[name]), "steps/s", rounds=1 / np.array(seconds[name]))
           for name in runs]
-  for name in contenders:
+  for name, contender in contenders.items():
+    shares = contest.thunk_shares(lambda c=contender: c.run(batches, 1))
+    if shares:
+      lines.append(f"  {name} step on XLA:CPU's thunks: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()))
+      rows += [record.row(f"{what}: {name} step, share of XLA:CPU's thunk time in {k}", 100 * v, "%")
+               for k, v in shares.items()]
     ratios = np.array(seconds["torch eager"]) / np.array(seconds[name])
     lines.append(f"  {name} vs torch eager: {contest.median(ratios):5.2f}x steps/s (reported)")
     rows.append(record.row(f"{what}: {name} vs PyTorch eager, the same weights and threads", contest.median(ratios), "x",

@@ -7,7 +7,9 @@ default batch), `--steps`, `--rounds`, `--threads`, `--json`, and what its `argu
 """
 
 import argparse
+import collections
 import os
+import re
 import tempfile
 
 import jax
@@ -30,6 +32,38 @@ def rounds(label: str, runs: dict, count: int, steps: int, per: str = "a step") 
     print(f"{label} round {r + 1}: " + ", ".join(f"{k} {v[-1] * 1e3:.0f} ms" for k, v in seconds.items())
           + f" {per}; matmul peak {peaks[-1] / 1e9:.0f} GFLOP/s", flush=True)
   return {name: np.array(s) for name, s in seconds.items()}, peaks
+
+
+_MATMUL = {"ynn", "xnn", "onednn", "dot", "convolution"}
+_MOVING = {"copy", "slice", "transpose", "concatenate", "pad", "gather", "scatter", "dynamic", "broadcast"}
+
+
+def thunk_shares(run) -> dict:
+  """{kind: share} of the time XLA:CPU's thunks (one per fused op) took in one traced call of `run`,
+  by kind: matmuls (XLA's dot and YNNPACK / XNNPACK / oneDNN fusions), moving data (copies, slices,
+  transposes, concatenations, broadcasts) and the rest (elementwise fusions and reductions); {} off
+  the CPU. Thunks are traced only with `--xla_cpu_enable_xprof_traceme=true` (`main` sets it)."""
+  if jax.devices()[0].platform != "cpu":
+    return {}
+  with tempfile.TemporaryDirectory() as folder:
+    jax.profiler.start_trace(folder)
+    run()
+    jax.profiler.stop_trace()
+    (path,) = [os.path.join(d, f) for d, _, fs in os.walk(folder) for f in fs if f.endswith(".xplane.pb")]
+    profile = jax.profiler.ProfileData.from_file(path)
+  took = collections.Counter()
+  for line in (line for plane in profile.planes for line in plane.lines):
+    for event in line.events:  # thunks are named as HLO instructions (fusion.12, ynn_fusion), the rest is not
+      if not re.fullmatch(r"[a-z][a-z0-9_-]*(\.\d+)?", event.name):
+        continue
+      words = [w for w in re.sub(r"\.\d+$", "", event.name).split("_") if w not in ("bitcast", "wrapped", "fusion")]
+      if words[:1] in (["while"], ["conditional"], ["call"]):
+        continue  # control flow: the thunks inside count
+      kind = ("matmuls" if words[:1] and words[0] in _MATMUL else
+              "moving data" if words[:1] and words[0] in _MOVING else "elementwise and reductions")
+      took[kind] += event.duration_ns
+  total = sum(took.values())
+  return {kind: took[kind] / total for kind in ("matmuls", "moving data", "elementwise and reductions")} if total else {}
 
 
 def median(values) -> float:
@@ -81,6 +115,7 @@ def main(name: str, doc: str, bench, batches: dict, arguments=None) -> None:
     parser.error(f"--sizes {args.sizes}: expected some of {','.join(batches)}")
   record.begin(args.json)
   threads = pin_threads(args.threads)  # before JAX's first computation creates its CPU client
+  os.environ["XLA_FLAGS"] += " --xla_cpu_enable_xprof_traceme=true"  # thunk_shares' events
   report, rows, peaks = [f"threads: {threads}; devices: {jax.devices()[0].platform}"], [], []
   for size in sizes:
     lines, size_rows, size_peaks = bench(size, getattr(args, f"batch_{size}"), args)

@@ -171,3 +171,28 @@ def test_bench_matmul_times_both_kernels_at_the_models_shapes(one_device_env):
       (740, 768, 768, 3072), (740, 3072, 3072, 768)]
   for *_, ours, theirs, ratio in lines:  # the ratio is of the rates printed (each rounded to 1 GFLOP/s)
     assert float(ratio) == pytest.approx(int(ours) / int(theirs), abs=0.01 + 1 / int(theirs)), out
+
+
+def test_thunk_shares_put_a_matmul_and_an_elementwise_step_apart(one_device_env):
+  """bench/contest.thunk_shares (the profile bench_vilt prints) on two programs whose kind is known:
+  a 1024^3 matmul, and exp over 16M floats."""
+  code = """
+import json, os, sys
+sys.path.insert(0, "bench")
+os.environ["XLA_FLAGS"] += " --xla_cpu_enable_xprof_traceme=true"
+import jax, jax.numpy as jnp
+import contest
+a, x = jnp.ones((1024, 1024)), jnp.ones((1 << 24,))
+mm, ex = jax.jit(lambda a: a @ a), jax.jit(jnp.exp)
+mm(a).block_until_ready(), ex(x).block_until_ready()
+print(json.dumps([contest.thunk_shares(lambda: mm(a).block_until_ready()),
+                  contest.thunk_shares(lambda: ex(x).block_until_ready())]))
+"""
+  done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=one_device_env, capture_output=True, text=True,
+                        timeout=300)
+  assert done.returncode == 0, done.stderr[-3000:]
+  matmul, elementwise = json.loads(done.stdout.splitlines()[-1])
+  kinds = ["matmuls", "moving data", "elementwise and reductions"]
+  assert list(matmul) == list(elementwise) == kinds
+  assert sum(matmul.values()) == pytest.approx(1) and sum(elementwise.values()) == pytest.approx(1)
+  assert matmul["matmuls"] > 0.9 and elementwise["matmuls"] == 0 and elementwise["elementwise and reductions"] > 0.9
