@@ -140,7 +140,7 @@ def bench(size: str, batch: int, args) -> tuple[list[str], list[dict], list[floa
   seconds, peaks = contest.rounds(size, runs, args.rounds, args.steps, "a batch")
   what = f"CLIPSeg {size} ({side} px, vision hidden {config.vision.hidden_size}, patch {config.patch_size}), batch {batch}"
   lines = [f"{what}; {args.rounds} rounds x {args.steps} batches; logits equal HF's within "
-           f"{np.abs(got - expected).max():.1e}; matmul peak {contest.median(peaks) / 1e9:.0f} GFLOP/s"]
+           f"{np.abs(got - expected).max():.1e} (the largest |logit| {np.abs(expected).max():.1e}); matmul peak {contest.median(peaks) / 1e9:.0f} GFLOP/s"]
   more, rows = contest.versus_torch(what, seconds, peaks, (("inference", "images/s", batch, None),
                                                            ("decoder step", "steps/s", 1, None)))
   lines += more
