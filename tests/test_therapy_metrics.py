@@ -101,13 +101,15 @@ def test_iou_sums_on_device_equal_a_numpy_loop():
           iou.iou_pq(pred[keep], gt[keep], valid[keep], xp=np), rel=1e-5)
 
 
-# summed as they are: 1 pixel, a 14x14 grid; packed in words: at iou.PACKED_PIXELS, and with padding
-@pytest.mark.parametrize("shape", [(1, 1), (14, 14), (32, 32), (33, 40)])
+# summed as they are: 1 pixel, a 14x14 grid, the most pixels whose counts fill a 10-bit field (1023); packed in
+# words: at iou.PACKED_PIXELS, and with padding
+@pytest.mark.parametrize("shape", [(1, 1), (14, 14), (31, 33), (32, 32), (33, 40)])
 def test_jitted_iou_equals_pixel_counts(shape):
   rng = np.random.default_rng(sum(shape))
   pred, gt = rng.random((6,) + shape) < 0.5, rng.random((6,) + shape) < 0.3
   pred[0], gt[0] = False, False  # empty vs empty: 1
   pred[1], gt[1] = True, True
+  pred[2], gt[2] = True, False  # every pixel predicted, none true: 0
   inter, union = (pred & gt).sum((1, 2)), (pred | gt).sum((1, 2))
   expected = np.where(union > 0, inter / np.maximum(union, 1), 1.0)
   np.testing.assert_allclose(jax.jit(iou.iou)(pred, gt), expected, rtol=1e-6)
