@@ -3,12 +3,15 @@
 import json
 import math
 
+import ml_collections
 import numpy as np
 import pytest
 
+from vqajax.answertherapy import dataset, masks
 from vqajax.answertherapy import files as therapy_files
-from vqajax.answertherapy import masks
+from vqajax.core import text
 from vqajax.core.official_files import DataFileError
+from vqajax.features.store import FeatureStoreError, write_store_blocks
 
 
 def _points(*xy):
@@ -201,3 +204,25 @@ def test_to_grid_gives_each_cell_its_covered_fraction():
   batch = np.stack([mask, ~mask])
   np.testing.assert_allclose(masks.to_grid(batch), np.stack([expected, 1 - expected]), atol=1e-6)
   np.testing.assert_allclose(masks.to_grid(np.ones((3, 5), bool), 14), np.ones((14, 14)), atol=1e-6)
+
+
+@pytest.mark.parametrize("pixels_run, dtype, says", [
+    (True, np.float32, "holds float32 of shape (32, 32, 4) per image, while config.model.name 'm' reads pictures' "
+                       "pixels, uint8 [S, S, 4] (vqajax features --model pixels)"),
+    (False, np.uint8, "holds images' pixels (vqajax features --model pixels, for ViLT), while config.model.name 'm' "
+                      "reads image features (vqajax features --model vgg16 --layer fc7, say)")],
+    ids=["pixel run, float store", "features run, pixels"])
+def test_an_evaluations_own_store_holds_what_its_run_read(tmp_path, pixels_run, dtype, says):
+  """Of the run's shape, a store of the other kind (float [S, S, 4] for a pixel model, pixels for a
+  features model) is refused by `with_val` before any row is read."""
+  store = str(tmp_path / "eval.h5")
+  write_store_blocks(store, np.arange(2), (32, 32, 4), dtype, [np.zeros((2, 32, 32, 4), dtype)])
+  config = ml_collections.ConfigDict({"model": {"name": "m"}, "data": {
+      "dir": str(tmp_path), "source": "raw", "val_files": _write(tmp_path, [_record(qid=1)]), "features": store,
+      "feature_shape": ()}})
+  encoders = dataset.Encoders(vocab=text.Vocab([]), image_shape=(32, 32, 4),
+                              text=object() if pixels_run else None)  # a pixel model's own text encoder (any)
+  run = dataset.TherapyData(train={}, val={}, store=None, encoders=encoders, val_samples=[])
+  with pytest.raises(FeatureStoreError) as refused:
+    dataset.with_val(config, run)
+  assert str(refused.value) == f"{store}: {says}"

@@ -189,6 +189,16 @@ def open_store(config) -> FeatureStore | None:
   return store
 
 
+def _reader(config) -> str:
+  return f"config.model.name {config.model.get('name')!r}"
+
+
+def _check_store(store: FeatureStore, config, pixels: bool) -> None:
+  """The store holds what the model reads: pictures' pixels (`pixels`: models with their own text
+  encoder) or image features."""
+  (store.check_pixels if pixels else store.check_features)(_reader(config))
+
+
 def load(config, grid_targets: bool = False) -> TherapyData:
   """Reads the train / val files and the feature store of `config.data`; with
   `grid_targets`, also the grid masks of the answers' groundings."""
@@ -202,14 +212,10 @@ def load(config, grid_targets: bool = False) -> TherapyData:
   if store is None and grid_targets:
     raise InputError("config.data.features: the mask predictor needs a grid feature store")
   make_text = model_lib.text_encoder(therapy_models.MODELS, config.model)  # from the training questions and answers
-  reader = f"config.model.name {config.model.get('name')!r}"
-  if make_text is None:  # models with their own text encoder read pixel stores
-    if store is not None:
-      store.check_features(reader)
-  elif store is None:
-    raise InputError(f"config.data.features: {reader} reads a pixel store (vqajax features --model pixels)")
-  else:
-    store.check_pixels(reader)
+  if make_text is not None and store is None:
+    raise InputError(f"config.data.features: {_reader(config)} reads a pixel store (vqajax features --model pixels)")
+  if store is not None:
+    _check_store(store, config, pixels=make_text is not None)
   vocab = text.Vocab.build((text.tokenize(t) for s in train for t in (s.question,) + s.answers),
                            data.vocab_min_count)
   image_shape = None if store is None else store.shape
@@ -233,6 +239,7 @@ def with_val(config, data: TherapyData, grid_targets: bool = False) -> TherapyDa
     raise InputError("config.data.features: an evaluation reads image features where its run does, only there")
   if store is not None:
     store.check_shape(data.encoders.image_shape)
+    _check_store(store, config, pixels=data.encoders.text is not None)
   grid = mask_grid(config.model, store.shape) if grid_targets else None
   return dataclasses.replace(data, val=_arrays(samples, data.encoders, config, store, grid), store=store,
                              val_samples=samples)
