@@ -17,7 +17,6 @@ calls; a ratio is torch's seconds over XLA's (above 1: XLA faster), the figures 
 import argparse
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -28,6 +27,7 @@ import jax.numpy as jnp  # noqa: E402
 import record  # noqa: E402
 import torch  # noqa: E402
 from bench_train import pin_threads  # noqa: E402
+from jax_vqa import timed  # noqa: E402
 
 from experiments.vqa import deeper_lstm_norm_i  # noqa: E402
 
@@ -48,26 +48,21 @@ def shapes() -> dict:
 def best(fn, reps: int) -> float:
   """The fewest seconds of `reps` calls of `fn` (after one call)."""
   fn()
-  times = []
-  for _ in range(reps):
-    start = time.perf_counter()
-    fn()
-    times.append(time.perf_counter() - start)
-  return min(times)
+  return min(timed(fn) for _ in range(reps))
 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--rounds", type=int, default=3)
-  parser.add_argument("--reps", type=int, default=10, help="timed calls per side, shape and round (the best counts)")
+  parser.add_argument("--rounds", type=record.count, default=3)
+  parser.add_argument("--reps", type=record.count, default=10, help="timed calls per side, shape and round (the best counts)")
   parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
   record.add_flag(parser)
   args = parser.parse_args()
   record.begin(args.json)
   threads = pin_threads(args.threads)
-  rng, mm = np.random.default_rng(0), jax.jit(lambda x, w: x @ w)
+  rng, mm, sizes = np.random.default_rng(0), jax.jit(lambda x, w: x @ w), shapes()
   sides = {}
-  for what, (m, k, n) in shapes().items():
+  for what, (m, k, n) in sizes.items():
     x, w = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
     ours, theirs = (jnp.asarray(x), jnp.asarray(w)), (torch.from_numpy(x), torch.from_numpy(w))
     np.testing.assert_allclose(np.asarray(mm(*ours)), torch.mm(*theirs).numpy(), rtol=1e-4, atol=1e-3 * k ** 0.5)
@@ -84,7 +79,7 @@ def main():
   rows = []
   for what, (ours, theirs) in rates.items():
     ratios = np.array(ours) / np.array(theirs)
-    m, k, n = shapes()[what]
+    m, k, n = sizes[what]
     print(f"{what:28s} [{m}, {k}] x [{k}, {n}]: XLA {np.median(ours):5.0f}, torch {np.median(theirs):5.0f} GFLOP/s; "
           f"XLA vs torch {np.median(ratios):4.2f}x")
     rows += [record.row(f"f32 matmul, {what} [{m}, {k}] x [{k}, {n}]: XLA", np.median(ours), "GFLOP/s", rounds=ours),

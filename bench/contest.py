@@ -57,11 +57,11 @@ def thunk_shares(run) -> dict:
       if not re.fullmatch(r"[a-z][a-z0-9_-]*(\.\d+)?", event.name):
         continue
       words = [w for w in re.sub(r"\.\d+$", "", event.name).split("_") if w not in ("bitcast", "wrapped", "fusion")]
-      if words[:1] in (["while"], ["conditional"], ["call"]):
+      first = words[0] if words else ""
+      if first in ("while", "conditional", "call"):
         continue  # control flow: the thunks inside count
-      kind = ("matmuls" if words[:1] and words[0] in _MATMUL else
-              "moving data" if words[:1] and words[0] in _MOVING else "elementwise and reductions")
-      took[kind] += event.duration_ns
+      took["matmuls" if first in _MATMUL else "moving data" if first in _MOVING else
+           "elementwise and reductions"] += event.duration_ns
   total = sum(took.values())
   return {kind: took[kind] / total for kind in ("matmuls", "moving data", "elementwise and reductions")} if total else {}
 
@@ -103,8 +103,8 @@ def main(name: str, doc: str, bench, batches: dict, arguments=None) -> None:
   parser.add_argument("--sizes", default=",".join(batches))
   for size, batch in batches.items():
     parser.add_argument(f"--batch-{size}", type=int, default=batch)
-  parser.add_argument("--steps", type=int, default=2, help="steps per contender per round")
-  parser.add_argument("--rounds", type=int, default=3)
+  parser.add_argument("--steps", type=record.count, default=2, help="steps per contender per round")
+  parser.add_argument("--rounds", type=record.count, default=3)
   parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
   if arguments:
     arguments(parser)

@@ -46,6 +46,14 @@ def add_flag(parser: argparse.ArgumentParser) -> None:
                            "(into bench/records/ only from a quiet machine)")
 
 
+def count(text: str) -> int:
+  """argparse type of `--rounds`, `--steps`, `--reps`: a positive integer (else argparse's one line, exit 2)."""
+  value = int(text)
+  if value < 1:
+    raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+  return value
+
+
 def row(what: str, value: float, unit: str, target: str = "", rounds=None) -> dict:
   """A figure; `rounds`: each round's (then `value` is their median, as the script printed)."""
   out = {"what": what, "value": float(value), "unit": unit, "target": target}

@@ -2,6 +2,7 @@
 holds the load and `quiet`, and bench/records/ takes only a quiet machine's records. The load
 average and `/proc/stat`'s busy seconds are stood in for (a test cannot choose the machine's load)."""
 
+import argparse
 import importlib.util
 import json
 import os
@@ -115,3 +116,10 @@ def test_the_performance_page_shows_each_records_load_rounds_and_staleness(recor
   assert "Not quiet" not in quiet
   assert "1-minute load average 3.0 before, 2.5 cores busy just before" in loaded
   assert "**Not quiet: stale until re-recorded.**" in loaded and "| what | measured under load (stale) |" in loaded
+
+
+def test_rounds_steps_and_reps_are_positive_counts(record):
+  assert record.count("3") == 3
+  for text in ("0", "-2"):
+    with pytest.raises(argparse.ArgumentTypeError, match=f"expected a positive integer, got {int(text)}"):
+      record.count(text)

@@ -11,8 +11,8 @@ PACKED_PIXELS pixels, e.g. 448x448) are counted from their pixels packed 32 to a
 (on bench_iou's masks, summing took 4x packing's time at 448x448); small ones (the 14x14
 grid) are summed as they are, where packing's padding and shifts cost more than they save
 (packing took 1.2-2x summing's time), in one pass: each pixel's three bits (pred, gt, both) in
-10-bit fields of an int32, so that one reduction counts all three (under 1024 pixels no field
-overflows). PACKED_PIXELS lies between the two sizes measured.
+fields of an int32 wide enough for a count under PACKED_PIXELS (10 bits), so that one reduction
+counts all three. PACKED_PIXELS lies between the two sizes measured.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from types import ModuleType
 
 EQUAL_IOU = 0.9
 PACKED_PIXELS = 1024  # masks of at least this many pixels are counted packed (under jax)
+_FIELD = (PACKED_PIXELS - 1).bit_length()  # bits of a smaller mask's count: 3 fields fit an int32
 
 
 def _xp(xp: ModuleType | None) -> ModuleType:
@@ -60,10 +61,10 @@ def _counts(pred, gt, xp: ModuleType):
   if xp.__name__ == "numpy":
     axes = (-2, -1)
     return (pred & gt).sum(axes), pred.sum(axes), gt.sum(axes)
-  if pred.shape[-2] * pred.shape[-1] < PACKED_PIXELS:  # the three counts in one pass, 10 bits each of an int32
-    fields = pred.astype(xp.int32) | (gt.astype(xp.int32) << 10) | ((pred & gt).astype(xp.int32) << 20)
-    total = fields.sum((-2, -1), dtype=xp.int32)
-    return total >> 20, total & 1023, (total >> 10) & 1023
+  if pred.shape[-2] * pred.shape[-1] < PACKED_PIXELS:  # the three counts in one pass, a field each of an int32
+    fields = pred.astype(xp.int32) | (gt.astype(xp.int32) << _FIELD) | ((pred & gt).astype(xp.int32) << 2 * _FIELD)
+    total, low = fields.sum((-2, -1), dtype=xp.int32), (1 << _FIELD) - 1
+    return total >> 2 * _FIELD, total & low, (total >> _FIELD) & low
   from jax import lax  # noqa: PLC0415
   p, g = _bit_words(pred), _bit_words(gt)
   return tuple(lax.population_count(w).sum(-1, dtype=xp.int32) for w in (p & g, p, g))
