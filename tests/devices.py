@@ -3,8 +3,9 @@ test asks for optimised code: LLVM's lowest optimisation level and XLA's older f
 emitters (`xla_cpu_use_fusion_emitters=false`). XLA's own passes make the same programs (a
 4-step run's losses and accuracy are equal to the last digit); compiling them, most of the
 suite's CPU, costs about half (a 4-step run: 26 -> 14 s of CPU); code that runs hundreds of
-steps (`test_learning.py`) is ~2x slower that way. Also the test sessions' compilation
-cache folders (tests/conftest.py makes one per session)."""
+steps (`test_learning.py`) is ~2x slower that way: it asks for `optimised`, LLVM's level 1
+(its sweep 74 -> 67 s, 120 -> 108 s of CPU against the default level 2, the same table). Also
+the test sessions' compilation cache folders (tests/conftest.py makes one per session)."""
 
 import glob
 import os
@@ -12,12 +13,13 @@ import shutil
 
 _FLAGS = os.environ.get("XLA_FLAGS", "")
 _CHEAP_COMPILING = " --xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+_OPTIMISED = " --xla_backend_optimization_level=1"
 CACHE_PREFIX = "vqajax-test-xla-cache-"  # then the session's PID
 
 
 def flags(devices: int, optimised: bool = False) -> str:
-  cheap = "" if optimised else _CHEAP_COMPILING
-  return f"{_FLAGS}{cheap} --xla_force_host_platform_device_count={devices}".strip()
+  level = _OPTIMISED if optimised else _CHEAP_COMPILING
+  return f"{_FLAGS}{level} --xla_force_host_platform_device_count={devices}".strip()
 
 
 def env(devices: int, optimised: bool = False) -> dict:
