@@ -3,8 +3,10 @@
 import atexit
 import fcntl
 import os
+import resource
 import shutil
 import tempfile
+import time
 
 from tests import devices
 
@@ -38,6 +40,29 @@ def pytest_xdist_auto_num_workers(config):
   idle (on 2 cores: 811 s with 2 workers, 704 s with 3, 721 s with 4)."""
   del config
   return (os.cpu_count() or 1) + 1
+
+
+def pytest_addoption(parser):
+  parser.addoption("--cpu-times", metavar="FOLDER",
+                   help="append each test's CPU seconds (its process's, and its waited-for subprocesses') and "
+                        "wall seconds to FOLDER/cpu-PID.tsv, one file per worker: what the suite's time is made of")
+
+
+def _cpu_seconds(who) -> float:
+  usage = resource.getrusage(who)
+  return usage.ru_utime + usage.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+  folder = item.config.getoption("--cpu-times")
+  start = (_cpu_seconds(resource.RUSAGE_SELF), _cpu_seconds(resource.RUSAGE_CHILDREN), time.time())
+  yield
+  if folder:
+    own, children = (_cpu_seconds(who) - was for who, was in zip((resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN), start))
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"cpu-{os.getpid()}.tsv"), "a") as f:
+      f.write(f"{item.nodeid}\t{own:.2f}\t{children:.2f}\t{time.time() - start[2]:.2f}\n")
 
 
 def pytest_collection_modifyitems(items):
