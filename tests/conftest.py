@@ -48,21 +48,31 @@ def pytest_addoption(parser):
                         "wall seconds to FOLDER/cpu-PID.tsv, one file per worker: what the suite's time is made of")
 
 
-def _cpu_seconds(who) -> float:
-  usage = resource.getrusage(who)
-  return usage.ru_utime + usage.ru_stime
+def pytest_configure(config):
+  folder = config.getoption("--cpu-times")
+  if folder:
+    try:
+      os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+      raise pytest.UsageError(f"--cpu-times {folder!r}: expected a folder to write into ({e.strerror})") from None
+
+
+def _cpu_seconds() -> tuple[float, float]:
+  """This process's CPU seconds and those of the subprocesses it has waited for."""
+  return tuple(sum(resource.getrusage(who)[:2]) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
   folder = item.config.getoption("--cpu-times")
-  start = (_cpu_seconds(resource.RUSAGE_SELF), _cpu_seconds(resource.RUSAGE_CHILDREN), time.time())
+  if not folder:
+    yield
+    return
+  cpu, wall = _cpu_seconds(), time.time()
   yield
-  if folder:
-    own, children = (_cpu_seconds(who) - was for who, was in zip((resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN), start))
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, f"cpu-{os.getpid()}.tsv"), "a") as f:
-      f.write(f"{item.nodeid}\t{own:.2f}\t{children:.2f}\t{time.time() - start[2]:.2f}\n")
+  own, children = (after - before for after, before in zip(_cpu_seconds(), cpu))
+  with open(os.path.join(folder, f"cpu-{os.getpid()}.tsv"), "a") as f:
+    f.write(f"{item.nodeid}\t{own:.2f}\t{children:.2f}\t{time.time() - wall:.2f}\n")
 
 
 def pytest_collection_modifyitems(items):
