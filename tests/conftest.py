@@ -1,4 +1,5 @@
-"""Test session setup: 8 fake CPU devices (before jax is imported) and shared fixtures."""
+"""Test session setup: fake CPU devices (before jax is imported), the workers' scheduling and
+shared fixtures."""
 
 import atexit
 import fcntl
@@ -10,7 +11,13 @@ import time
 
 from tests import devices
 
-os.environ["XLA_FLAGS"] = devices.flags(8)
+# A test with "eight_devices" in its name (the FSDP mesh, 8-way sharding) runs on pytest-xdist's
+# first worker, or without workers, on 8 fake devices; the other workers have 2: every run there
+# still splits its batch, and the workers' own CPU falls ~14% (2026-12-06, WORKSPACE.md).
+EIGHT_DEVICES = "eight_devices"
+_FIRST_WORKER = "gw0"
+DEVICES = 8 if os.environ.get("PYTEST_XDIST_WORKER", _FIRST_WORKER) == _FIRST_WORKER else 2
+os.environ["XLA_FLAGS"] = devices.flags(DEVICES)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 # One persistent XLA compilation cache for the session and its subprocesses: the many
@@ -40,6 +47,31 @@ def pytest_xdist_auto_num_workers(config):
   idle (on 2 cores: 811 s with 2 workers, 704 s with 3, 721 s with 4)."""
   del config
   return (os.cpu_count() or 1) + 1
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+  """`--dist loadfile` (setup.cfg), with the tests that need eight devices as one unit of work
+  that the first worker takes first."""
+  if config.getvalue("dist") != "loadfile":
+    return None
+  from xdist.scheduler import LoadFileScheduling
+
+  class EightDevicesOnTheFirstWorker(LoadFileScheduling):
+    def add_node(self, node):
+      super().add_node(node)
+      if node.gateway.id == _FIRST_WORKER:  # first: the scheduler shuts down spare workers from the end
+        self.assigned_work = {node: self.assigned_work.pop(node), **self.assigned_work}
+
+    def _split_scope(self, nodeid):
+      return EIGHT_DEVICES if EIGHT_DEVICES in nodeid else super()._split_scope(nodeid)
+
+    def _assign_work_unit(self, node):
+      if EIGHT_DEVICES in self.workqueue:  # another worker takes it only if nothing else is left (gw0 died)
+        self.workqueue.move_to_end(EIGHT_DEVICES, last=node.gateway.id != _FIRST_WORKER)
+      super()._assign_work_unit(node)
+
+  return EightDevicesOnTheFirstWorker(config, log)
 
 
 def pytest_addoption(parser):
@@ -73,6 +105,12 @@ def pytest_runtest_protocol(item, nextitem):
   own, children = (after - before for after, before in zip(_cpu_seconds(), cpu))
   with open(os.path.join(folder, f"cpu-{os.getpid()}.tsv"), "a") as f:
     f.write(f"{item.nodeid}\t{own:.2f}\t{children:.2f}\t{time.time() - wall:.2f}\n")
+
+
+def pytest_runtest_setup(item):
+  if EIGHT_DEVICES in item.nodeid and DEVICES != 8:
+    pytest.fail(f"needs the first worker's 8 fake devices, and this worker has {DEVICES}: run it with -n0 or "
+                "--dist loadfile (tests/conftest.py)", pytrace=False)
 
 
 def pytest_collection_modifyitems(items):

@@ -82,7 +82,7 @@ def test_locations_are_normalised_and_a_global_store_is_refused():
 
 
 @pytest.mark.slow
-def test_trains_on_the_tiny_set_sharded_and_its_results_score_as_on_the_device(tiny_data, tmp_path):
+def test_trains_on_the_tiny_set_over_eight_devices_and_its_results_score_as_on_the_device(tiny_data, tmp_path):
   config = config_lib.override(attention.get_config("runlocal"), {
       "data.dir": tiny_data, "num_train_steps": 12, "eval_every_steps": 12, "log_every_steps": 1})
   workdir = str(tmp_path / "run")

@@ -60,7 +60,7 @@ def test_auto_chooses_by_size_against_a_share_of_the_device_memory():
 
 
 @pytest.mark.parametrize("choice", ["true", "sharded"])
-def test_the_table_holds_the_rows_the_splits_use_and_the_step_gathers_them(tiny_data, choice):
+def test_on_eight_devices_the_table_holds_the_rows_the_splits_use_and_the_step_gathers_them(tiny_data, choice):
   exp = Experiment.build(cli.task_of(_config(tiny_data)), _config(tiny_data, **{"data.features_on_device": choice}))
   features, store = exp.features, exp.data.store
   assert features.sharded == (choice == "sharded")

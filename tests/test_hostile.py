@@ -120,7 +120,7 @@ CASES = [
      "config.batch_size: expected a positive integer <= 2147483647, got 0"),
     ("batch_size -8", lambda d, b, w: _train(d, w, "--config.batch_size=-8"), "vqajax train",
      "config.batch_size: expected a positive integer <= 2147483647, got -8"),
-    ("batch not divisible by the devices", lambda d, b, w: _train(d, w, "--config.batch_size=7"), "vqajax train",
+    ("batch not divisible by eight_devices", lambda d, b, w: _train(d, w, "--config.batch_size=7"), "vqajax train",
      "config.batch_size 7 does not split over 8 devices"),
     ("workdir that is a file", lambda d, b, w: _train(d, str(b / "a_file")), "vqajax train",
      "a_file: exists and is not a folder"),

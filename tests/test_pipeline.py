@@ -50,7 +50,7 @@ def test_eval_batches_cover_file_order_once_with_padded_masked_last_batch(tmp_pa
   np.testing.assert_array_equal(ids, arrays["question_id"])
 
 
-def test_global_batch_is_sharded_over_all_devices(tmp_path):
+def test_global_batch_is_sharded_over_eight_devices(tmp_path):
   arrays, store = _split(tmp_path, n=16)
   mesh = sharding.data_mesh()
   assert mesh.devices.size == 8

@@ -37,7 +37,7 @@ def test_the_fsdp_rule_splits_the_largest_divisible_dimension_of_big_arrays():
   assert spec((768,), 4, 3073) == P() and spec((768,), 4, 3072) == P("fsdp")  # 3072 bytes against the threshold
 
 
-def test_a_mesh_the_devices_cannot_form_is_refused_naming_config_mesh_fsdp(tiny_data):
+def test_a_mesh_eight_devices_cannot_form_is_refused_naming_config_mesh_fsdp(tiny_data):
   assert sharding.data_mesh(fsdp=4).shape == {"data": 2, "fsdp": 4}
   config = config_lib.override(deeper_lstm_norm_i.get_config("runlocal"), {"data.dir": tiny_data, "mesh.fsdp": 3})
   with pytest.raises(InputError, match=r"^config.mesh.fsdp: expected a positive integer dividing the device count 8, "
@@ -73,7 +73,7 @@ def _split(state) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("row", ["lstm", "vilt"])
-def test_fsdp_4_trains_with_the_losses_of_fsdp_1(row, tiny_data, tmp_path):
+def test_fsdp_4_of_eight_devices_trains_with_the_losses_of_fsdp_1(row, tiny_data, tmp_path):
   if row == "lstm":
     config = config_lib.override(deeper_lstm_norm_i.get_config("runlocal"), {"data.dir": tiny_data})
   else:  # two layers (a real scan), remat'd as on an accelerator
@@ -103,7 +103,7 @@ def _train(config, workdir, steps: int, fsdp: int) -> list[float]:
 
 
 @pytest.mark.slow
-def test_a_checkpoint_written_with_fsdp_4_resumes_with_fsdp_2(tiny_data, tmp_path):
+def test_a_checkpoint_written_with_fsdp_4_resumes_with_fsdp_2_on_eight_devices(tiny_data, tmp_path):
   config = config_lib.override(deeper_lstm_norm_i.get_config("runlocal"), {
       "data.dir": tiny_data, "log_every_steps": 1, "eval_every_steps": 100, "keep_checkpoints": 5, **SPLIT_ALL})
   whole = _train(config, tmp_path / "whole", 4, fsdp=4)
@@ -126,7 +126,7 @@ def test_a_checkpoint_written_with_fsdp_4_resumes_with_fsdp_2(tiny_data, tmp_pat
 
 
 @pytest.mark.slow
-def test_vilt_b_memory_per_device_falls_as_1_over_fsdp():
+def test_vilt_b_memory_per_device_of_eight_devices_falls_as_1_over_fsdp():
   """ViLT-B/32 at 384 px (12 layers, 3129 answers, AdamW), lowered and compiled on 8 fake devices, never run."""
   memory, hlo = {}, {}
   for fsdp in (1, 4):

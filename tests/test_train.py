@@ -43,7 +43,7 @@ def test_eight_devices_give_the_losses_of_one(tiny_data, tmp_path, monkeypatch):
   np.testing.assert_allclose(_losses(tmp_path / "eight"), _losses(tmp_path / "one"), rtol=2e-5)
 
 
-def test_the_sharded_step_never_gathers_the_batch(tiny_data):
+def test_the_step_sharded_over_eight_devices_never_gathers_the_batch(tiny_data):
   exp = Experiment.build(cli.task_of(_config(tiny_data)), _config(tiny_data))
   assert exp.mesh.devices.size == 8
   batch = sharding.to_global(pipeline.example_batch(exp.data.train, exp.data.store, 32, exp.task.TRAIN_KEYS), exp.mesh)
