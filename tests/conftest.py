@@ -2,6 +2,7 @@
 shared fixtures."""
 
 import atexit
+import collections
 import fcntl
 import os
 import resource
@@ -76,8 +77,9 @@ def pytest_xdist_make_scheduler(config, log):
 
 def pytest_addoption(parser):
   parser.addoption("--cpu-times", metavar="FOLDER",
-                   help="append each test's CPU seconds (its process's, and its waited-for subprocesses') and "
-                        "wall seconds to FOLDER/cpu-PID.tsv, one file per worker: what the suite's time is made of")
+                   help="append each test's CPU seconds (its process's, and its waited-for subprocesses'), "
+                        "wall seconds, and its process's XLA compiling (seconds, compilation cache hits and "
+                        "misses) to FOLDER/cpu-PID.tsv, one file per worker: what the suite's time is made of")
 
 
 def pytest_configure(config):
@@ -87,6 +89,15 @@ def pytest_configure(config):
       os.makedirs(folder, exist_ok=True)
     except OSError as e:
       raise pytest.UsageError(f"--cpu-times {folder!r}: expected a folder to write into ({e.strerror})") from None
+    import jax.monitoring
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, seconds, **_: _COMPILING.update({event: seconds}))
+    jax.monitoring.register_event_listener(lambda event, **_: _COMPILING.update({event: 1}))
+
+
+_COMPILING = collections.Counter()  # jax's events in this process: seconds or counts
+_COMPILE_EVENTS = ("/jax/core/compile/backend_compile_duration", "/jax/compilation_cache/cache_hits",
+                   "/jax/compilation_cache/cache_misses")
 
 
 def _cpu_seconds() -> tuple[float, float]:
@@ -100,11 +111,13 @@ def pytest_runtest_protocol(item, nextitem):
   if not folder:
     yield
     return
-  cpu, wall = _cpu_seconds(), time.time()
+  cpu, wall, compiling = _cpu_seconds(), time.time(), [_COMPILING[e] for e in _COMPILE_EVENTS]
   yield
   own, children = (after - before for after, before in zip(_cpu_seconds(), cpu))
+  compile_seconds, hits, misses = (_COMPILING[e] - before for e, before in zip(_COMPILE_EVENTS, compiling))
   with open(os.path.join(folder, f"cpu-{os.getpid()}.tsv"), "a") as f:
-    f.write(f"{item.nodeid}\t{own:.2f}\t{children:.2f}\t{time.time() - wall:.2f}\n")
+    f.write(f"{item.nodeid}\t{own:.2f}\t{children:.2f}\t{time.time() - wall:.2f}\t{compile_seconds:.2f}\t{hits:.0f}"
+            f"\t{misses:.0f}\n")
 
 
 def pytest_runtest_setup(item):

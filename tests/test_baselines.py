@@ -1,4 +1,4 @@
-"""The four non-neural baselines: hand-computed cases, MC choice, word vectors, ordering."""
+"""The four non-neural baselines: hand-computed cases, MC choice, word vectors (their ordering on\nthe small set: test_learning.py)."""
 
 import json
 import os
@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from experiments.vqa import deeper_lstm_norm_i
-from vqajax.synthetic.vqa import write as synthetic
 from vqajax.vqa import baselines, baselines_nn
 from vqajax.vqa import dataset as vqa_dataset
 from vqajax.vqa.accuracy import score
@@ -159,29 +158,6 @@ def test_run_baseline_on_tiny_data(tiny_data, tmp_path):
     assert 0 <= out["accuracy"]["overall"] <= 100 and "perQuestionType" in out["mc_accuracy"]
   with pytest.raises(baselines.InputError, match="unknown baseline"):
     _run_baseline("oracle", config, data=data, train_records=train)
-
-
-@pytest.fixture(scope="module")
-def small_runs(tmp_path_factory):
-  out = str(tmp_path_factory.mktemp("synthetic_small"))
-  synthetic.generate(out, seed=0, scale="small")
-  config = _config(out)
-  data, train = vqa_dataset.load(config), vqa_dataset.read_train_records(config)[0]
-  return data, {name: _run_baseline(name, config, data=data, train_records=train)
-                for name in baselines.BASELINES}
-
-
-@pytest.mark.slow
-def test_paper_ordering_on_the_small_set(small_runs):
-  data, runs = small_runs
-  oe = {name: run["accuracy"]["overall"] for name, run in runs.items()}
-  assert oe["random"] < oe["prior"] < oe["q_type_prior"]
-  assert oe["prior"] < oe["nearest_neighbour"]
-  assert runs["prior"]["accuracy"]["perAnswerType"]["other"] == 0  # always "yes"
-  for run in runs.values():
-    for q, _ in data.val_records:
-      assert run["mc_results"][q["question_id"]] in q["multiple_choices"]
-  assert runs["random"]["mc_accuracy"]["overall"] > oe["random"]  # choosing helps chance
 
 
 def test_run_and_write_gives_official_files_scored_like_the_reference(tiny_data, tmp_path):

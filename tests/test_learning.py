@@ -1,4 +1,5 @@
-"""On the synthetic set at scale 'small', the qualitative ordering of the paper's Table II.
+"""On the synthetic set at scale 'small', the qualitative ordering of the paper's Table II:
+the four non-neural baselines, then the neural rows.
 
 Runs the real Table II sweep file through `vqajax sweep` in a subprocess on one real CPU
 device (long runs with 8 fake devices on 2 cores can starve XLA's CPU collectives; see
@@ -18,6 +19,7 @@ import pytest
 
 from tests import devices
 from vqajax.synthetic.vqa import write as synthetic
+from vqajax.vqa import reports
 
 pytestmark = pytest.mark.slow  # the Table II sweep at 400 steps a row on the small set
 
@@ -27,7 +29,8 @@ NEURAL = ("bow_q", "i", "bow_q_i", "lstm_q", "deeper_lstm_norm_i")
 
 
 @pytest.fixture(scope="module")
-def table2(tmp_path_factory):
+def sweep(tmp_path_factory):
+  """(the small set's folder, the sweep's workdir)."""
   data_dir = str(tmp_path_factory.mktemp("synthetic_small"))
   synthetic.generate(data_dir, seed=0, scale="small")
   workdir = str(tmp_path_factory.mktemp("table2"))
@@ -39,8 +42,28 @@ def table2(tmp_path_factory):
       check=True, env=devices.env(1, optimised=True), capture_output=True)
   with open(os.path.join(workdir, "table2.md")) as f:
     print(f.read())
-  with open(os.path.join(workdir, "table2.json")) as f:
+  return data_dir, workdir
+
+
+@pytest.fixture(scope="module")
+def table2(sweep):
+  with open(os.path.join(sweep[1], "table2.json")) as f:
     return {r["run"]: r for r in json.load(f)}
+
+
+def test_the_baselines_order_as_in_the_paper(table2, sweep):
+  oe = {run: row["OE All"] for run, row in table2.items()}
+  assert oe["random"] < oe["prior"] < oe["q_type_prior"]
+  assert oe["prior"] < oe["nearest_neighbour"]
+  assert table2["prior"]["OE Other"] == 0  # always "yes"
+  assert table2["random"]["MC All"] > oe["random"]  # choosing helps chance
+  data_dir, workdir = sweep
+  with open(os.path.join(data_dir, "MultipleChoice_mscoco_val2014_questions.json")) as f:
+    choices = {q["question_id"]: q["multiple_choices"] for q in json.load(f)["questions"]}
+  for run, results_dir in reports.find_results(os.path.join(workdir, "baselines")).items():
+    with open(reports.official_file(results_dir, "MultipleChoice", "results")) as f:
+      results = json.load(f)
+    assert len(results) == len(choices) and all(r["answer"] in choices[r["question_id"]] for r in results), run
 
 
 def test_baselines_then_question_models_then_image_fusion(table2):
