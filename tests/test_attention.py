@@ -1,6 +1,7 @@
 """Attention over grid features (Show, Ask, Attend, and Answer): the module against numpy,
 the model's shapes and input checks, and a short sharded run on the tiny set."""
 
+import functools
 import json
 import os
 import types
@@ -41,9 +42,9 @@ def test_glimpse_attention_matches_numpy():
   grid = rng.standard_normal((2, 6, 4)).astype(np.float32)  # 2 images, 2x3 locations, 4 channels
   question = rng.standard_normal((2, 5)).astype(np.float32)
   module = GlimpseAttention(hidden=3, glimpses=2, dropout=0.5)
-  params = module.init(jax.random.key(0), grid, question, train=False)["params"]
+  params = jax.jit(functools.partial(module.init, train=False))(jax.random.key(0), grid, question)["params"]
   params = jax.tree.map(lambda x: x + rng.standard_normal(x.shape).astype(np.float32), params)  # non-zero biases
-  ours = module.apply({"params": params}, grid, question, train=False)
+  ours = jax.jit(functools.partial(module.apply, train=False))({"params": params}, grid, question)
   assert ours.shape == (2, 8)
   np.testing.assert_allclose(ours, _numpy_glimpses(grid, question, jax.tree.map(np.asarray, params)),
                              rtol=1e-5, atol=1e-5)
@@ -73,10 +74,11 @@ def test_locations_are_normalised_and_a_global_store_is_refused():
   model = vqa_models.build(cfg, _data((3, 3, 8)))
   grid = jax.random.uniform(jax.random.key(1), (2, 3, 3, 8))
   batch = {"tokens": jnp.ones((2, 4), jnp.int32), "length": jnp.array([2, 4]), "image": grid}
-  params = model.init(jax.random.key(0), batch, train=False)
+  params = jax.jit(functools.partial(model.init, train=False))(jax.random.key(0), batch)
+  apply = jax.jit(functools.partial(model.apply, train=False))  # as in a run: one compile, not one an op
   scale = jnp.arange(1.0, 10.0).reshape(1, 3, 3, 1)  # another factor at every location
-  np.testing.assert_allclose(model.apply(params, batch, train=False),
-                             model.apply(params, dict(batch, image=grid * scale), train=False), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(apply(params, batch), apply(params, dict(batch, image=grid * scale)),
+                             rtol=1e-5, atol=1e-5)
   with pytest.raises(InputError, match=r"config.data.features: .* grid store of \[H, W, C\] per image, got \(4096,\)"):
     vqa_models.build(cfg, _data((4096,)))
 

@@ -24,21 +24,22 @@ def test_padding_never_changes_the_encoding():
   encoder = LSTMEncoder(vocab_size=20, embed_dim=6, hidden=5, layers=2)
   tokens = np.array([[3, 4, 5, 0, 0], [7, 0, 0, 0, 0]])
   lengths = np.array([3, 1])
-  params = encoder.init(jax.random.key(0), tokens, lengths)
-  padded = encoder.apply(params, tokens, lengths)
+  params = jax.jit(encoder.init)(jax.random.key(0), tokens, lengths)
+  apply = jax.jit(encoder.apply)  # jitted as in a run, and one compile a shape instead of one an op
+  padded = apply(params, tokens, lengths)
   assert padded.shape == (2, 20)
-  np.testing.assert_allclose(encoder.apply(params, tokens[:, :3], lengths), padded, atol=1e-6)
-  np.testing.assert_allclose(encoder.apply(params, tokens[1:, :1], lengths[1:]), padded[1:], atol=1e-6)
+  np.testing.assert_allclose(apply(params, tokens[:, :3], lengths), padded, atol=1e-6)
+  np.testing.assert_allclose(apply(params, tokens[1:, :1], lengths[1:]), padded[1:], atol=1e-6)
   # garbage after the last word is ignored too
   noisy = tokens.copy()
   noisy[0, 3:] = 9
-  np.testing.assert_allclose(encoder.apply(params, noisy, lengths), padded, atol=1e-6)
+  np.testing.assert_allclose(apply(params, noisy, lengths), padded, atol=1e-6)
 
 
 def test_empty_question_encodes_to_zeros():
   encoder = LSTMEncoder(vocab_size=20, embed_dim=4, hidden=3, layers=2)
-  params = encoder.init(jax.random.key(0), np.zeros((1, 4), np.int32), np.array([0]))
-  np.testing.assert_array_equal(encoder.apply(params, np.array([[5, 0, 0, 0]]), np.array([0])), 0.0)
+  params = jax.jit(encoder.init)(jax.random.key(0), np.zeros((1, 4), np.int32), np.array([0]))
+  np.testing.assert_array_equal(jax.jit(encoder.apply)(params, np.array([[5, 0, 0, 0]]), np.array([0])), 0.0)
 
 
 def _plain_masked_lstm(x, lengths, w, b):
@@ -68,11 +69,11 @@ def test_lstm_backward_matches_autodiff_of_the_plain_recurrence():
     out, c, h = fn(x, lengths, w, b)
     return jnp.sum(out * weights[0]) + jnp.sum((c + 2 * h) * weights[1])
 
-  plain = jax.grad(lambda *a: loss(_plain_masked_lstm, *a), argnums=(0, 1, 2))(x, w, b)
+  plain = jax.jit(jax.grad(lambda *a: loss(_plain_masked_lstm, *a), argnums=(0, 1, 2)))(x, w, b)
   for fn in (ours, scan_lstm):  # the CPU shape and the accelerator shape
-    for a, b_ in zip(fn(x, lengths, w, b), _plain_masked_lstm(x, lengths, w, b)):
+    for a, b_ in zip(jax.jit(fn)(x, lengths, w, b), jax.jit(_plain_masked_lstm)(x, lengths, w, b)):
       np.testing.assert_allclose(a, b_, atol=1e-6)
-    grads = jax.grad(lambda *a, fn=fn: loss(fn, *a), argnums=(0, 1, 2))(x, w, b)
+    grads = jax.jit(jax.grad(lambda *a, fn=fn: loss(fn, *a), argnums=(0, 1, 2)))(x, w, b)
     for a, b_ in zip(grads, plain):
       np.testing.assert_allclose(a, b_, rtol=1e-5, atol=1e-5)
 
@@ -172,7 +173,7 @@ def test_every_table2_row_has_the_papers_shapes(row):
 
 def _initial_params(model):
   batch = {"tokens": jnp.ones((2, 26), jnp.int32), "length": jnp.array([3, 26]), "image": jnp.ones((2, 4096))}
-  return model.init(jax.random.key(0), batch, train=False)["params"]
+  return jax.jit(functools.partial(model.init, train=False))(jax.random.key(0), batch)["params"]
 
 
 @pytest.mark.parametrize("row", ["lstm_q", "lstm_q_i", "deeper_lstm_q", "deeper_lstm_norm_i"])
@@ -232,13 +233,13 @@ def test_image_norm_makes_the_model_invariant_to_image_scale():
   model = vqa_models.build(cfg, _data())
   batch = {"tokens": jnp.ones((2, 4), jnp.int32), "length": jnp.array([2, 4]),
            "image": jax.random.uniform(jax.random.key(1), (2, 4096))}
-  params = model.init(jax.random.key(0), batch, train=False)
+  params = jax.jit(functools.partial(model.init, train=False))(jax.random.key(0), batch)
   scaled = dict(batch, image=batch["image"] * 37.0)
-  np.testing.assert_allclose(model.apply(params, batch, train=False), model.apply(params, scaled, train=False),
-                             rtol=1e-5, atol=1e-5)
+  apply = jax.jit(functools.partial(model.apply, train=False))
+  np.testing.assert_allclose(apply(params, batch), apply(params, scaled), rtol=1e-5, atol=1e-5)
   cfg.image_norm = False
-  raw = vqa_models.build(cfg, _data())
-  assert not np.allclose(raw.apply(params, batch, train=False), raw.apply(params, scaled, train=False), atol=1e-3)
+  raw = jax.jit(functools.partial(vqa_models.build(cfg, _data()).apply, train=False))
+  assert not np.allclose(raw(params, batch), raw(params, scaled), atol=1e-3)
 
 
 def test_multiple_choice_picks_the_best_choice_in_the_table_else_the_first():
@@ -299,13 +300,14 @@ def test_the_transformer_encoder_is_the_pre_ln_formula_and_ignores_padding():
   encoder = question.TransformerEncoder(vocab_size=30, width=16, layers=2, heads=4, dropout=0.1, positions=9)
   tokens = np.array([[3, 7, 2, 9, 0, 0], [5, 5, 1, 0, 0, 0], [0, 0, 0, 0, 0, 0]], np.int32)
   lengths = np.array([4, 3, 0], np.int32)
-  params = encoder.init(jax.random.key(0), tokens, lengths)["params"]
+  params = jax.jit(encoder.init)(jax.random.key(0), tokens, lengths)["params"]
   params = jax.tree.map(lambda w: w + 0.1 * np.random.default_rng(1).normal(size=w.shape), params)  # no zero biases
-  got = np.asarray(encoder.apply({"params": params}, tokens, lengths))
+  apply = jax.jit(encoder.apply)  # jitted as in a run, and one compile a shape instead of one an op
+  got = np.asarray(apply({"params": params}, tokens, lengths))
   want = _transformer_by_hand(jax.tree.map(np.asarray, params), tokens, lengths, 2, 4)
   np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
   assert not got[2].any()  # an empty question encodes to zeros
   padded = np.where(tokens == 0, 11, tokens)  # other ids past each length change nothing
-  np.testing.assert_allclose(encoder.apply({"params": params}, padded, lengths), got, rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(apply({"params": params}, padded, lengths), got, rtol=1e-6, atol=1e-6)
   with pytest.raises(ValueError, match="9 positions"):
-    encoder.apply({"params": params}, np.zeros((1, 10), np.int32), np.array([2]))
+    apply({"params": params}, np.zeros((1, 10), np.int32), np.array([2]))
