@@ -7,6 +7,7 @@ import json
 import os
 import types
 
+import jax
 import ml_collections
 import numpy as np
 import pytest
@@ -79,7 +80,8 @@ def test_crafted_replies_are_scored_as_hand_computed(tmp_path):
   spec = _spec()
   data = types.SimpleNamespace(val=val, val_samples=[sample], encoders=types.SimpleNamespace(
       text=types.SimpleNamespace(encoder=spec)))
-  predictions, sums = grounding_mask.make_eval_step(_Model(spec), data, None)(None, {**val, "mask": np.ones(1, bool)})
+  step = jax.jit(grounding_mask.make_eval_step(_Model(spec), data, None))  # as runs call it
+  predictions, sums = step(None, {**val, "mask": np.ones(1, bool)})
   metrics = grounding_mask.summarise(sums)
   assert "iou" not in metrics and metrics["whole_image/iou"] == pytest.approx(25.0)  # the model's: the host's
   host = grounding_mask.write_results(str(tmp_path), config, data, {"tokens": np.asarray(predictions["tokens"])},

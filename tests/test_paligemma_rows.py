@@ -55,7 +55,7 @@ def test_the_device_reads_the_concatenated_tokens_as_the_host_reads_the_text():
           (6, 6, 4, 5): LEFT_OUT,     # "  nO"
           (7, 2, 3, 0): LEFT_OUT,     # "maybeYes"
           (1, 2, 3, 0): LEFT_OUT}     # nothing before the end
-  read = paligemma_models.read_heads(jnp.asarray(list(rows)), jnp.asarray(heads), jnp.asarray([1]))
+  read = jax.jit(paligemma_models.read_heads)(jnp.asarray(list(rows)), jnp.asarray(heads), jnp.asarray([1]))
   np.testing.assert_array_equal(read, list(rows.values()))
   texts = ["".join(words[t] for t in (row[:row.index(1)] if 1 in row else row)) for row in rows]
   assert [paligemma_models.read_reply(t) for t in texts] == list(rows.values())
@@ -173,14 +173,14 @@ def test_the_answer_follows_the_prompt_and_alone_is_predicted():
   """Prompts padded on the right get their answer (tokens, then <eos> = 1) written after them; the
   loss's weights are 1 exactly on the answer's slots, so the prompt's tokens carry no loss."""
   ids, mask = jnp.asarray([[5, 6, 0, 0, 0], [5, 0, 0, 0, 0]]), jnp.asarray([[1, 1, 0, 0, 0], [1, 0, 0, 0, 0]])
-  full, valid, placed = paligemma_models.with_suffix(ids, mask, jnp.asarray([[7, 1, -1], [8, 9, 1]]))
+  full, valid, placed = jax.jit(paligemma_models.with_suffix)(ids, mask, jnp.asarray([[7, 1, -1], [8, 9, 1]]))
   np.testing.assert_array_equal(full, [[5, 6, 7, 1, 0], [5, 8, 9, 1, 0]])
   np.testing.assert_array_equal(valid, [[1, 1, 1, 1, 0], [1, 1, 1, 1, 0]])
   np.testing.assert_array_equal(placed, [[0, 0, 1, 1, 0], [0, 1, 1, 1, 0]])
   logits = np.zeros((1, 3, 4), np.float32)  # uniform: log 4 per token; a confident right guess on the last
   logits[0, 2, 3] = 100.0
   outputs = {"logits": logits, "targets": np.asarray([[1, 2, 3]]), "weights": np.asarray([[0.0, 1.0, 1.0]])}
-  assert float(vqa_task.token_loss(outputs, {})) == pytest.approx(np.log(4) / 2, abs=1e-6)
+  assert float(jax.jit(vqa_task.token_loss)(outputs, {})) == pytest.approx(np.log(4) / 2, abs=1e-6)
 
 
 def test_multiple_choice_is_the_likeliest_answer():
