@@ -81,7 +81,7 @@ def step_breakdown(trainer, config, vocab, batch, peak):
   m = config.model
   encoder = LSTMEncoder(vocab, m.embed_dim, m.lstm_dim, m.lstm_layers)
   tokens, lengths = batch["tokens"][:, :bucket_length(int(batch["length"].max()), MAX_LEN)], batch["length"]
-  params = encoder.init(jax.random.key(0), tokens, lengths)["params"]
+  params = jax.jit(encoder.init)(jax.random.key(0), tokens, lengths)["params"]
   lstm = jax.jit(jax.grad(lambda p, t, n: encoder.apply({"params": p}, t, n).sum()))
   update = jax.jit(lambda p, s: optax.apply_updates(p, trainer.tx.update(p, s, p)[0]))
   times = {"step": seconds(trainer.step, trainer.to_device(batch)),

@@ -59,15 +59,15 @@ class JaxTrainer:
     model, tx = model or vqa_models.build(config.model, sizes), make_optimizer(config.optimizer)
     example = {k: v[:2] for k, v in example.items()}  # shapes only, as `Experiment.initial_state`
     params = jax.jit(lambda: model.init(jax.random.key(0), example, train=False)["params"])()
-    self.state = jax.device_put(TrainState(step=np.int32(0), params=params, opt_state=tx.init(params),
+    self.state = jax.device_put(TrainState(step=np.int32(0), params=params, opt_state=jax.jit(tx.init)(params),
                                            rng=jax.random.PRNGKey(1)), sharding.replicated(mesh))
     self.train_step, self.mesh, self.tx = make_train_step(model, tx, mesh, loss, features), mesh, tx
     self.model = model
 
   def loss(self, batch) -> float:
     """The loss of the current parameters on a host batch, dropout off (no step taken)."""
-    params = jax.device_get(self.state.params)
-    return float(vqa_task.loss(self.model.apply({"params": params}, batch, train=False), batch))
+    loss = jax.jit(lambda params, batch: vqa_task.loss(self.model.apply({"params": params}, batch, train=False), batch))
+    return float(loss(jax.device_get(self.state.params), batch))
 
   def to_device(self, batch):
     width = bucket_length(int(batch["length"].max()), MAX_LEN)

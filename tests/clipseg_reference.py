@@ -12,14 +12,18 @@ Run in a subprocess: importing torch after TensorFlow (which other tests load) c
   python tests/clipseg_reference.py FOLDER PROMPTS.json
 """
 
+from __future__ import annotations
+
 import json
 import os
 import sys
 
 import numpy as np
 import tokenizers
-import torch
-import transformers
+
+if __name__ == "__main__":  # torch in the reference's own process only: tests import its constants
+  import torch
+  import transformers
 
 TEXT = dict(hidden_size=32, intermediate_size=37, num_hidden_layers=3, num_attention_heads=4, max_position_embeddings=16)
 VISION = dict(hidden_size=48, intermediate_size=40, num_hidden_layers=4, num_attention_heads=4, image_size=32,

@@ -15,6 +15,8 @@ process.
   python tests/paligemma_reference.py --reply CHECKPOINT PICTURE PROMPT STEPS   (`reply`)
 """
 
+from __future__ import annotations
+
 import json
 import os
 import sys
@@ -22,8 +24,10 @@ import sys
 import numpy as np
 import PIL.Image
 import tokenizers
-import torch
-import transformers
+
+if __name__ == "__main__":  # torch in the reference's own process only: tests import its constants
+  import torch
+  import transformers
 
 TEXT = dict(hidden_size=32, intermediate_size=48, num_attention_heads=4, num_key_value_heads=1, head_dim=8,
             rms_norm_eps=1e-6)

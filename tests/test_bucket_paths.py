@@ -8,16 +8,18 @@ import secrets
 import jax
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from bench.reference import reference_accuracy
 from experiments.vqa import bow_q_i
+from tests import lazy
 from vqajax import cli
 from vqajax.core import checkpoint, files, run_record, train
 from vqajax.core import config as config_lib
 from vqajax.core.errors import InputError
 from vqajax.features.store import FeatureStore, FeatureStoreError, write_store
 from vqajax.vqa import reports
+
+tf = lazy.Module("tensorflow")
 
 
 @pytest.fixture

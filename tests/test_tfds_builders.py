@@ -12,15 +12,13 @@ import tempfile
 import jax
 import numpy as np
 import pytest
-import tensorflow_datasets as tfds
 
-from data_pipeline.tfds import cli as tfds_cli
 from experiments.therapy import grounding_mask
 from experiments.vqa import deeper_lstm_norm_i
+from tests import lazy
 from vqajax import cli
 from vqajax.answertherapy import configs as therapy_configs
 from vqajax.answertherapy import dataset as therapy_dataset
-from vqajax.answertherapy import tfds_records as therapy_tfds_records
 from vqajax.core import config as config_lib
 from vqajax.core import pipeline, sharding, train
 from vqajax.core.experiment import Experiment
@@ -28,7 +26,11 @@ from vqajax.core.official_files import DataFileError
 from vqajax.features.keys import feature_key
 from vqajax.features.store import FeatureStore, FeatureStoreError, write_store
 from vqajax.vqa import dataset as vqa_dataset
-from vqajax.vqa import tfds_records
+
+tfds = lazy.Module("tensorflow_datasets")
+tfds_cli = lazy.Module("data_pipeline.tfds.cli")
+tfds_records = lazy.Module("vqajax.vqa.tfds_records")
+therapy_tfds_records = lazy.Module("vqajax.answertherapy.tfds_records")
 
 V2_FILES = {
     "train": ("v2_OpenEnded_mscoco_train2014_questions.json", "v2_mscoco_train2014_annotations.json",

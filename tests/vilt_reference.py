@@ -11,13 +11,17 @@ importing torch after TensorFlow (which other tests load) can crash the process.
   python tests/vilt_reference.py FOLDER QUESTIONS.json
 """
 
+from __future__ import annotations
+
 import json
 import os
 import sys
 
 import numpy as np
-import torch
-import transformers
+
+if __name__ == "__main__":  # torch in the reference's own process only: tests import its constants
+  import torch
+  import transformers
 
 CONFIG = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37, image_size=32,
               patch_size=8, max_position_embeddings=16, num_labels=5, hidden_dropout_prob=0.1,
