@@ -88,11 +88,11 @@ def end_to_end(model, params, args) -> tuple[float, float, float]:
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--batch", type=int, default=16)
-  parser.add_argument("--rounds", type=int, default=3)
-  parser.add_argument("--size", type=int, default=224, help="input pixels per side")
-  parser.add_argument("--images", type=int, default=96, help="generated files for the whole extractor")
-  parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
+  parser.add_argument("--batch", type=record.count, default=16)
+  parser.add_argument("--rounds", type=record.count, default=3)
+  parser.add_argument("--size", type=record.count, default=224, help="input pixels per side")
+  parser.add_argument("--images", type=record.count, default=96, help="generated files for the whole extractor")
+  parser.add_argument("--threads", type=record.count, default=len(os.sched_getaffinity(0)),
                       help="cores and threads for both sides (default: all this process may use)")
   record.add_flag(parser)
   args = parser.parse_args()

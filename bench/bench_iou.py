@@ -92,8 +92,8 @@ def check_equal(name: str, got: dict, expected: dict) -> None:
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--rounds", type=int, default=5)
-  parser.add_argument("--scale", type=float, default=1.0)
+  parser.add_argument("--rounds", type=record.count, default=5)
+  parser.add_argument("--scale", type=record.amount, default=1.0)
   record.add_flag(parser)
   args = parser.parse_args()
   record.begin(args.json)

@@ -55,7 +55,7 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--rounds", type=record.count, default=3)
   parser.add_argument("--reps", type=record.count, default=10, help="timed calls per side, shape and round (the best counts)")
-  parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+  parser.add_argument("--threads", type=record.count, default=len(os.sched_getaffinity(0)))
   record.add_flag(parser)
   args = parser.parse_args()
   record.begin(args.json)

@@ -35,6 +35,7 @@ import contest  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
+import record  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
@@ -218,7 +219,7 @@ def bench(size: str, batch: int, args) -> tuple[list[str], list[dict], list[floa
 
 
 def arguments(parser) -> None:
-  parser.add_argument("--new-tokens", type=int, default=16, help="greedy tokens generated per row")
+  parser.add_argument("--new-tokens", type=record.count, default=16, help="greedy tokens generated per row")
 
 
 if __name__ == "__main__":

@@ -262,18 +262,18 @@ def streamed_grid(tmp: str, grid: int, rows: int, batch: int, steps: int, reader
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--rows", type=int, default=40000)
-  parser.add_argument("--grid-rows", type=int, default=4000)
-  parser.add_argument("--batch", type=int, default=BATCH)
-  parser.add_argument("--grid-steps", type=int, default=2)
-  parser.add_argument("--min-batches", type=int, default=40, help="host batches per rate, at least")
+  parser.add_argument("--rows", type=record.count, default=40000)
+  parser.add_argument("--grid-rows", type=record.count, default=4000)
+  parser.add_argument("--batch", type=record.count, default=BATCH)
+  parser.add_argument("--grid-steps", type=record.count, default=2)
+  parser.add_argument("--min-batches", type=record.count, default=40, help="host batches per rate, at least")
   parser.add_argument("--config-arg", choices=("", "runlocal"), default="",
                       help="the models' config argument: the paper's sizes, or runlocal's (small runs)")
-  parser.add_argument("--store-gb", type=float, default=8.0)
+  parser.add_argument("--store-gb", type=record.amount, default=8.0)
   parser.add_argument("--format", choices=("h5", "npy"), default="h5")
   parser.add_argument("--dtype", choices=("float16", "float32"), default="float32")
   parser.add_argument("--dir", default=tempfile.gettempdir())
-  parser.add_argument("--train-steps", type=int, default=8)
+  parser.add_argument("--train-steps", type=record.count, default=8)
   parser.add_argument("--buckets", type=int, default=0,
                       help="the longest question-length buckets the peak-RSS run compiles before training "
                            "(default 0: all)")

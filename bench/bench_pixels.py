@@ -62,11 +62,11 @@ def _rates(fns: dict, images: int, rounds: int) -> dict[str, list[float]]:
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--images", type=int, default=256)
-  parser.add_argument("--size", type=int, default=384)
-  parser.add_argument("--batch", type=int, default=32)
-  parser.add_argument("--rounds", type=int, default=3)
-  parser.add_argument("--step-rate", type=float, default=1500.0)
+  parser.add_argument("--images", type=record.count, default=256)
+  parser.add_argument("--size", type=record.count, default=384)
+  parser.add_argument("--batch", type=record.count, default=32)
+  parser.add_argument("--rounds", type=record.count, default=3)
+  parser.add_argument("--step-rate", type=record.amount, default=1500.0)
   record.add_flag(parser)
   args = parser.parse_args()
   record.begin(args.json)

@@ -95,7 +95,7 @@ def main() -> None:
                       help="where the generated files are kept between runs (default: %(default)s)")
   parser.add_argument("--fractions", default="0.125,0.25,0.5,1", help="shares of VQA v2's counts")
   parser.add_argument("--config-arg", default="cpu", help="deeper_lstm_norm_i's argument ('': the paper's sizes)")
-  parser.add_argument("--steps", type=int, default=21, help="training steps per run (default: %(default)s)")
+  parser.add_argument("--steps", type=record.count, default=21, help="training steps per run (default: %(default)s)")
   parser.add_argument("--small", action="store_true", help="a tiny share and the toy model: seconds")
   record.add_flag(parser)
   args = parser.parse_args()

@@ -296,9 +296,9 @@ def kernel_seconds(paths: list[str]) -> tuple[float, str]:
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--questions", type=int, default=200_000)
+  parser.add_argument("--questions", type=record.count, default=200_000)
   parser.add_argument("--seed", type=int, default=0)
-  parser.add_argument("--rounds", type=int, default=3)
+  parser.add_argument("--rounds", type=record.count, default=3)
   record.add_flag(parser)
   args = parser.parse_args()
   record.begin(args.json)

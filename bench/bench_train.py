@@ -145,15 +145,15 @@ def check_same_loss(jax_trainer, torch_trainers, packed, batch) -> str:
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--batch", type=int, default=500)
-  parser.add_argument("--steps", type=int, default=3, help="steps per contender per round")
-  parser.add_argument("--rounds", type=int, default=3)
-  parser.add_argument("--batches", type=int, default=4,
+  parser.add_argument("--batch", type=record.count, default=500)
+  parser.add_argument("--steps", type=record.count, default=3, help="steps per contender per round")
+  parser.add_argument("--rounds", type=record.count, default=3)
+  parser.add_argument("--batches", type=record.count, default=4,
                       help="host batches of VQA-like lengths each contender cycles through (each new length bucket "
                            "among them is one more program to compile)")
-  parser.add_argument("--vocab", type=int, default=15000)
-  parser.add_argument("--answers", type=int, default=1000)
-  parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
+  parser.add_argument("--vocab", type=record.count, default=15000)
+  parser.add_argument("--answers", type=record.count, default=1000)
+  parser.add_argument("--threads", type=record.count, default=len(os.sched_getaffinity(0)),
                       help="cores and threads for both sides (default: all this process may use)")
   parser.add_argument("--config-arg", choices=("", "runlocal"), default="",
                       help="the model's sizes: the paper's, or runlocal's (small runs; the optimizer stays the paper's)")

@@ -90,8 +90,8 @@ def demo_answers(bundle: str, data: str, image_id: int, rounds: int) -> tuple[fl
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--scale", type=float, default=1.0, help="share of VQA v2's counts (default: 1)")
-  parser.add_argument("--rounds", type=int, default=3)
+  parser.add_argument("--scale", type=record.amount, default=1.0, help="share of VQA v2's counts (default: 1)")
+  parser.add_argument("--rounds", type=record.count, default=3)
   parser.add_argument("--config-arg", default="", help="deeper_lstm_norm_i's argument ('': the paper's sizes)")
   record.add_flag(parser)
   parser.add_argument("--make-run", nargs=2, metavar=("DATA", "WORKDIR"), help=argparse.SUPPRESS)  # a child's job

@@ -170,7 +170,7 @@ def bench(size: str, batch: int, args) -> tuple[list[str], list[dict], list[floa
 
 
 def arguments(parser) -> None:
-  parser.add_argument("--labels", type=int, default=3129, help="VQA v2's answer classes")
+  parser.add_argument("--labels", type=record.count, default=3129, help="VQA v2's answer classes")
   parser.add_argument("--bf16", action="store_true", help="also time bfloat16 matmul inputs (reported)")
 
 

@@ -102,10 +102,10 @@ def main(name: str, doc: str, bench, batches: dict, arguments=None) -> None:
   parser = argparse.ArgumentParser(description=doc.splitlines()[0])
   parser.add_argument("--sizes", default=",".join(batches))
   for size, batch in batches.items():
-    parser.add_argument(f"--batch-{size}", type=int, default=batch)
+    parser.add_argument(f"--batch-{size}", type=record.count, default=batch)
   parser.add_argument("--steps", type=record.count, default=2, help="steps per contender per round")
   parser.add_argument("--rounds", type=record.count, default=3)
-  parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+  parser.add_argument("--threads", type=record.count, default=len(os.sched_getaffinity(0)))
   if arguments:
     arguments(parser)
   record.add_flag(parser)

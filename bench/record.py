@@ -47,10 +47,19 @@ def add_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def count(text: str) -> int:
-  """argparse type of `--rounds`, `--steps`, `--reps`: a positive integer (else argparse's one line, exit 2)."""
+  """argparse type of `--rounds`, `--steps`, `--batch` and other counts: a positive integer (else argparse's one line, exit 2)."""
   value = int(text)
   if value < 1:
     raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+  return value
+
+
+def amount(text: str) -> float:
+  """argparse type of `--scale`, `--store-gb` and the like: a positive finite number (else argparse's
+  one line, exit 2)."""
+  value = float(text)
+  if not 0 < value < float("inf"):
+    raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
   return value
 
 

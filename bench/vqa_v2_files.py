@@ -24,6 +24,7 @@ import time
 
 import msgspec
 import numpy as np
+import record
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -116,7 +117,7 @@ def generate(out: str, scale: float = 1.0, seed: int = 0) -> dict[str, float]:
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("out")
-  parser.add_argument("--scale", type=float, default=1.0)
+  parser.add_argument("--scale", type=record.amount, default=1.0)
   parser.add_argument("--seed", type=int, default=0)
   args = parser.parse_args()
   times = generate(args.out, args.scale, args.seed)

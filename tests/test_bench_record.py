@@ -6,6 +6,8 @@ import argparse
 import importlib.util
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -123,3 +125,23 @@ def test_rounds_steps_and_reps_are_positive_counts(record):
   for text in ("0", "-2"):
     with pytest.raises(argparse.ArgumentTypeError, match=f"expected a positive integer, got {int(text)}"):
       record.count(text)
+
+
+def test_scales_and_sizes_are_positive_finite_numbers(record):
+  assert record.amount("0.05") == 0.05 and record.amount("8") == 8.0
+  for text in ("0", "-1", "inf", "nan"):
+    with pytest.raises(argparse.ArgumentTypeError, match=f"expected a positive number, got {text}$"):
+      record.amount(text)
+
+
+@pytest.mark.parametrize("argv, flag, expected", [
+    (["bench_score.py", "--rounds", "0"], "--rounds", "a positive integer, got 0"),
+    (["bench_pipeline.py", "--store-gb", "-1"], "--store-gb", "a positive number, got -1"),
+    (["bench_trained.py", "--scale", "inf"], "--scale", "a positive number, got inf"),
+    (["vqa_v2_files.py", "out", "--scale", "0"], "--scale", "a positive number, got 0"),
+])
+def test_a_bench_refuses_a_count_or_size_below_one_before_it_starts(argv, flag, expected, tmp_path):
+  done = subprocess.run([sys.executable, os.path.join(ROOT, "bench", *argv[:1]), *argv[1:]], cwd=tmp_path,
+                        capture_output=True, text=True, timeout=60)
+  assert done.returncode == 2 and not done.stdout and not os.listdir(tmp_path)
+  assert done.stderr.splitlines()[-1] == f"{argv[0]}: error: argument {flag}: expected {expected}"
