@@ -63,11 +63,12 @@ class JaxTrainer:
                                            rng=jax.random.PRNGKey(1)), sharding.replicated(mesh))
     self.train_step, self.mesh, self.tx = make_train_step(model, tx, mesh, loss, features), mesh, tx
     self.model = model
+    self._eval_loss = jax.jit(lambda params, batch: vqa_task.loss(model.apply({"params": params}, batch, train=False),
+                                                                  batch))
 
   def loss(self, batch) -> float:
     """The loss of the current parameters on a host batch, dropout off (no step taken)."""
-    loss = jax.jit(lambda params, batch: vqa_task.loss(self.model.apply({"params": params}, batch, train=False), batch))
-    return float(loss(jax.device_get(self.state.params), batch))
+    return float(self._eval_loss(jax.device_get(self.state.params), batch))
 
   def to_device(self, batch):
     width = bucket_length(int(batch["length"].max()), MAX_LEN)

@@ -47,7 +47,8 @@ def add_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def count(text: str) -> int:
-  """argparse type of `--rounds`, `--steps`, `--batch` and other counts: a positive integer (else argparse's one line, exit 2)."""
+  """argparse type of `--rounds`, `--steps`, `--batch` and other counts: a positive integer (else
+  argparse's one line, exit 2)."""
   value = int(text)
   if value < 1:
     raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
