@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vqajax.features.images import CAFFE_BGR_MEAN
+from vqajax.nn.activations import gelu
 
 VGG16_STAGES = ((64, 64), (128, 128), (256,) * 3, (512,) * 3, (512,) * 3)
 VGG19_STAGES = ((64, 64), (128, 128), (256,) * 4, (512,) * 4, (512,) * 4)
@@ -75,7 +76,7 @@ class EncoderBlock(nn.Module):
     y = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(logits, axis=-1), qkv[:, :, 2])
     x = x + nn.Dense(width, name="out")(y.reshape(batch, tokens, width))
     y = nn.LayerNorm(1e-6, name="ln_2")(x)
-    y = nn.gelu(nn.Dense(self.mlp, name="mlp_1")(y), approximate=False)
+    y = gelu(nn.Dense(self.mlp, name="mlp_1")(y))
     return x + nn.Dense(width, name="mlp_2")(y)
 
 

@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vqajax.nn.activations import ACTIVATIONS
+from vqajax.nn.activations import ACTIVATIONS, gelu
 
 HEAD_LAYER_NORM_EPS = 1e-5  # the classifier's nn.LayerNorm takes torch's default, not the config's
 
@@ -245,7 +245,7 @@ class ClassifierHead(nn.Module):
   @nn.compact
   def __call__(self, pooled):
     x = _dense(2 * pooled.shape[-1], self.dtype, "dense_0")(pooled)
-    x = nn.gelu(nn.LayerNorm(HEAD_LAYER_NORM_EPS, name="layer_norm")(x), approximate=False)
+    x = gelu(nn.LayerNorm(HEAD_LAYER_NORM_EPS, name="layer_norm")(x))
     return _dense(self.num_labels, self.dtype, "dense_1")(x).astype(jnp.float32)
 
 
