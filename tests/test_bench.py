@@ -44,6 +44,16 @@ def _run(env, script, *args):
   return done.stdout
 
 
+def test_device_check_full_run_fits_in_eight_minutes():
+  # each section runs under `timeout SECONDS`: their sum bounds the accelerator host's run
+  text = open(os.path.join(ROOT, "bench", "device_check.sh")).read()
+  full = text[text.index("\nelse  #"):text.index("\nfi\n")]
+  seconds = [int(s) for s in re.findall(r"^  [A-Z]+=\((\d+) ", full, re.M)]
+  sections = re.findall(r"^(?:\[.*\] \|\| )?section ", text, re.M)
+  assert len(seconds) == len(sections) == 7
+  assert sum(seconds) <= 8 * 60 - 15  # the report's first lines (jax's import) in the rest
+
+
 def test_bench_score_agrees_with_the_official_loop(one_device_env, tmp_path):
   path = tmp_path / "records" / "bench_score.json"
   out = _run(one_device_env, "bench_score.py", "--questions", "3000", "--rounds", "1", "--json", str(path))
