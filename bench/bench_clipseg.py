@@ -134,9 +134,8 @@ def bench(size: str, batch: int, args) -> tuple[list[str], list[dict], list[floa
   model.train()
   got = np.asarray(ours.forward(ours.state[0], batches[0]))
   assert np.abs(got - expected).max() <= 1e-3 * max(1.0, np.abs(expected).max()), np.abs(got - expected).max()
-  runs = {"vqajax inference": lambda: ours.infer(batches, args.steps), "torch inference": lambda: theirs.infer(args.steps),
-          "vqajax decoder step": lambda: ours.train(batches, args.steps),
-          "torch decoder step": lambda: theirs.train(args.steps)}
+  runs = {"vqajax inference": lambda n: ours.infer(batches, n), "torch inference": theirs.infer,
+          "vqajax decoder step": lambda n: ours.train(batches, n), "torch decoder step": theirs.train}
   seconds, peaks = contest.rounds(size, runs, args.rounds, args.steps, "a batch")
   what = f"CLIPSeg {size} ({side} px, vision hidden {config.vision.hidden_size}, patch {config.patch_size}), batch {batch}"
   lines = [f"{what}; {args.rounds} rounds x {args.steps} batches; logits equal HF's within "

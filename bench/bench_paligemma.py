@@ -203,8 +203,8 @@ def bench(size: str, batch: int, args) -> tuple[list[str], list[dict], list[floa
   gap = np.abs(got - expected)[real].max()
   assert gap <= 1e-3 * max(1.0, np.abs(expected).max()), gap
   agree = float(np.mean(ours.decode(starts, 1) == theirs.decode(1)))
-  runs = {"vqajax fine-tuning": lambda: ours.train(batches, args.steps), "torch fine-tuning": lambda: theirs.train(args.steps),
-          "vqajax decoding": lambda: ours.decode(starts, args.steps), "torch decoding": lambda: theirs.decode(args.steps)}
+  runs = {"vqajax fine-tuning": lambda n: ours.train(batches, n), "torch fine-tuning": theirs.train,
+          "vqajax decoding": lambda n: ours.decode(starts, n), "torch decoding": theirs.decode}
   seconds, peaks = contest.rounds(size, runs, args.rounds, args.steps, "a batch")
   t = config.text
   what = (f"PaliGemma {size} ({config.vision.image_size} px, {config.vision.num_patches} image tokens, "

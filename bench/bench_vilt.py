@@ -141,8 +141,7 @@ def bench(size: str, batch: int, args) -> tuple[list[str], list[dict], list[floa
   model.train()
   flax_loss = float(contenders["vqajax f32"].loss(params, batches[0]))
   assert abs(flax_loss - theirs) <= 1e-4 * max(1.0, abs(theirs)), (flax_loss, theirs)
-  runs = {**{name: (lambda f=f: f.run(batches, args.steps)) for name, f in contenders.items()},
-          "torch eager": lambda: reference.run(args.steps)}
+  runs = {**{name: (lambda n, f=f: f.run(batches, n)) for name, f in contenders.items()}, "torch eager": reference.run}
   seconds, peaks = contest.rounds(size, runs, args.rounds, args.steps)
   flops = train_flops(ours, batch, args.labels)
   lines = [f"{size}: hidden {ours.hidden_size}, {ours.num_hidden_layers} layers, {ours.image_size} px / patch "

@@ -20,14 +20,18 @@ from jax_vqa import timed
 
 
 def rounds(label: str, runs: dict, count: int, steps: int, per: str = "a step") -> tuple[dict, list[float]]:
-  """({contender: each round's seconds per step}, each round's matmul peak): every run warmed up
-  (compiled) once, then in each round every contender one after another, then the peak."""
+  """({contender: each round's seconds per step}, each round's matmul peak) of `runs`, {contender:
+  run(steps)}: every run warmed up (compiled) once, then in each round every contender one after
+  another, each first one untimed step (its memory and caches back as a training run that never
+  alternates libraries keeps them: the step after the other library's is slower, and by the other
+  library's doing), then `steps` timed, then the peak."""
   for run in runs.values():
-    run()
+    run(1)
   seconds, peaks = {name: [] for name in runs}, []
   for r in range(count):
     for name, run in runs.items():
-      seconds[name].append(timed(run) / steps)
+      run(1)
+      seconds[name].append(timed(lambda run=run: run(steps)) / steps)
     peaks.append(record.matmul_peak())
     print(f"{label} round {r + 1}: " + ", ".join(f"{k} {v[-1] * 1e3:.0f} ms" for k, v in seconds.items())
           + f" {per}; matmul peak {peaks[-1] / 1e9:.0f} GFLOP/s", flush=True)
