@@ -21,12 +21,12 @@ from jax_vqa import timed
 
 def rounds(label: str, runs: dict, count: int, steps: int, per: str = "a step") -> tuple[dict, list[float]]:
   """({contender: each round's seconds per step}, each round's matmul peak) of `runs`, {contender:
-  run(steps)}: every run warmed up (compiled) once, then in each round every contender one after
-  another, each first one untimed step (its memory and caches back as a training run that never
-  alternates libraries keeps them: the step after the other library's is slower, and by the other
-  library's doing), then `steps` timed, then the peak."""
+  run(steps)}: every run warmed up (compiled for each of its batches) once, then in each round
+  every contender one after another, each first one untimed step (the step right after the other
+  library's is slower: its page faults, as a training run that never alternates libraries does
+  not pay), then `steps` timed, then the peak."""
   for run in runs.values():
-    run(1)
+    run(steps)
   seconds, peaks = {name: [] for name in runs}, []
   for r in range(count):
     for name, run in runs.items():
