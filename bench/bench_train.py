@@ -41,7 +41,7 @@ import optax  # noqa: E402
 import record  # noqa: E402
 import torch  # noqa: E402  (torch and its compiler stack first: the triton extension
 import torch._dynamo  # noqa: E402,F401  that torch.optim loads segfaults when loaded after TensorFlow)
-from jax_vqa import MAX_LEN, JaxTrainer, make_batches, peak_device_memory, timed, vqa_lengths  # noqa: E402
+from jax_vqa import MAX_LEN, JaxTrainer, make_batches, peak_device_memory, timed, turn, vqa_lengths  # noqa: E402
 from torch_vqa import Trainer, load_flax_params  # noqa: E402
 
 from experiments.vqa import deeper_lstm_norm_i  # noqa: E402
@@ -207,8 +207,7 @@ def main():
   rates, peaks = {name: [] for name in contenders}, []
   for r in range(args.rounds):
     for name, run in contenders.items():
-      run(1)  # untimed, as contest.rounds does: the step after another library's is slower
-      rates[name].append(args.steps * args.batch / timed(lambda run=run: run(args.steps)))
+      rates[name].append(args.steps * args.batch / turn(run, args.steps))
     peaks.append(record.matmul_peak())
     print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in rates.items()) + " examples/s; "
           f"matmul peak {peaks[-1] / 1e9:.0f} GFLOP/s", flush=True)

@@ -16,22 +16,19 @@ import jax
 import numpy as np
 import record
 from bench_train import pin_threads
-from jax_vqa import timed
+from jax_vqa import turn
 
 
 def rounds(label: str, runs: dict, count: int, steps: int, per: str = "a step") -> tuple[dict, list[float]]:
   """({contender: each round's seconds per step}, each round's matmul peak) of `runs`, {contender:
   run(steps)}: every run warmed up (compiled for each of its batches) once, then in each round
-  every contender one after another, each first one untimed step (the step right after the other
-  library's is slower: its page faults, as a training run that never alternates libraries does
-  not pay), then `steps` timed, then the peak."""
+  every contender's `turn` one after another, then the peak."""
   for run in runs.values():
     run(steps)
   seconds, peaks = {name: [] for name in runs}, []
   for r in range(count):
     for name, run in runs.items():
-      run(1)
-      seconds[name].append(timed(lambda run=run: run(steps)) / steps)
+      seconds[name].append(turn(run, steps) / steps)
     peaks.append(record.matmul_peak())
     print(f"{label} round {r + 1}: " + ", ".join(f"{k} {v[-1] * 1e3:.0f} ms" for k, v in seconds.items())
           + f" {per}; matmul peak {peaks[-1] / 1e9:.0f} GFLOP/s", flush=True)

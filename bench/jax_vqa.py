@@ -24,6 +24,14 @@ def timed(fn) -> float:
   return time.perf_counter() - start
 
 
+def turn(run, steps: int) -> float:
+  """Seconds `run(steps)` takes after one untimed `run(1)`: a contender's turn in a round. The step
+  right after another library's is slower (its page faults), which a training run that never
+  alternates libraries does not pay."""
+  run(1)
+  return timed(lambda: run(steps))
+
+
 def peak_device_memory() -> str:
   """The largest peak of allocated memory over this process's local devices, or why none."""
   stats = [d.memory_stats() or {} for d in jax.local_devices()]
