@@ -4,13 +4,16 @@ import hashlib
 import os
 
 
-def digests(folder) -> dict[str, str]:
-  """{relative path: sha256} of every regular file below `folder` (links skipped)."""
+def digests(folder, only=None) -> dict[str, str]:
+  """{relative path: sha256} of every regular file below `folder` (links skipped), or of
+  those of the relative paths `only` that it holds."""
+  if only is None:
+    only = [os.path.relpath(os.path.join(parent, name), folder) for parent, _, names in os.walk(folder)
+            for name in names]
   out = {}
-  for parent, _, names in os.walk(folder):
-    for name in names:
-      path = os.path.join(parent, name)
-      if not os.path.islink(path):
-        with open(path, "rb") as f:
-          out[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
+  for relative in only:
+    path = os.path.join(folder, relative)
+    if os.path.isfile(path) and not os.path.islink(path):
+      with open(path, "rb") as f:
+        out[relative] = hashlib.sha256(f.read()).hexdigest()
   return out
