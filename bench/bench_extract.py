@@ -8,7 +8,8 @@ layers, names and initialisation, without torchvision). Both sides get the same 
 (copied with `features/weights.py`), the same input batch in their own layout (NHWC / NCHW) and the same
 `--threads` cores and threads (bench_train's pinning); their fc7 outputs are checked close.
 Each round times both forwards (`forward.Forward`, jitted over the local devices, vs
-torch under `inference_mode`) and an f32 2048^3 matmul for the peak; the figures are
+torch under `inference_mode`), each after one untimed call at its turn (`contest.rounds`),
+and an f32 2048^3 matmul for the peak; the figures are
 medians: images/s, vqajax vs torch (target >= 1.0x) and the useful FLOP/s (from the
 layer sizes) as a share of the matmul peak (target >= 50%). Then the whole
 `extract.extract` on generated JPEG files (decode and preprocessing in threads, forward,
@@ -24,13 +25,14 @@ import sys
 import tempfile
 import time
 
+import contest
 import jax
 import numpy as np
 import record
 import torch  # before anything imports TensorFlow (see bench_train)
 import torch_models
 from absl import logging as absl_logging
-from bench_train import pin_threads, timed
+from bench_train import pin_threads
 from PIL import Image
 
 from data_pipeline.features import extract
@@ -112,17 +114,17 @@ def main():
     with torch.inference_mode():
       return theirs(nchw).numpy()
 
-  got, want = np.asarray(ours(nhwc)), run_torch()  # the first calls also compile / warm up
+  got, want = np.asarray(ours(nhwc)), run_torch()
   error = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-12))
   assert got.shape == want.shape and error < 1e-3, (got.shape, want.shape, error)
 
-  rates, peaks = {"vqajax": [], "torch": []}, []
-  for r in range(args.rounds):
-    rates["vqajax"].append(ours.batch / timed(lambda: jax.block_until_ready(ours(nhwc))))
-    rates["torch"].append(ours.batch / timed(run_torch))
-    peaks.append(record.matmul_peak())
-    print(f"round {r + 1}: vqajax {rates['vqajax'][-1]:.2f}, torch {rates['torch'][-1]:.2f} "
-          f"images/s; matmul peak {peaks[-1] / 1e9:.0f} GFLOP/s", flush=True)
+  def batches(forward):  # run(calls), as contest.rounds times it
+    return lambda calls: [forward() for _ in range(calls)]
+
+  seconds, peaks = contest.rounds(f"VGG16 fc7 at {args.size} px", {
+      "vqajax": batches(lambda: jax.block_until_ready(ours(nhwc))), "torch": batches(run_torch)}, args.rounds, 1,
+      "a batch")
+  rates = {name: ours.batch / s for name, s in seconds.items()}
   flops = vgg_flops(models.VGG16_STAGES, args.size)
   shares = 100 * np.array(rates["vqajax"]) * flops / np.array(peaks)
   ratios = np.array(rates["vqajax"]) / np.array(rates["torch"])
