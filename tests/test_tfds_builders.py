@@ -4,6 +4,7 @@ the raw-file route."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -209,6 +210,27 @@ def test_even_splits_give_each_host_its_share_in_order(vqa_v2):
   assert sum(shares, []) == every and max(map(len, shares)) - min(map(len, shares)) <= 1
   host = tfds.split_for_jax_process("train")  # one process here: all of it
   assert [ex["question_id"] for ex in _examples(vqa_v2, host)] == every
+
+
+def test_help_lists_every_builders_configs_without_importing_tensorflow():
+  code = ("import sys\nfrom vqajax import cli\ntry:\n  cli.main(['tfds', 'build', '--help'])\nexcept SystemExit as e:\n"
+          "  print(e.code, 'tensorflow' in sys.modules, 'tensorflow_datasets' in sys.modules)")
+  done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+  assert done.stdout.splitlines()[-1] == "0 False False", done.stderr[-2000:]  # TensorFlow: seconds, for a help
+  listed = re.search(r"NAME/CONFIG: (.*?)\. `--features`", done.stdout, re.S)[1]
+  builders = lazy.Module("data_pipeline.tfds.builders").BUILDERS
+  assert sorted(re.split(r",\s+", listed)) == sorted(f"{name}/{config.name}" for name, builder in builders.items()
+                                                       for config in builder.BUILDER_CONFIGS)
+
+
+@pytest.mark.parametrize("name, message", [("vqa/v9", "vqa has no config 'v9' (expected one of v2, v1)"),
+                                           ("coco/v2", "unknown dataset 'coco' (expected one of vqa, vizwiz_vqa, ")])
+def test_an_unknown_builder_or_config_is_one_line_and_writes_nothing(tiny_data, tmp_path, capsys, name, message):
+  out = tmp_path / "prepared"
+  assert cli.main(["tfds", "build", name, "--manual_dir", tiny_data, "--data_dir", str(out)]) == 2
+  err = capsys.readouterr().err
+  assert err.startswith(f"vqajax tfds: error: {message}") and err.count("\n") == 1, err
+  assert not out.exists()
 
 
 def test_tfds_never_looks_at_gcs(tiny_data, tmp_path, monkeypatch):

@@ -15,13 +15,13 @@ import shutil
 import time
 from typing import Sequence
 
-from data_pipeline.tfds import base, builders
 from vqajax.core import files
 from vqajax.core.errors import ArgumentParser, exit_status
 
 
 def build(name: str, manual_dir: str, data_dir: str, features: str = "") -> str:
   """Prepares dataset `name` ("builder/config") into data_dir; returns its directory."""
+  from data_pipeline.tfds import base, builders  # TensorFlow and TFDS: seconds to import, not for --help
   builder_name, _, config_name = name.partition("/")
   builder = builders.make(builder_name, config_name, data_dir, features)
   target = os.path.abspath(str(builder.data_dir))
@@ -41,8 +41,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
   parser = ArgumentParser(prog=prog, description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   commands = parser.add_subparsers(dest="command", required=True)
-  b = commands.add_parser("build", help="prepare a dataset from the official files in --manual_dir")
-  b.add_argument("name", help=f"builder/config, e.g. vqa/v2 (builders: {', '.join(builders.BUILDERS)})")
+  b = commands.add_parser("build", help="prepare a dataset from the official files in --manual_dir",
+                          description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  b.add_argument("name", help="builder/config, one of NAME/CONFIG above")
   b.add_argument("--manual_dir", type=files.path_arg, required=True, help="the official files, unchanged")
   b.add_argument("--data_dir", type=files.path_arg, required=True, help="where TFDS datasets are prepared")
   b.add_argument("--features", default="", help="a FeatureStore to join by image id (optional)")
