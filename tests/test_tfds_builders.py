@@ -224,7 +224,8 @@ def test_help_lists_every_builders_configs_without_importing_tensorflow():
 
 
 @pytest.mark.parametrize("name, message", [("vqa/v9", "vqa has no config 'v9' (expected one of v2, v1)"),
-                                           ("coco/v2", "unknown dataset 'coco' (expected one of vqa, vizwiz_vqa, ")])
+                                           ("coco/v2", "unknown dataset 'coco' (expected one of vqa, vizwiz_vqa, "),
+                                           ("vqa\n/v2", "unknown dataset 'vqa\\n' (expected one of ")])
 def test_an_unknown_builder_or_config_is_one_line_and_writes_nothing(tiny_data, tmp_path, capsys, name, message):
   out = tmp_path / "prepared"
   assert cli.main(["tfds", "build", name, "--manual_dir", tiny_data, "--data_dir", str(out)]) == 2
