@@ -44,6 +44,17 @@ def test_the_front_door_lists_the_verbs_and_refuses_others(capsys):
   assert "unknown verb 'trian'" in capsys.readouterr().err
 
 
+def test_a_value_with_a_newline_keeps_the_refusal_on_one_line(capsys):
+  # argparse's own message (unrecognized arguments are joined as given) and an InputError's
+  with pytest.raises(SystemExit) as done:
+    cli.main(["tfds", "build", "vqa/v2", "--manual_dir", "m", "--data_dir", "d", "x\ny"])
+  assert done.value.code == 2
+  assert capsys.readouterr().err.endswith("unrecognized arguments: x\\ny\n")
+  assert cli.main(["tfds", "build", "vqa/v2\rx\ny", "--manual_dir", "m", "--data_dir", "out"]) == 2
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and "no config 'v2\\rx\\ny'" in err, err
+
+
 
 @pytest.mark.parametrize("verb, commands", [("therapy", ("analyze", "table4", "grounding")),
                                             ("report", ("table2", "question-types", "answers", "humans")),

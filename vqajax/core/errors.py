@@ -37,7 +37,13 @@ class ArgumentParser(argparse.ArgumentParser):
     self.register("type", float, _number)
 
   def error(self, message: str):
-    self.exit(INPUT_ERROR, f"{self.prog}: error: {message}\n")
+    self.exit(INPUT_ERROR, f"{self.prog}: error: {one_line(message)}\n")
+
+
+def one_line(message) -> str:
+  """`message` with its line breaks written as \\n: a value the user gave (a name, a path) that
+  holds a newline cannot split the error line."""
+  return str(message).replace("\r", "\\r").replace("\n", "\\n")
 
 
 def _integer(text: str) -> int:
@@ -59,10 +65,10 @@ def exit_status(prog: str, run: Callable[[], int | None]) -> int:
   try:
     return run() or 0
   except InputError as e:
-    print(f"{prog}: error: {e}", file=sys.stderr)
+    print(f"{prog}: error: {one_line(e)}", file=sys.stderr)
     return INPUT_ERROR
   except RunFailed as e:
-    print(f"{prog}: failed: {e}", file=sys.stderr)
+    print(f"{prog}: failed: {one_line(e)}", file=sys.stderr)
     return RUN_FAILED
   except KeyboardInterrupt:
     print(f"{prog}: interrupted", file=sys.stderr)
