@@ -23,10 +23,10 @@ import dataclasses
 from typing import Any
 
 import flax.linen as nn
-import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vqajax.nn import multihead
 from vqajax.nn.activations import ACTIVATIONS
 
 CUBIC_A = -0.75  # torch's bicubic kernel (jax.image's cubic uses -0.5)
@@ -75,16 +75,10 @@ def _dense(features: int, dtype, name: str, use_bias: bool = True) -> nn.Dense:
 
 def _attention(tower: Tower, dtype, x, bias):
   """Multi-head self-attention of `x` [B, T, D] with an additive `bias` [B or 1, 1, T, T] (or None)."""
-  batch, tokens, width = x.shape
   heads = tower.num_attention_heads
-  head = width // heads
-  q, k, v = (_dense(width, dtype, f"{name}_proj")(x).reshape(batch, tokens, heads, head) for name in "qkv")
-  logits = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32) * np.float32(head ** -0.5)
-  if bias is not None:
-    logits = logits + bias
-  probs = jax.nn.softmax(logits, axis=-1).astype(dtype)
-  y = jnp.einsum("bhqk,bkhd->bqhd", probs, v).reshape(batch, tokens, width)
-  return _dense(width, dtype, "out_proj")(y)
+  q, k, v = (multihead.heads_first(_dense(x.shape[-1], dtype, f"{name}_proj")(x), heads) for name in "qkv")
+  y = multihead.attend(q, k, v, scale=(x.shape[-1] // heads) ** -0.5, bias=bias, dtype=dtype)
+  return _dense(x.shape[-1], dtype, "out_proj")(y)
 
 
 def _mlp(tower: Tower, dtype, x):

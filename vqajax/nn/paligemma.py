@@ -36,11 +36,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vqajax.nn import multihead
 from vqajax.nn.activations import ACTIVATIONS
 
 LOCAL, GLOBAL = "sliding_attention", "full_attention"  # HF's names of the two kinds of layer
-_NEG = float(jnp.finfo(jnp.float32).min)
-
 
 @dataclasses.dataclass(frozen=True)
 class VisionConfig:
@@ -105,23 +104,6 @@ def _dense(features: int, dtype, name: str | None = None, use_bias: bool = True)
   return nn.Dense(features, use_bias=use_bias, dtype=dtype, kernel_init=nn.initializers.normal(0.02), name=name)
 
 
-def _attend(q, k, v, mask, scale: float, softcap: float | None, dtype):
-  """Softmax attention of q [B, T, H, D] over k, v [B, S, K, D] (H a multiple of K: each key / value
-  head serves H / K query heads) where `mask` [B, T, S] (or None) allows; [B, T, H * D]."""
-  batch, length, heads, depth = q.shape
-  groups = heads // k.shape[2]
-  q = q.reshape(batch, length, k.shape[2], groups, depth)
-  logits = jnp.einsum("btkgd,bskd->bkgts", q.astype(dtype), k.astype(dtype), preferred_element_type=jnp.float32)
-  logits = logits * np.float32(scale)
-  if softcap is not None:
-    logits = jnp.tanh(logits / np.float32(softcap)) * np.float32(softcap)
-  if mask is not None:
-    logits = jnp.where(mask[:, None, None], logits, _NEG)
-  probs = jax.nn.softmax(logits, axis=-1).astype(dtype)
-  out = jnp.einsum("bkgts,bskd->btkgd", probs, v.astype(dtype), preferred_element_type=jnp.float32)
-  return out.reshape(batch, length, heads * depth)
-
-
 def _scan(layer: type[nn.Module], length: int, remat: str | None, in_axes, name: str, **fields) -> nn.Module:
   """`layer` scanned `length` times, parameters stacked on axis 0, rematerialised under the
   `jax.checkpoint_policies` named `remat` (None: not rematerialised)."""
@@ -147,8 +129,8 @@ class _VisionLayer(nn.Module):
     batch, length, width = x.shape
     heads, depth = c.num_attention_heads, width // c.num_attention_heads
     y = _layer_norm(c, "layer_norm1")(x)
-    q, k, v = (_dense(width, self.dtype, f"{n}_proj")(y).reshape(batch, length, heads, depth) for n in "qkv")
-    x = x + _dense(width, self.dtype, "out_proj")(_attend(q, k, v, None, depth ** -0.5, None, self.dtype))
+    q, k, v = (multihead.heads_first(_dense(width, self.dtype, f"{n}_proj")(y), heads) for n in "qkv")
+    x = x + _dense(width, self.dtype, "out_proj")(multihead.attend(q, k, v, scale=depth ** -0.5, dtype=self.dtype))
     y = _layer_norm(c, "layer_norm2")(x)
     y = ACTIVATIONS[c.hidden_act](_dense(c.intermediate_size, self.dtype, "fc1")(y))
     return x + _dense(width, self.dtype, "fc2")(y), None
@@ -200,13 +182,13 @@ def _rotate(x, rope):
   cos, sin = rope
   half = x.shape[-1] // 2
   turned = jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
-  return x.astype(jnp.float32) * cos[:, :, None] + turned * sin[:, :, None]
+  return x.astype(jnp.float32) * cos[:, None] + turned * sin[:, None]  # x [B, heads, T, depth]
 
 
 class _DecoderLayer(nn.Module):
   """HF's `GemmaDecoderLayer` / `Gemma2DecoderLayer` over x [B, T, hidden] at sequence slots `index` ..
   `index + T - 1`. `masks` [2, B, T, S] are the global and local layers' masks; `layer` is (whether
-  this layer is local, its key / value cache [B, S, K, D] each or None). Returns (x, the cache with
+  this layer is local, its key / value cache [B, K, S, D] each or None). Returns (x, the cache with
   this input's keys and values written at `index`)."""
   config: TextConfig
   dtype: Any
@@ -220,15 +202,15 @@ class _DecoderLayer(nn.Module):
     y = norm(name="input_layernorm")(x)
     q = _dense(c.num_attention_heads * c.head_dim, self.dtype, "q_proj", c.attention_bias)(y)
     k, v = (_dense(c.num_key_value_heads * c.head_dim, self.dtype, f"{n}_proj", c.attention_bias)(y) for n in "kv")
-    q = _rotate(q.reshape(batch, length, c.num_attention_heads, c.head_dim), rope)
-    k = _rotate(k.reshape(batch, length, c.num_key_value_heads, c.head_dim), rope)
-    v = v.reshape(batch, length, c.num_key_value_heads, c.head_dim)
+    q = _rotate(multihead.heads_first(q, c.num_attention_heads), rope)
+    k = _rotate(multihead.heads_first(k, c.num_key_value_heads), rope)
+    v = multihead.heads_first(v, c.num_key_value_heads)
     if cache is not None:
-      cache = tuple(jax.lax.dynamic_update_slice(stored, new.astype(stored.dtype), (0, index, 0, 0))
+      cache = tuple(jax.lax.dynamic_update_slice(stored, new.astype(stored.dtype), (0, 0, index, 0))
                     for stored, new in zip(cache, (k, v)))
       k, v = cache
-    y = _attend(q, k, v, masks[local.astype(jnp.int32)], c.query_pre_attn_scalar ** -0.5, c.attn_logit_softcapping,
-                self.dtype)
+    y = multihead.attend(q, k, v, scale=c.query_pre_attn_scalar ** -0.5, mask=masks[local.astype(jnp.int32)],
+                         softcap=c.attn_logit_softcapping, dtype=self.dtype)
     y = _dense(c.hidden_size, self.dtype, "o_proj", c.attention_bias)(y)
     if c.gemma2:
       y = norm(name="post_attention_layernorm")(y)
@@ -295,7 +277,7 @@ class PaliGemma(nn.Module):
 
   def decode(self, x, positions, masks, index=0, cache=None, keep=None):
     """The decoder over x [B, T, hidden] at slots `index` .. (rotary `positions` [B, T], `masks` from
-    `attention_masks`), with a key / value cache ([L, B, S, K, D] each) or None: (logits, cache);
+    `attention_masks`), with a key / value cache ([L, B, K, S, D] each) or None: (logits, cache);
     the logits [B, K, vocab] of the slots `keep` [B, K] alone when given (the output projection,
     vocabulary-wide, only where a loss reads it)."""
     t = self.config.text

@@ -41,7 +41,7 @@ def generate(model: PaliGemma, variables, pixel_values, input_ids, input_mask, e
     return prompt | ((slots >= length) & (slots < length + step))[None]
 
   if cache:
-    shape = (t.num_hidden_layers, batch, size, t.num_key_value_heads, t.head_dim)
+    shape = (t.num_hidden_layers, batch, t.num_key_value_heads, size, t.head_dim)
     kv = (jnp.zeros(shape, model.dtype), jnp.zeros(shape, model.dtype))
     masks = attention_masks(t, jnp.arange(length), valid, prompt, prompt)
     logits, kv = model.apply(variables, x, jnp.cumsum(valid, axis=1), masks, 0, kv, method=PaliGemma.decode)
