@@ -23,8 +23,8 @@ beside the model's consumption rate, and peak RSS while training from a feature 
    written block by block under --dir (cut to what fits with 2 GB to spare, which is
    printed); a fresh process (whose peak RSS is the training process's alone) reads it for
    one epoch through the streamed pipeline, then trains deeper LSTM Q + norm I on it for
-   --train-steps steps after compiling every length bucket (--buckets: the longest N only; target
-   <= 2 GiB). It runs twice
+   --train-steps steps after compiling every length bucket (--buckets: the longest N only; a
+   step on another bucket compiles and runs untimed, and one more is timed; target <= 2 GiB). It runs twice
    with one persistent compilation cache (as `vqajax train` has by default): the first
    compiles the step, the second, like a restarted run, loads it.
 Stores are read from the page cache when RAM holds them (they were just written).
@@ -106,15 +106,25 @@ def worker(store_path: str, train_steps: int, config_arg: str, batch: int, bucke
   example = next(batches)
   trainer = JaxTrainer(deeper_lstm_norm_i.get_config(config_arg), VOCAB, ANSWERS, mesh, example)
   widths = (*pipeline.LENGTH_BUCKETS, MAX_LEN)
-  for width in widths[-buckets:] if buckets else widths:  # every bucket, or the longest `buckets`
+  compiled = set(widths[-buckets:] if buckets else widths)  # every bucket, or the longest `buckets`
+  for width in sorted(compiled):
     jax.block_until_ready(trainer.step(sharding.to_global(
         dict(example, tokens=tokens[:batch, :width], length=np.minimum(example["length"], width)), mesh)))
   phases["model state and compiling"] = rss()
-  start = time.perf_counter()
-  for _ in range(train_steps):
-    metrics = trainer.step(sharding.to_global(next(batches), mesh))
+  took, timed, metrics, start = 0.0, 0, None, time.perf_counter()
+  while timed < train_steps:
+    host = next(batches)
+    if host["tokens"].shape[1] not in compiled:  # a bucket --buckets left out: compiled and stepped untimed
+      jax.block_until_ready(metrics)
+      took += time.perf_counter() - start
+      compiled.add(host["tokens"].shape[1])
+      jax.block_until_ready(trainer.step(sharding.to_global(host, mesh)))
+      start = time.perf_counter()
+      continue
+    metrics = trainer.step(sharding.to_global(host, mesh))
+    timed += 1
   jax.block_until_ready(metrics)
-  train_rate = train_steps * batch / (time.perf_counter() - start)
+  train_rate = train_steps * batch / (took + time.perf_counter() - start)
   return {"rows": n, "pipeline": pipeline_rate, "train": train_rate, "peak_rss": rss(), "phases": phases,
           "peak_device": peak_device_memory()}
 
