@@ -41,6 +41,7 @@ from vqajax.nn.activations import ACTIVATIONS
 
 LOCAL, GLOBAL = "sliding_attention", "full_attention"  # HF's names of the two kinds of layer
 
+
 @dataclasses.dataclass(frozen=True)
 class VisionConfig:
   """The fields of HF's `SiglipVisionConfig` that shape the tower (defaults: PaliGemma's So400m/14)."""
@@ -126,7 +127,7 @@ class _VisionLayer(nn.Module):
   @nn.compact
   def __call__(self, x, _):
     c = self.config
-    batch, length, width = x.shape
+    width = x.shape[-1]
     heads, depth = c.num_attention_heads, width // c.num_attention_heads
     y = _layer_norm(c, "layer_norm1")(x)
     q, k, v = (multihead.heads_first(_dense(width, self.dtype, f"{n}_proj")(y), heads) for n in "qkv")
@@ -197,7 +198,6 @@ class _DecoderLayer(nn.Module):
   def __call__(self, x, rope, masks, index, layer):
     c = self.config
     local, cache = layer
-    batch, length, _ = x.shape
     norm = functools.partial(RMSNorm, c.rms_norm_eps)
     y = norm(name="input_layernorm")(x)
     q = _dense(c.num_attention_heads * c.head_dim, self.dtype, "q_proj", c.attention_bias)(y)

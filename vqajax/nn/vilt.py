@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vqajax.nn import multihead
 from vqajax.nn.activations import ACTIVATIONS, gelu
 
 HEAD_LAYER_NORM_EPS = 1e-5  # the classifier's nn.LayerNorm takes torch's default, not the config's
@@ -153,12 +154,11 @@ class _Layer(nn.Module):
     heads = c.num_attention_heads
     head = width // heads
     y = nn.LayerNorm(c.layer_norm_eps, name="layernorm_before")(x)
-    # heads first ([B, heads, tokens, head]): both attention products then batch over leading axes,
-    # which XLA's CPU matmuls run far faster than with the heads between the tokens and the features
-    q, k, v = (_dense(width, self.dtype, name, c.qkv_bias)(y).reshape(batch, tokens, heads, head).transpose(0, 2, 1, 3)
+    # heads first (nn/multihead.py); ViLT's own products: HF divides by sqrt(head), drops out probabilities
+    q, k, v = (multihead.heads_first(_dense(width, self.dtype, name, c.qkv_bias)(y), heads)
                for name in ("query", "key", "value"))
     logits = jnp.einsum("bhqd,bhkd->bhqk", q, k, preferred_element_type=jnp.float32) / np.float32(np.sqrt(head))
-    logits = jnp.where(valid[:, None, None, :], logits, jnp.finfo(jnp.float32).min)
+    logits = jnp.where(valid[:, None, None, :], logits, multihead.NEG)
     probs = nn.Dropout(c.attention_probs_dropout_prob)(jax.nn.softmax(logits, axis=-1), deterministic)
     y = jnp.einsum("bhqk,bhkd->bhqd", probs.astype(self.dtype), v).transpose(0, 2, 1, 3).reshape(batch, tokens, width)
     drop = nn.Dropout(c.hidden_dropout_prob)
