@@ -166,6 +166,30 @@ def test_ask_over_many_files_prints_progress_with_an_eta(tmp_path, capsys, monke
     list(forward.feature_batches([GRACE, str(tmp_path / "fifo_1.jpg")], model_forward, "vqa", SIZE, "float32"))
 
 
+def test_a_progress_line_counts_only_the_images_whose_features_are_back(tmp_path, monkeypatch):
+  """`vqajax features`' "N / total images" (and the rate and ETA from it) counts images whose
+  features came back from the device, not a batch still in flight: counted at dispatch, the
+  first ETA predicted 0.73x of the time the rest took (bench_extract, 96 images, batch 16)."""
+  fetched, said = [0], []
+  get = jax.device_get
+
+  def counting_get(outputs):
+    out = get(outputs)
+    fetched[0] += 8  # every batch here is full: 24 images, batches of 8
+    return out
+
+  monkeypatch.setattr(extract.jax, "device_get", counting_get)
+  monkeypatch.setattr(extract.Progress, "__init__", functools.partialmethod(
+      forward.Progress.__init__, say=lambda line: said.append((line.split(" images")[0], fetched[0]))))
+  paths = []
+  for i in range(24):
+    paths.append(str(tmp_path / f"COCO_val2014_{i + 1:012d}.jpg"))
+    shutil.copy(GRACE, paths[-1])
+  model, params = _tiny()
+  extract.extract(paths, model, params, str(tmp_path / "fc7.npy"), SETTINGS, image_size=SIZE, batch=8, log_every=8)
+  assert said == [("8 / 24", 8), ("16 / 24", 16), ("24 / 24", 24)]
+
+
 def test_resume_after_a_subset_equals_one_run(photos, tmp_path):
   model, params = _tiny()
   one = str(tmp_path / "one.npy")

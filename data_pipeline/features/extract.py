@@ -116,6 +116,7 @@ def extract(paths: list[str], model: nn.Module, params, out: str, settings: dict
 
     def fetch(keys: list[int], outputs: jax.Array) -> None:
       rows.append((keys, np.asarray(jax.device_get(outputs))[:len(keys)].astype(dtype)))
+      progress.add(len(keys))  # counted done when fetched: a batch in flight is still ahead
       if sum(len(k) for k, _ in rows) >= chunk:
         flush()
 
@@ -146,7 +147,6 @@ def extract(paths: list[str], model: nn.Module, params, out: str, settings: dict
         fetch(*in_flight)
       in_flight = (keys, outputs)
       summary.extracted += len(keys)
-      progress.add(len(keys))
     if in_flight:
       fetch(*in_flight)
     flush()
