@@ -2,7 +2,7 @@
 # Re-records every bench/records/*.json at its shipped size, one script after another, on a quiet
 # machine (the site's performance page shows these records):
 #   bash bench/record_all.sh [NAME ...]   (default: every one; needs the bench extra, torch and transformers)
-# About 16 minutes on a quiet 2-core machine (each record keeps its own "seconds"). A script that
+# 16-23 minutes on a quiet 2-core machine (each record keeps its own "seconds"). A script that
 # finds the machine busy refuses its record (`bench/record.py`: exit 2, the old record kept);
 # the others still run. Prints each script's time; the exit status is the number that failed.
 set -uo pipefail
