@@ -5,7 +5,6 @@ import json
 import os
 from fractions import Fraction
 
-import matplotlib.image
 import pytest
 
 from vqajax.core.errors import InputError
@@ -160,6 +159,7 @@ def _read_csv(path):
 
 @pytest.mark.parametrize("n", [0, 3, 60])
 def test_write_figures(tmp_path, n):
+  import matplotlib.image  # here, not at collection: every worker collects every module
   fig9 = [{"answer": f"a, {i}", "questions": n - i, "accuracy": 100.0 * i / max(n, 1)}
           for i in range(n)]
   fig10 = [{"answer": f"p{i}", "predicted": n - i, "share": 1.5 * i} for i in range(n)]

@@ -3,6 +3,7 @@ references with torchvision's names and initialisation, `bench/torch_models.py`)
 random weights, torchvision's preprocessing against a PIL + numpy reference, and the weights
 loader. Skipped without torch (the `test` extra installs it)."""
 
+import importlib.util
 import os
 import sys
 
@@ -13,10 +14,10 @@ from PIL import Image
 
 from vqajax.features import images, models, weights
 
-torch = pytest.importorskip("torch")
-from bench import torch_models  # noqa: E402  (needs torch)
-
-SAMPLE_DATA = os.path.join(os.path.dirname(__import__("matplotlib").__file__), "mpl-data", "sample_data")
+# torch is imported by the tests that run, not at collection: every worker collects every module
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (the test extra)")
+SAMPLE_DATA = os.path.join(importlib.util.find_spec("matplotlib").submodule_search_locations[0], "mpl-data",
+                           "sample_data")
 
 
 def _flax(name: str, layer: str, net, nchw: np.ndarray) -> np.ndarray:
@@ -31,6 +32,7 @@ def _redraw_constants(net) -> None:
   """The parameters torchvision's initialisation leaves constant (biases 0, LayerNorm scales 1
   and offsets 0, the class token 0) drawn at random around those values, so that a weight
   dropped or swapped in the mapping changes the outputs."""
+  import torch
   with torch.no_grad():
     for key, value in net.state_dict().items():
       layer_norm_scale = key.endswith(("ln.weight", "ln_1.weight", "ln_2.weight"))
@@ -41,6 +43,9 @@ def _redraw_constants(net) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["vgg16", "vgg19"])
 def test_vgg_fc7_and_conv5_match_torchvision(name):
+  import torch
+
+  from bench import torch_models
   torch.manual_seed(0)
   net = getattr(torch_models, name)().eval()
   _redraw_constants(net)
@@ -59,6 +64,9 @@ def test_vgg_fc7_and_conv5_match_torchvision(name):
 
 @pytest.mark.slow
 def test_vit_b16_cls_and_patches_match_torchvision():
+  import torch
+
+  from bench import torch_models
   torch.manual_seed(0)
   net = torch_models.vit_b_16().eval()
   _redraw_constants(net)
@@ -119,6 +127,7 @@ def test_vgg16_weights_for_vgg19_name_every_mismatch():
 
 
 def test_pth_converts_to_npz_and_both_load_the_same(tmp_path):
+  import torch
   model = models.VGG(((4,), (8,)), hidden=16)
   torch.manual_seed(0)
   state = {key: torch.randn(shape) for key, (shape, _, _) in weights.torch_layout(model).items()}

@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import sys
 
-import matplotlib.image
 import pytest
 
 from bench.reference import reference_accuracy
@@ -155,6 +154,7 @@ def test_report_question_types_answers_and_humans(table2_sweep, tiny_data, tmp_p
   assert first["deeper_lstm_norm_i"] == official["perQuestionType"][types[0]]
 
   assert report_cli.main(["answers", runs[0], "--out", out, "--top", "10"]) == 0
+  import matplotlib.image
   image = matplotlib.image.imread(os.path.join(out, "deeper_lstm_norm_i_fig9_correct_given_answer.png"))
   assert image.ndim == 3 and image.shape[0] > 100
   with open(os.path.join(out, "deeper_lstm_norm_i_fig10_answer_given_correct.csv")) as f:

@@ -14,9 +14,6 @@ import os
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 from vqajax.core.errors import InputError
 from vqajax.core.files import write_atomic_many
 from vqajax.core.tables import csv_text
@@ -74,6 +71,8 @@ def answer_given_correct(results: Mapping[Any, str], per_question: Mapping[Any, 
 
 def _png(rows: list[dict[str, Any]], key: str, label: str, title: str) -> bytes:
   """A bar chart of `rows[key]` (`label`, in percent) over the answers, as PNG bytes."""
+  from matplotlib.backends.backend_agg import FigureCanvasAgg  # here: matplotlib takes ~0.4 s to import
+  from matplotlib.figure import Figure
   fig = Figure(figsize=(max(8.0, 0.22 * len(rows) + 1.5), 4.5))
   ax = fig.add_subplot()
   ax.bar(range(len(rows)), [r[key] for r in rows])
