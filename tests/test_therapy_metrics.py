@@ -101,8 +101,8 @@ def test_iou_sums_on_device_equal_a_numpy_loop():
           iou.iou_pq(pred[keep], gt[keep], valid[keep], xp=np), rel=1e-5)
 
 
-# summed as they are: 1 pixel, a 14x14 grid, the most pixels whose counts fill a 10-bit field (1023); packed in
-# words: at iou.PACKED_PIXELS, and with padding
+# a byte a pixel, 4 to a word: 1 pixel (padded), a 14x14 grid, the most pixels whose counts fill a 10-bit field
+# (1023, padded; every pixel set in row 1); a bit a pixel: at iou.PACKED_PIXELS, and with padding
 @pytest.mark.parametrize("shape", [(1, 1), (14, 14), (31, 33), (32, 32), (33, 40)])
 def test_jitted_iou_equals_pixel_counts(shape):
   rng = np.random.default_rng(sum(shape))
