@@ -36,11 +36,13 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(16 * 2**30))
 import pytest
 
 # The modules that take longest go first, longest first (from a clean clone's --durations), so
-# that pytest-xdist's workers (one module each at a time, setup.cfg) end on short ones together.
+# that pytest-xdist's workers (one module each at a time, setup.cfg) end on short ones together;
+# test_models and test_vilt, the fast tier's longest (~30 s each there), before those whose
+# tests are mostly slow (the fast tier had ended on them: 119 s with one worker 25 s behind).
 _FIRST = ("test_bench.py", "test_learning.py", "test_sweep.py", "test_slurm.py", "test_multihost.py", "test_sharding.py",
-          "test_paligemma.py", "test_demo.py", "test_docs_commands.py", "test_clipseg_rows.py", "test_clipseg.py",
-          "test_vilt_hostile.py", "test_cli.py", "test_trained.py", "test_packaging.py", "test_train.py",
-          "test_reliability.py", "test_vilt_rows.py", "test_baselines.py")
+          "test_paligemma.py", "test_models.py", "test_vilt.py", "test_demo.py", "test_docs_commands.py",
+          "test_clipseg_rows.py", "test_clipseg.py", "test_vilt_hostile.py", "test_cli.py", "test_trained.py",
+          "test_packaging.py", "test_train.py", "test_reliability.py", "test_vilt_rows.py", "test_baselines.py")
 
 
 def pytest_xdist_auto_num_workers(config):
