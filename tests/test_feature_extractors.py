@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from vqajax.features import images, models, weights
+from vqajax.features import forward, images, models, weights
 
 # torch is imported by the tests that run, not at collection: every worker collects every module
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (the test extra)")
@@ -148,3 +148,17 @@ def test_unreadable_weights_and_missing_torch_are_one_line_errors(tmp_path, monk
   monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
   with pytest.raises(weights.WeightsError, match=r"w\.pth: reading \.pth files needs torch .* convert"):
     weights.read_state(str(bad))
+
+
+def test_a_vggs_forward_compiles_without_ynnpack_fusions_on_the_cpu():
+  # XLA:CPU's default hands the convolutions to YNNPACK (`forward.py` says why not); a ViT keeps it
+  vgg = models.VGG(((4,), (8,)), hidden=16)
+  params = jax.jit(vgg.init)(jax.random.key(0), np.zeros((1, 32, 32, 3), np.float32))["params"]
+  ours = forward.Forward(vgg, params, 2)  # a batch a multiple of the devices
+  x = np.random.default_rng(0).normal(size=(ours.batch, 32, 32, 3)).astype(np.float32)
+  plain = jax.jit(lambda p, x: vgg.apply({"params": p}, x))
+  assert "ynn_fusion" in plain.lower(params, x).compile().as_text()
+  assert "ynn_fusion" not in ours._forward.lower(ours._params, x).compile().as_text()
+  np.testing.assert_allclose(np.asarray(ours(x)), np.asarray(plain(params, x)), rtol=1e-5, atol=1e-6)
+  assert forward.compiler_options(models.MODELS["vit_b16"]()) == {}
+  assert not forward._known("xla_cpu_no_such_option", "")  # another jaxlib: the option left out, not an error
