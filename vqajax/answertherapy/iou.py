@@ -51,12 +51,18 @@ def single_grounding(pair_ious, pair_valid=None, xp: ModuleType | None = None):
   return xp.all(same, axis=-1)
 
 
+def _pixel_groups(mask, n: int, dtype):
+  """Boolean masks [..., H, W] -> [..., ceil(H * W / n), n] pixels of `dtype`, padded with zeros."""
+  import jax.numpy as jnp  # noqa: PLC0415
+  flat = mask.reshape(mask.shape[:-2] + (-1,)).astype(dtype)
+  flat = jnp.pad(flat, [(0, 0)] * (flat.ndim - 1) + [(0, -flat.shape[-1] % n)])
+  return flat.reshape(flat.shape[:-1] + (-1, n))
+
+
 def _bit_words(mask):
   """Boolean masks [..., H, W] -> uint32 words [..., ceil(H * W / 32)], 32 pixels each."""
   import jax.numpy as jnp  # noqa: PLC0415
-  flat = mask.reshape(mask.shape[:-2] + (-1,))
-  flat = jnp.pad(flat, [(0, 0)] * (flat.ndim - 1) + [(0, -flat.shape[-1] % 32)])
-  bits = flat.reshape(flat.shape[:-1] + (-1, 32)).astype(jnp.uint32)
+  bits = _pixel_groups(mask, 32, jnp.uint32)
   return (bits << jnp.arange(32, dtype=jnp.uint32)).sum(-1, dtype=jnp.uint32)
 
 
@@ -64,9 +70,7 @@ def _byte_words(mask):
   """Boolean masks [..., H, W] -> uint32 words [..., ceil(H * W / 4)], 4 pixels each, a byte (0 or 1) a pixel."""
   import jax.numpy as jnp  # noqa: PLC0415
   from jax import lax  # noqa: PLC0415
-  flat = mask.reshape(mask.shape[:-2] + (-1,)).astype(jnp.uint8)
-  flat = jnp.pad(flat, [(0, 0)] * (flat.ndim - 1) + [(0, -flat.shape[-1] % 4)])
-  return lax.bitcast_convert_type(flat.reshape(flat.shape[:-1] + (-1, 4)), jnp.uint32)
+  return lax.bitcast_convert_type(_pixel_groups(mask, 4, jnp.uint8), jnp.uint32)
 
 
 def _counts(pred, gt, xp: ModuleType):
