@@ -1,6 +1,7 @@
 """End-to-end training on the tiny synthetic set: sharding, checkpoints, resume, results."""
 
 import glob
+import io
 import json
 import os
 
@@ -11,7 +12,7 @@ import pytest
 from bench.reference import reference_accuracy
 from experiments.vqa import deeper_lstm_norm_i
 from vqajax import cli
-from vqajax.core import checkpoint, evals, pipeline, sharding, train
+from vqajax.core import checkpoint, evals, pipeline, sharding, train, writers
 from vqajax.core import config as config_lib
 from vqajax.core.experiment import Experiment
 
@@ -141,6 +142,26 @@ def test_the_learning_rate_schedules_by_hand():
   rmsprop = learning_rate(ConfigDict({"name": "rmsprop", "learning_rate": 3e-4, "lr_decay_per_step": 0.5}))
   assert [float(rmsprop(n)) for n in (0, 1, 3)] == pytest.approx([3e-4, 1.5e-4, 3.75e-5])
   assert learning_rate(ConfigDict({"name": "adam", "learning_rate": 1e-3, "lr_decay_per_step": 1.0})) == 1e-3
+
+
+def test_event_records_are_tfrecords_as_tensorboard_frames_them(monkeypatch):
+  """CRC-32C's check value (RFC 3720: "123456789" -> 0xE3069283), each record framed byte for byte
+  as TensorBoard's own record writer frames it, the hparams summary equal to its `hparams_pb`'s."""
+  from tensorboard.plugins.hparams import plugin_data_pb2, summary_v2
+  from tensorboard.summary.writer import record_writer
+  assert writers.crc32c(b"123456789") == 0xE3069283 and writers.crc32c(b"") == 0
+  for data in (b"", b"x", bytes(range(256)) * 5):
+    theirs = io.BytesIO()
+    record_writer.RecordWriter(theirs).write(data)
+    assert writers.tfrecord(data) == theirs.getvalue()
+  hparams = {"task": "vqa", "seed": 0, "learning_rate": 1e-3, "shuffle": True, "steps": 5}
+  monkeypatch.setattr(writers.time, "time", lambda: 1234.5)
+  ours, theirs = writers.hparams_summary(hparams), summary_v2.hparams_pb(hparams, start_time_secs=1234.5)
+  contents = [plugin_data_pb2.HParamsPluginData.FromString(s.value[0].metadata.plugin_data.content) for s in (ours, theirs)]
+  assert contents[0] == contents[1] and contents[0].session_start_info.hparams["shuffle"].bool_value
+  for summary in (ours, theirs):  # the rest (a map's serialised order varies)
+    summary.value[0].metadata.plugin_data.content = b""
+  assert ours == theirs
 
 
 @pytest.mark.slow
