@@ -201,6 +201,22 @@ def tiny_lstm_run(tiny_data, tmp_path_factory):
     return os.path.join(folder, "run"), f.read()
 
 
+@pytest.fixture(scope="session")
+def twenty_step_run(tiny_data, tmp_path_factory):
+  """`tiny_lstm_run`'s model trained 20 steps instead (past the first epoch, 11.25 steps of batch
+  32), logged every 5, evaluated and checkpointed at steps 10 and 20; the uninterrupted run
+  that resumed ones are compared with. Only read it."""
+  from vqajax import cli
+
+  def train(folder):
+    assert cli.main(["train", f"--config={os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}"
+                     "/experiments/vqa/deeper_lstm_norm_i.py:runlocal", f"--workdir={folder}",
+                     f"--config.data.dir={tiny_data}", "--config.num_train_steps=20", "--config.eval_every_steps=10",
+                     "--config.log_every_steps=5"]) == 0
+
+  return _made_once(tmp_path_factory, "twenty_step_run", train)
+
+
 @pytest.fixture
 def tiny_lstm_run_copy(tiny_lstm_run, tmp_path):
   """A copy of `tiny_lstm_run`'s workdir for this test alone."""

@@ -33,11 +33,9 @@ def _damage(checkpoint_dir):
 
 
 @pytest.mark.slow
-def test_damaged_newest_checkpoint_resumes_from_the_previous_one(tiny_data, tmp_path, caplog):
+def test_damaged_newest_checkpoint_resumes_from_the_previous_one(tiny_data, twenty_step_run, tmp_path, caplog):
   config = _config(tiny_data, num_train_steps=20, log_every_steps=5, eval_every_steps=10)
-  train.train_and_evaluate(cli.task_of(config), config, str(tmp_path / "full"))
-  run = str(tmp_path / "damaged")
-  train.train_and_evaluate(cli.task_of(config), config, run)
+  run = shutil.copytree(twenty_step_run, str(tmp_path / "damaged"))
   _damage(os.path.join(run, "checkpoints", "20"))
   caplog.clear()
   train.train_and_evaluate(cli.task_of(config), config, run)  # the newest (20) cannot be read: back to 10
@@ -45,8 +43,8 @@ def test_damaged_newest_checkpoint_resumes_from_the_previous_one(tiny_data, tmp_
   assert "checkpoint at step 20 cannot be restored" in out and "resuming from step 10" in out
   assert os.path.isdir(os.path.join(run, "checkpoints.unreadable", "20"))  # kept for inspection
   # steps 11..20 ran again and gave what the uninterrupted run gave
-  jax.tree.map(np.testing.assert_array_equal, _params(run, config), _params(tmp_path / "full", config))
-  assert _losses(run)[-2:] == _losses(tmp_path / "full")[-2:]
+  jax.tree.map(np.testing.assert_array_equal, _params(run, config), _params(twenty_step_run, config))
+  assert _losses(run)[-2:] == _losses(twenty_step_run)[-2:]
 
 
 def _flip(path, at, count=400):
@@ -84,11 +82,9 @@ def _flip_unnoticed_by_orbax(checkpoints, step, config):
 
 
 @pytest.mark.slow
-def test_flipped_bytes_in_the_newest_checkpoint_fail_its_checksum(tiny_data, tmp_path, caplog):
+def test_flipped_bytes_in_the_newest_checkpoint_fail_its_checksum(tiny_data, twenty_step_run, tmp_path, caplog):
   config = _config(tiny_data, num_train_steps=20, log_every_steps=5, eval_every_steps=10)
-  train.train_and_evaluate(cli.task_of(config), config, str(tmp_path / "full"))
-  run = str(tmp_path / "damaged")
-  train.train_and_evaluate(cli.task_of(config), config, run)
+  run = shutil.copytree(twenty_step_run, str(tmp_path / "damaged"))
   _flip_unnoticed_by_orbax(os.path.join(run, "checkpoints"), 20, config)
   caplog.clear()
   train.train_and_evaluate(cli.task_of(config), config, run)
@@ -96,8 +92,8 @@ def test_flipped_bytes_in_the_newest_checkpoint_fail_its_checksum(tiny_data, tmp
   assert ("checkpoint at step 20 cannot be restored (DamagedCheckpointError)" in out
           and "resuming from step 10" in out)
   assert os.path.isdir(os.path.join(run, "checkpoints.unreadable", "20"))
-  jax.tree.map(np.testing.assert_array_equal, _params(run, config), _params(tmp_path / "full", config))
-  assert _losses(run)[-2:] == _losses(tmp_path / "full")[-2:]
+  jax.tree.map(np.testing.assert_array_equal, _params(run, config), _params(twenty_step_run, config))
+  assert _losses(run)[-2:] == _losses(twenty_step_run)[-2:]
 
 
 def test_a_checkpoint_is_verified_and_shape_checked_before_orbax_reads_it(tmp_path, monkeypatch):

@@ -333,6 +333,7 @@ def run(args) -> None:
   data_dir = commands.prepare_run_data(config, args.workdir) if any("image" not in i for i in items) else None
   runtime.use_compilation_cache(args.compilation_cache_dir)
   answering = commands.registry()[config.task].answering  # vqa.ask.Answerer | answertherapy.ask.Grounder
+  runtime.freeze_imported()
   if config.task == "vqa":
     answerer = answering.from_workdir(args.workdir, args.step, best=args.best, weights=args.weights, data_dir=data_dir)
     answers = answer_all(answerer, items, args.top_k)

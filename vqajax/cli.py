@@ -192,6 +192,7 @@ def _run_verb(verb: str, argv: Sequence[str]) -> int:
       return
     _initialise(args)
     from vqajax.core import evals
+    runtime.freeze_imported()
     task, specs = task_of(config), {spec.name: spec for spec in evals.specs(config)}
     table = lambda name, title, metrics: evals.TYPES[specs[name].type].table(task, title, metrics)
     if verb == "train":

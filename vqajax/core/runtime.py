@@ -10,6 +10,7 @@ that need none of it (ask, submit, demo, export) never load it.
 from __future__ import annotations
 
 import functools
+import gc
 import logging
 import os
 
@@ -65,6 +66,15 @@ def use_compilation_cache(directory: str) -> None:
   if directory:
     import jax
     jax.config.update("jax_compilation_cache_dir", os.path.expanduser(directory))
+
+
+def freeze_imported() -> None:
+  """After one collection, moves every object that exists now (the libraries' modules, the
+  config: they live to the process's end) out of the cyclic collector's sight, whose later
+  passes then skip those millions of objects (a short `vqajax train`: 8-19% less CPU).
+  Called by the verbs once their libraries are imported."""
+  gc.collect()
+  gc.freeze()
 
 
 def init(verbose: bool = False) -> None:
