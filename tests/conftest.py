@@ -205,7 +205,8 @@ def tiny_lstm_run(tiny_data, tmp_path_factory):
 def twenty_step_run(tiny_data, tmp_path_factory):
   """`tiny_lstm_run`'s model trained 20 steps instead (past the first epoch, 11.25 steps of batch
   32), logged every 5, evaluated and checkpointed at steps 10 and 20; the uninterrupted run
-  that resumed ones are compared with. Only read it."""
+  that resumed ones are compared with, one per device count (this worker's: over other devices
+  the sums' order changes the last bits). Only read it."""
   from vqajax import cli
 
   def train(folder):
@@ -214,7 +215,7 @@ def twenty_step_run(tiny_data, tmp_path_factory):
                      f"--config.data.dir={tiny_data}", "--config.num_train_steps=20", "--config.eval_every_steps=10",
                      "--config.log_every_steps=5"]) == 0
 
-  return _made_once(tmp_path_factory, "twenty_step_run", train)
+  return _made_once(tmp_path_factory, f"twenty_step_run_{DEVICES}_devices", train)
 
 
 @pytest.fixture
