@@ -174,6 +174,16 @@ def tiny_data(tmp_path_factory):
   return _made_once(tmp_path_factory, "synthetic_tiny", lambda out: synthetic.generate(out, seed=0, scale="tiny"))
 
 
+def _train_lstm(workdir: str, data_dir: str, steps: int, eval_every: int, log_every: int) -> None:
+  """`vqajax train` of deeper LSTM Q + norm I (runlocal) on `data_dir`, in this process."""
+  from vqajax import cli
+  config = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments", "vqa",
+                        "deeper_lstm_norm_i.py")
+  assert cli.main(["train", f"--config={config}:runlocal", f"--workdir={workdir}", f"--config.data.dir={data_dir}",
+                   f"--config.num_train_steps={steps}", f"--config.eval_every_steps={eval_every}",
+                   f"--config.log_every_steps={log_every}"]) == 0
+
+
 @pytest.fixture(scope="session")
 def tiny_lstm_run(tiny_data, tmp_path_factory):
   """A finished `vqajax train` run of deeper LSTM Q + norm I (runlocal) on the tiny set,
@@ -183,16 +193,11 @@ def tiny_lstm_run(tiny_data, tmp_path_factory):
   import contextlib
   import io
 
-  from vqajax import cli
-
   def train(folder):
     os.makedirs(folder)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-      assert cli.main(["train", f"--config={os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}"
-                       "/experiments/vqa/deeper_lstm_norm_i.py:runlocal", f"--workdir={folder}/run",
-                       f"--config.data.dir={tiny_data}", "--config.num_train_steps=4", "--config.eval_every_steps=2",
-                       "--config.log_every_steps=1"]) == 0
+      _train_lstm(f"{folder}/run", tiny_data, steps=4, eval_every=2, log_every=1)
     with open(os.path.join(folder, "printed.txt"), "w") as f:
       f.write(printed.getvalue())
 
@@ -207,15 +212,8 @@ def twenty_step_run(tiny_data, tmp_path_factory):
   32), logged every 5, evaluated and checkpointed at steps 10 and 20; the uninterrupted run
   that resumed ones are compared with, one per device count (this worker's: over other devices
   the sums' order changes the last bits). Only read it."""
-  from vqajax import cli
-
-  def train(folder):
-    assert cli.main(["train", f"--config={os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}"
-                     "/experiments/vqa/deeper_lstm_norm_i.py:runlocal", f"--workdir={folder}",
-                     f"--config.data.dir={tiny_data}", "--config.num_train_steps=20", "--config.eval_every_steps=10",
-                     "--config.log_every_steps=5"]) == 0
-
-  return _made_once(tmp_path_factory, f"twenty_step_run_{DEVICES}_devices", train)
+  return _made_once(tmp_path_factory, f"twenty_step_run_{DEVICES}_devices",
+                    lambda folder: _train_lstm(folder, tiny_data, steps=20, eval_every=10, log_every=5))
 
 
 @pytest.fixture
