@@ -9,7 +9,7 @@ most of the suite's CPU, costs about half (a 4-step run: 26 -> 14 s of CPU); cod
 hundreds of steps (`test_learning.py`) is ~2x slower that way: it asks for `optimised`, LLVM's
 level 1 (its sweep 74 -> 67 s, 120 -> 108 s of CPU against the default level 2, the same
 table). Also the test sessions' compilation cache folders (tests/conftest.py makes one per
-session)"""
+session)."""
 
 import glob
 import os
