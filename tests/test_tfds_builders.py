@@ -223,6 +223,20 @@ def test_help_lists_every_builders_configs_without_importing_tensorflow():
                                                        for config in builder.BUILDER_CONFIGS)
 
 
+def test_a_command_loads_tensorflow_without_keras(tmp_path):
+  # TensorFlow imports Keras 3 at its own import unless told otherwise (runtime.init): ~1.5 s of a
+  # command's start. This build refuses its empty folder after loading TensorFlow and TFDS.
+  code = ("import runpy, sys\nsys.argv = ['vqajax', 'tfds', 'build', 'vqa/v2', '--manual_dir', *sys.argv[1:]]\ntry:\n"
+          "  runpy.run_module('vqajax', run_name='__main__')\nexcept SystemExit as e:\n"
+          "  print(e.code, 'tensorflow' in sys.modules, 'keras' in sys.modules)")
+  (tmp_path / "manual").mkdir()
+  env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+  done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "manual"), "--data_dir", str(tmp_path / "data")],
+                        capture_output=True, text=True, timeout=300, env=env)
+  assert done.stdout.splitlines()[-1] == "2 True False", done.stderr[-2000:]
+  assert done.stderr == f"vqajax tfds: error: {tmp_path / 'manual'}: an empty directory (the manual_dir with the official files)\n"
+
+
 @pytest.mark.parametrize("name, message", [("vqa/v9", "vqa has no config 'v9' (expected one of v2, v1)"),
                                            ("coco/v2", "unknown dataset 'coco' (expected one of vqa, vizwiz_vqa, "),
                                            ("vqa\n/v2", "unknown dataset 'vqa\\n' (expected one of ")])
@@ -231,6 +245,16 @@ def test_an_unknown_builder_or_config_is_one_line_and_writes_nothing(tiny_data, 
   assert cli.main(["tfds", "build", name, "--manual_dir", tiny_data, "--data_dir", str(out)]) == 2
   err = capsys.readouterr().err
   assert err.startswith(f"vqajax tfds: error: {message}") and err.count("\n") == 1, err
+  assert not out.exists()
+
+
+@pytest.mark.parametrize("manual, message", [("missing", "no such directory"), ("empty", "an empty directory")])
+def test_a_manual_dir_without_files_is_one_line_and_writes_nothing(tmp_path, capsys, manual, message):
+  (tmp_path / "empty").mkdir()
+  out = tmp_path / "prepared"
+  assert cli.main(["tfds", "build", "vqa/v2", "--manual_dir", str(tmp_path / manual), "--data_dir", str(out)]) == 2
+  assert capsys.readouterr().err == (f"vqajax tfds: error: {tmp_path / manual}: {message} (the manual_dir with the "
+                                     "official files)\n")
   assert not out.exists()
 
 

@@ -94,5 +94,7 @@ def download_config(manual_dir: str) -> tfds.download.DownloadConfig:
   """Reads the official files from `manual_dir`; nothing is downloaded."""
   if not os.path.isdir(manual_dir):
     raise DataFileError(f"{manual_dir}: no such directory (the manual_dir with the official files)")
+  if not os.listdir(manual_dir):  # TFDS would fail on it with an AssertionError and its traceback
+    raise DataFileError(f"{manual_dir}: an empty directory (the manual_dir with the official files)")
   return tfds.download.DownloadConfig(manual_dir=manual_dir)
 

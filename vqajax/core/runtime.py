@@ -78,8 +78,12 @@ def freeze_imported() -> None:
 
 
 def init(verbose: bool = False) -> None:
-  """Quiets the libraries (idempotent)."""
+  """Quiets the libraries (idempotent); TensorFlow, if a command loads it, starts without Keras."""
   _quiet_tensorflow_environment()
+  # TensorFlow imports Keras 3 at its own import (~1.5 s of CPU, with pandas and IPython where
+  # installed) unless told to use legacy Keras (tf_keras), whose import it skips when absent; no
+  # command uses Keras. Only the commands' processes: a library user's tf.keras stays as it was.
+  os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
   from absl import logging as absl_logging
   handler = absl_logging.get_absl_handler()  # every library's records pass through it
   for f in [f for f in handler.filters if isinstance(f, _Quiet)]:
