@@ -286,6 +286,37 @@ def test_other_settings_or_shapes_are_refused(photos, tmp_path):
     extract.extract(images.list_images(photos), grid, grid_params, out, SETTINGS, image_size=SIZE)
 
 
+def test_a_partial_folder_no_extraction_began_is_never_written_into_or_removed(photos, tmp_path):
+  model, params = _tiny()
+  paths = images.list_images(photos)
+  mine = tmp_path / "mine"
+  mine.mkdir()
+  (mine / "notes.txt").write_text("kept")
+  os.symlink(mine, tmp_path / "f.h5.partial")  # a link to a folder of the user's
+  with pytest.raises(InputError, match=r"f\.h5\.partial: a link; this store's chunks go into a folder of that name"):
+    extract.extract(paths, model, params, str(tmp_path / "f.h5"), SETTINGS, image_size=SIZE)
+  shutil.copytree(mine, tmp_path / "g.h5.partial")  # a folder of the user's of that name
+  with pytest.raises(InputError, match=r"g\.h5\.partial: holds files but no meta\.json, so no extraction began it"):
+    extract.extract(paths, model, params, str(tmp_path / "g.h5"), SETTINGS, image_size=SIZE)
+  assert os.listdir(mine) == os.listdir(tmp_path / "g.h5.partial") == ["notes.txt"]
+  assert not os.path.exists(tmp_path / "f.h5") and not os.path.exists(tmp_path / "g.h5")
+  (tmp_path / "h.h5.partial").mkdir()  # what a writer killed before its meta.json left: begun afresh
+  (tmp_path / "h.h5.partial" / ".meta.json.123.0123abcd.tmp").write_text("{")
+  extract.extract(paths, model, params, str(tmp_path / "h.h5"), SETTINGS, image_size=SIZE)
+  assert FeatureStore(str(tmp_path / "h.h5")).shape == (HIDDEN,) and not os.path.exists(tmp_path / "h.h5.partial")
+
+
+def test_a_npy_stores_own_files_are_outputs(photos, tmp_path, capsys):
+  listed = tmp_path / "q.image_ids.npy"  # a list of images named as the store's ids file
+  listed.write_text("\n".join(images.list_images(photos)) + "\n")
+  before = listed.read_bytes()
+  argv = ["--images", str(listed), "--model", "colour_cells", "--layer", "grid7", "--out", str(tmp_path / "q.npy")]
+  assert cli.main(argv) == 2
+  assert capsys.readouterr().err == f"vqajax features: error: {listed}: is an input of this command; refusing to write over it\n"
+  assert listed.read_bytes() == before
+  assert not os.path.exists(tmp_path / "q.npy") and not os.path.exists(tmp_path / "q.npy.partial")
+
+
 def test_image_ids_from_file_names():
   assert images.image_id("/x/COCO_val2014_000000123456.jpg") == 123456
   assert images.image_id("COCO_test-dev2015_000000000042.png") == 42

@@ -74,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
                      f"{args.batch * image_bytes / 2**30:.1f} GiB, more than the {MAX_BATCH_BYTES // 2**30} GiB "
                      f"allowed: give at most {MAX_BATCH_BYTES // image_bytes}")
   files.protect(args.images, args.weights)
-  files.check_output(args.out)
+  for path in store.files_of(args.out):  # a .npy store's ids and sidecar files are outputs too
+    files.check_output(path)
   paths = images.list_images(args.images)
   if not paths:
     raise InputError(f"{args.images}: no image files (extensions {', '.join(images.EXTENSIONS)})")

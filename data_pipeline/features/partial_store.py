@@ -22,7 +22,7 @@ from typing import Iterator
 import numpy as np
 
 from vqajax.core.errors import InputError
-from vqajax.core.files import write_atomic, write_json_atomic
+from vqajax.core.files import is_temp_name, write_atomic, write_json_atomic
 from vqajax.features.store import FeatureStore, ids_path, sidecars, write_store_blocks
 
 _BLOCK_ROWS = 1024  # rows copied at a time from an existing store
@@ -42,6 +42,7 @@ class ChunkedStore:
       raise InputError(f"{out}: unknown feature store type (expected .h5, .hdf5 or .npy)")
     self.out, self.row_shape, self.dtype, self.settings = out, tuple(row_shape), np.dtype(dtype), settings
     self.partial = out + ".partial"
+    self._check_partial()
     self._staged = os.path.join(self.partial, "store" + os.path.splitext(out)[1])
     self._roll_forward()
     self.done: set[int] = set()
@@ -68,6 +69,17 @@ class ChunkedStore:
     for chunk in self._chunks:
       with np.load(chunk) as arrays:
         self.done.update(arrays["image_ids"].tolist())
+
+  def _check_partial(self) -> None:
+    """InputError unless `OUT.partial` is absent or a folder an extraction began (its meta.json,
+    or nothing but a killed writer's temp files): it is written into and removed."""
+    if os.path.islink(self.partial) or (os.path.exists(self.partial) and not os.path.isdir(self.partial)):
+      what = "a link" if os.path.islink(self.partial) else "not a folder"
+      raise InputError(f"{self.partial}: {what}; this store's chunks go into a folder of that name: move it away")
+    if os.path.isdir(self.partial) and not os.path.exists(os.path.join(self.partial, "meta.json")) and any(
+        not is_temp_name(name) for name in os.listdir(self.partial)):
+      raise InputError(f"{self.partial}: holds files but no meta.json, so no extraction began it; this store's "
+                       "chunks go into a folder of that name: move it away")
 
   def append(self, image_ids: np.ndarray, features: np.ndarray, paths: list[str] | None = None) -> None:
     """Adds rows (and their image files) as one durable chunk."""

@@ -79,6 +79,11 @@ def sidecars(npy_path: str) -> tuple[str, str]:
   return settings_path(npy_path), paths_path(npy_path)
 
 
+def files_of(path: str) -> list[str]:
+  """Every file a store at `path` is made of: itself and, for `.npy`, its ids file and sidecars."""
+  return [path, ids_path(path), *sidecars(path)] if path.endswith(".npy") else [path]
+
+
 def _runs(rows: np.ndarray) -> list[tuple[int, int]]:
   """(start, stop) positions of the runs of consecutive values in sorted unique `rows`."""
   breaks = np.flatnonzero(np.diff(rows) != 1) + 1
