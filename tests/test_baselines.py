@@ -175,3 +175,25 @@ def test_run_and_write_gives_official_files_scored_like_the_reference(tiny_data,
     assert json.load(f) == expected
   assert rows["q_type_prior"]["accuracy"] == expected["overall"]
   assert rows["prior"]["mc_accuracy/yes/no"] == rows["prior"]["accuracy/yes/no"]  # "yes" is a choice
+
+
+def test_a_trained_runs_workdir_or_other_settings_are_refused_and_left_as_they_were(tiny_data, tiny_lstm_run, tmp_path,
+                                                                                     capsys):
+  from vqajax import cli
+  run = tiny_lstm_run[0]
+  before = {name: open(os.path.join(run, name), "rb").read() for name in ("run.json", "metrics.jsonl")}
+  config = "experiments/vqa/deeper_lstm_norm_i.py:runlocal"  # the run's own config: baselines would still replace it
+  argv = ["baselines", f"--config={config}", f"--config.data.dir={tiny_data}", "--baselines", "prior"]
+  assert cli.main(argv + ["--workdir", run]) == 2
+  assert capsys.readouterr().err.splitlines()[-1] == (f"vqajax baselines: error: {run}: holds a trained run; the "
+                                                      "baselines go into a workdir of their own")
+  assert before == {name: open(os.path.join(run, name), "rb").read() for name in before}
+  assert not os.path.exists(os.path.join(run, "results", "prior"))
+  own = str(tmp_path / "baselines")
+  assert cli.main(argv + ["--workdir", own]) == 0  # then again, as a rerun of a sweep's point does
+  assert cli.main(argv + ["--workdir", own, "--baselines", "random"]) == 0
+  capsys.readouterr()
+  assert cli.main(argv + ["--workdir", own, "--config.seed=7"]) == 2
+  assert capsys.readouterr().err.splitlines()[-1] == (f"vqajax baselines: error: {own}: holds a run with other "
+                                                      "settings (seed 0 -> 7); use another --workdir")
+  assert sorted(os.listdir(os.path.join(own, "results"))) == ["prior", "random"]

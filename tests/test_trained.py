@@ -174,6 +174,25 @@ def test_a_run_json_of_another_format_is_one_line(verb, run, capsys):
     assert _tree(other) == before
 
 
+@pytest.mark.parametrize("verb", ["ask", "export"])
+def test_a_run_json_without_its_encoders_is_one_line(verb, run, capsys):
+  other = str(run["root"] / f"{verb}-no-encoders")
+  shutil.copytree(run["workdir"], other)
+  with open(os.path.join(other, "run.json")) as f:
+    record = json.load(f)
+  del record["encoders"]
+  with open(os.path.join(other, "run.json"), "w") as f:
+    json.dump(record, f)
+  before = _tree(other)
+  argv = {"ask": ["ask", "--workdir", other, *run["ask"]],
+          "export": ["export", "--workdir", other, "--out", str(run["root"] / f"{verb}-bundle")]}[verb]
+  status, _, err = _main(argv, capsys)
+  assert status == 2 and err.strip().splitlines()[-1] == (
+      f"vqajax {verb}: error: {other}/run.json: records no encoders, though the run has checkpoints (an edited "
+      "file?)"), err[-2000:]
+  assert _tree(other) == before and not os.path.exists(run["root"] / f"{verb}-bundle")
+
+
 def _tree(folder):
   """{path: bytes} of every file under `folder`."""
   return {os.path.join(top, name): pathlib.Path(top, name).read_bytes()

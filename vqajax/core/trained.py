@@ -170,6 +170,9 @@ def read(path: str, tasks: Mapping[str, Any], step: int | None = None, best: boo
   directory = os.path.join(path, "checkpoints")
   rule = config.best_metric, config.best_mode
   chosen = chosen_step(directory, path, step, rule if best else None)
+  if "encoders" not in record:  # training records them before its first checkpoint
+    raise InputError(f"{os.path.join(path, run_record.RUN_FILE)}: records no encoders, though the run has checkpoints "
+                     "(an edited file?)")
   tables = encoders.read(path, config.task, record["encoders"])
   params, _, chosen = checkpoint.read_params(directory, chosen, newest=step is None and not best)
   metrics = run_record.step_metrics(path, chosen)

@@ -251,6 +251,10 @@ def run_and_write(config, workdir: str, names: Sequence[str],
     raise InputError(f"--baselines {','.join(names)!r}: expected some of {sorted(BASELINES)}")
   if word_vectors is not None and not os.path.isfile(word_vectors):
     raise InputError(f"--word_vectors {word_vectors}: file not found")
+  recorded = run_record.read_record(workdir)
+  if recorded is not None and "encoders" in recorded:  # what training records, never the baselines
+    raise InputError(f"{workdir}: holds a trained run; the baselines go into a workdir of their own")
+  run_record.check_same_run(workdir, config, None, "use another --workdir")
   data = vqa_task.load(config)
   train = vqa_dataset.read_train_records(config.data)[0]
   run_record.write_run_file(workdir, config, vqa_task.sizes(data))
