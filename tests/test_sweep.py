@@ -187,3 +187,18 @@ def test_sweep_errors_are_one_line(tmp_path, capsys, argv, message):
   err = capsys.readouterr().err
   assert err.startswith("vqajax sweep: error: ") and message in err and err.count("\n") == 1
   assert not os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize("point, message", [
+    ({"overrides": [1, 2]}, "overrides must be a dict of config fields, e.g. {'optimizer.learning_rate': 0.01}"),
+    ({"overrides": "abc"}, "overrides must be a dict of config fields, e.g. {'optimizer.learning_rate': 0.01}"),
+    ({"command": "baselines", "baselines": 5}, "baselines must be a list of names, e.g. ['prior', 'random']"),
+    ({"command": "eval"}, "command must be 'train' or 'baselines'"),
+    ({"slurm": 2}, "slurm must be a dict of --slurm.* requests, e.g. {'nodes': 2}"),
+])
+def test_a_sweep_files_bad_point_is_one_line(tmp_path, capsys, point, message):
+  sweep_file = tmp_path / "s.py"
+  sweep_file.write_text(f"def get_sweep(arg):\n  return {{'points': [dict(name='a', config='c.py', **{point!r})]}}\n")
+  assert cli.main(["sweep", str(sweep_file), "--workdir", str(tmp_path / "w")]) == 2
+  assert capsys.readouterr().err == f"vqajax sweep: error: {sweep_file}: point a: {message}\n"
+  assert not os.path.exists(tmp_path / "w")

@@ -338,4 +338,8 @@ def test_missing_files_and_missing_sources(tmp_path, capsys):
                                      "an annotations file\n")
   assert _construct(args[-4:]) == 2
   assert "no input questions" in capsys.readouterr().err
+  for seed in ("-1", str(2**32)):  # numpy's seeds, as `data --seed` and config.seed
+    assert _construct(args + ["--seed", seed]) == 2
+    assert capsys.readouterr().err == (f"vqajax therapy construct: error: --seed: expected an integer from 0 to "
+                                       f"4294967295, got {seed}\n")
   assert not os.path.exists(tmp_path / "out")

@@ -12,6 +12,7 @@ import argparse
 from typing import Sequence
 
 from data_pipeline.answertherapy import construct
+from vqajax.core import config as config_lib
 from vqajax.core import files
 from vqajax.core.errors import ArgumentParser, exit_status
 
@@ -31,6 +32,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "vqajax therapy construc
   args = _parser(prog).parse_args(argv)
 
   def run() -> None:
+    config_lib.check_value("--seed", args.seed, config_lib.TRAINING["seed"])  # numpy's seeds: 0 to 2**32 - 1
     files.protect(args.groundings, args.questions, args.annotations, *args.vizwiz)
     files.check_output(args.out, folder=True)
     print(construct.build(args.out, args.groundings, args.questions, args.annotations, args.vizwiz, args.seed))

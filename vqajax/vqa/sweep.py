@@ -55,6 +55,11 @@ def load_sweep(spec: str) -> tuple[list[Point], str | None]:
       raise InputError(f"{path}: point {p['name']}: command must be 'train' or 'baselines'")
     if not isinstance(p.get("slurm", {}), dict):
       raise InputError(f"{path}: point {p['name']}: slurm must be a dict of --slurm.* requests, e.g. {{'nodes': 2}}")
+    if not (isinstance(p.get("overrides", {}), dict) and all(isinstance(k, str) for k in p.get("overrides", {}))):
+      raise InputError(f"{path}: point {p['name']}: overrides must be a dict of config fields, e.g. "
+                       "{'optimizer.learning_rate': 0.01}")
+    if not (isinstance(p.get("baselines", ()), (list, tuple)) and all(isinstance(b, str) for b in p.get("baselines", ()))):
+      raise InputError(f"{path}: point {p['name']}: baselines must be a list of names, e.g. ['prior', 'random']")
     points.append(Point(p["name"], f"{os.path.normpath(os.path.join(here, config_path))}:{config_arg}",
                         dict(p.get("overrides", {})), p.get("command", "train"),
                         tuple(p.get("baselines", ())), dict(p.get("slurm", {}))))
