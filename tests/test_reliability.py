@@ -81,6 +81,19 @@ def _flip_unnoticed_by_orbax(checkpoints, step, config):
   pytest.fail(f"no flip in {largest} that orbax restores silently")
 
 
+def test_a_reader_names_the_damaged_file_of_the_run_itself(tmp_path):
+  """ask, submit and export read a step through private hard links (`checkpoint._pinned`): a
+  damaged file is the reader's bad input, named by its place in the run."""
+  ckpt = checkpoint.Checkpointer(str(tmp_path / "checkpoints"))
+  ckpt.save(3, {"params": {"w": jax.numpy.arange(6.0)}}, {"input_step": 3})
+  ckpt.close()
+  _damage(str(tmp_path / "checkpoints" / "3"))
+  with pytest.raises(InputError) as refused:
+    checkpoint.read_params(str(tmp_path / "checkpoints"), 3)
+  assert str(refused.value).startswith(f"{tmp_path}/checkpoints/3/state/") and str(refused.value).endswith(
+      f": its sha256 is not the one saved in {checkpoint.MANIFEST} (damaged after saving)")
+
+
 @pytest.mark.slow
 def test_flipped_bytes_in_the_newest_checkpoint_fail_its_checksum(tiny_data, twenty_step_run, tmp_path, caplog):
   config = _config(tiny_data, num_train_steps=20, log_every_steps=5, eval_every_steps=10)

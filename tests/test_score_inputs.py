@@ -122,7 +122,7 @@ def test_official_layout_takes_the_fast_path_with_the_same_encoding(tmp_path, mo
 
   monkeypatch.setattr(inputs.official_files, "read_annotations", fail)
   monkeypatch.setattr(inputs.official_files, "read_questions", fail)
-  monkeypatch.setattr(inputs, "_checked_results", fail)
+  monkeypatch.setattr(inputs, "checked_results", fail)
   _same_encoding(inputs.read_annotations(paths[1]), generic)
   by_id = {r["question_id"]: r["answer"] for r in results}
   assert score.evaluate_files(*paths) == reference_accuracy(annotations, by_id)

@@ -175,6 +175,27 @@ def test_report_errors_are_one_line(tmp_path, capsys):
   assert err.startswith("vqajax report: error: ") and "no official results" in err and err.count("\n") == 1
 
 
+@pytest.mark.slow
+def test_report_of_damaged_official_files_is_one_line(table2_sweep, tmp_path, capsys):
+  run = shutil.copytree(os.path.join(table2_sweep[0], "lstm_q"), tmp_path / "lstm_q")
+  results_dir = reports.find_results(str(run))["lstm_q"]
+  accuracy = reports.official_file(results_dir, "OpenEnded", "accuracy")
+  for damaged in ([], {"overall": "high", "perAnswerType": 5}):
+    with open(accuracy, "w") as f:
+      json.dump(damaged, f)
+    assert report_cli.main(["table2", str(run), "--out", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err == (f'vqajax report: error: {accuracy}: expected the official accuracy object '
+                                       '({"overall": number, "perAnswerType": {type: number}, "perQuestionType": '
+                                       '{type: number}, ...})\n')
+  results = reports.official_file(results_dir, "OpenEnded", "results")
+  with open(results, "w") as f:
+    json.dump([{"question_id": "x", "answer": 3}], f)
+  assert report_cli.main(["answers", str(run), "--out", str(tmp_path / "o")]) == 2
+  err = capsys.readouterr().err
+  assert err.startswith(f"vqajax report: error: {results}: results[0]") and err.count("\n") == 1, err
+  assert not os.path.exists(tmp_path / "o")
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--set", "model.fusoin=concat"], "point base: cannot set config.model.fusoin='concat'"),
     (["--set", "nodots"], "--set 'nodots': expected key=value"),

@@ -323,6 +323,8 @@ def _pinned(step_dir: str):
     private = None
   try:
     yield private or step_dir
+  except DamagedCheckpointError as e:  # named by the run's own files, not the private links to them
+    raise DamagedCheckpointError(str(e).replace(private, step_dir) if private else str(e)) from None
   finally:
     if private:
       shutil.rmtree(private, ignore_errors=True)
@@ -349,8 +351,8 @@ def read_params(directory: str, step: int, newest: bool = False) -> tuple[Any, d
       return (*_read_params(directory, step), step)
     except Exception as e:  # orbax / tensorstore: many kinds
       if not newest or attempt == _READ_TRIES - 1:
-        if isinstance(e, DamagedCheckpointError):
-          raise
+        if isinstance(e, DamagedCheckpointError):  # the run's files, damaged after saving: a reader's bad input
+          raise InputError(str(e)) from None
         raise InputError(f"{os.path.join(directory, str(step))}: cannot be read ({type(e).__name__}: "
                          f"{str(e).splitlines()[0][:200] if str(e) else ''})") from None
       time.sleep(_RETRY_SECONDS * (attempt + 1))

@@ -75,8 +75,9 @@ def _annotations(given: str | None, workdirs: Sequence[str]) -> list[dict]:
 
 
 def _results(results_dir: str) -> dict[int, str]:
+  from vqajax.vqa.accuracy import inputs
   path = reports.official_file(results_dir, "OpenEnded", "results")
-  return {r["question_id"]: r["answer"] for r in official_files.load_json(path)}
+  return inputs.checked_results(path, official_files.read_bytes(path))
 
 
 def table_ii(args) -> None:
@@ -92,7 +93,7 @@ def question_types(args) -> None:
   counts: dict[str, int] = {}
   for a in annotations:
     counts[a["question_type"]] = counts.get(a["question_type"], 0) + 1
-  per_type = {name: official_files.load_json(reports.official_file(d, "OpenEnded", "accuracy"))["perQuestionType"]
+  per_type = {name: reports.read_accuracy(reports.official_file(d, "OpenEnded", "accuracy"))["perQuestionType"]
               for name, d in rows.items()}
   table = [{"question type": t, "share %": 100 * counts[t] / len(annotations),
             **{name: acc.get(t) for name, acc in per_type.items()}, "human": human[t]}

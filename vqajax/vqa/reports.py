@@ -61,9 +61,21 @@ def official_file(results_dir: str, task: str, kind: str) -> str:
   return path
 
 
+def read_accuracy(path: str) -> dict:
+  """An official `*_accuracy.json` (the evaluation's object); InputError for another shape."""
+  accuracy = load_json(path)
+  number = lambda v: type(v) in (int, float)
+  if not (isinstance(accuracy, dict) and number(accuracy.get("overall")) and all(
+      isinstance(accuracy.get(part), dict) and all(isinstance(k, str) and number(v) for k, v in accuracy[part].items())
+      for part in ("perAnswerType", "perQuestionType"))):
+    raise InputError(f'{path}: expected the official accuracy object ({{"overall": number, "perAnswerType": '
+                     '{type: number}, "perQuestionType": {type: number}, ...})')
+  return accuracy
+
+
 def read_scores(results_dir: str) -> dict[str, float]:
   """The flat metrics of a results directory (open-ended, and multiple-choice if present)."""
-  scores = {task: load_json(path) for task, _, _ in TASKS
+  scores = {task: read_accuracy(path) for task, _, _ in TASKS
             if (path := _official(results_dir, task, "accuracy")) is not None}
   if "OpenEnded" not in scores:
     raise InputError(f"{results_dir}: no OpenEnded *_accuracy.json file")

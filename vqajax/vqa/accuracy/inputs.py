@@ -146,8 +146,8 @@ def check_covered(where: str, results: Mapping[int, Any], question_ids: Collecti
     raise InputError(f"{where}no result for {len(missing)} of {expected} annotated question ids: {some(missing)}")
 
 
-def _checked_results(path: str, content: bytes) -> dict[int, str]:
-  """The generic path: {question_id: answer}, or the first bad record's error."""
+def checked_results(path: str, content: bytes) -> dict[int, str]:
+  """{question_id: answer} of any results file (the generic path), or the first bad record's error."""
   records = official_files.load_json(path, content)
   if not isinstance(records, list):
     raise InputError(f'{path}: expected a JSON list of {{"question_id", "answer"}} objects, got {type(records).__name__}')
@@ -167,7 +167,7 @@ def read_results(path: str, annotated_ids: Collection[int]) -> dict[int, str]:
     if len(results) != len(records) or not official_files.fit_int64(results):  # repeated ids, or beyond 64 bits
       results = None
   if results is None:
-    results = _checked_results(path, content)
+    results = checked_results(path, content)
   check_covered(f"{path}: ", results, annotated_ids)
   if len(results) > len(annotated_ids):  # each (unique) annotated id has its result: more are unknown
     unknown = results.keys() - set(annotated_ids)
