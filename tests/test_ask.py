@@ -365,5 +365,7 @@ def test_groundings_of_a_mask_run(mask_run, tiny_therapy, tmp_path, capsys):
   assert written[0]["masks"][0]["rle"]["size"] == [size[1], size[0]]
   _one_line_error(["--workdir", mask_run, "--image-id", str(key), "--question", "what?", "--answers", "a",
                    "--out", os.path.join(mask_run, "masks")], capsys, "an input of this command")
-  _one_line_error(["--workdir", mask_run, "--image-id", str(key), "--question", "what?", "--out", str(out)],
-                  capsys, "give --answers")
+  _one_line_error(["--workdir", mask_run, "--image-id", str(key), "--question", "what?", "--answers", "a",
+                   "--out", str(out)], capsys, f"--out {out}: already exists; each answer's mask is written into a new")
+  _one_line_error(["--workdir", mask_run, "--image-id", str(key), "--question", "what?",
+                   "--out", str(tmp_path / "again")], capsys, "give --answers")

@@ -210,6 +210,15 @@ def test_sweep_errors_are_one_line(tmp_path, capsys, argv, message):
   assert not os.listdir(tmp_path)
 
 
+def test_a_sweep_of_no_points_is_one_line(tmp_path, capsys):
+  sweep_file = tmp_path / "s.py"
+  sweep_file.write_text("def get_sweep(arg):\n  return {'points': []}\n")
+  assert cli.main(["sweep", str(sweep_file), "--workdir", str(tmp_path / "w")]) == 2
+  assert capsys.readouterr().err.startswith(f"vqajax sweep: error: {sweep_file}: expected get_sweep(arg) returning "
+                                            "{'points': [{'name': str")
+  assert not os.path.exists(tmp_path / "w")
+
+
 @pytest.mark.parametrize("point, message", [
     ({"overrides": [1, 2]}, "overrides must be a dict of config fields, e.g. {'optimizer.learning_rate': 0.01}"),
     ({"overrides": "abc"}, "overrides must be a dict of config fields, e.g. {'optimizer.learning_rate': 0.01}"),

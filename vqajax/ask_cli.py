@@ -59,7 +59,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
   parser.add_argument("--json", action="store_true", help="print JSON instead of text")
   parser.add_argument("--weights", help="the extractor's weights file, if it moved since the store was made")
   parser.add_argument("--class-workdir", type=files.path_arg, help="grounding_mask runs: a grounding_class run for single / multiple")
-  parser.add_argument("--out", type=files.path_arg, help="grounding_mask runs: the folder for the masks (PNG + masks.json)")
+  parser.add_argument("--out", type=files.path_arg, help="grounding_mask runs: a new (or empty) folder for the masks (PNG + masks.json)")
   commands.add_data_dir_flag(parser)
   return parser
 
@@ -342,6 +342,7 @@ def run(args) -> None:
     return
   if not args.out:
     raise InputError("a grounding_mask run writes masks: give --out FOLDER")
+  files.check_new_folder(args.out, "each answer's mask")  # never over a user's files of those names
   files.check_output(args.out, folder=True)
   grounder = answering.from_workdir(args.workdir, args.step, best=args.best, class_workdir=args.class_workdir,
                                   weights=args.weights, data_dir=data_dir)

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 import yaml
 
-from vqajax.core import bundle, files, fs, run_record, trained
+from vqajax.core import bundle, files, run_record, trained
 from vqajax.core.errors import InputError
 from vqajax.features import weights
 
@@ -103,8 +103,7 @@ def export(path: str, tasks: Mapping[str, Any], out: str, step: int | None = Non
   if bundle.is_bundle(path):
     raise InputError(f"{path}: already a bundle (copy the folder to share it)")
   run_record.protect(path)  # the output rule: nothing into the run or its data folder
-  if fs.exists(out) and (not fs.isdir(out) or fs.listdir(out)):
-    raise InputError(f"--out {out}: already exists; a bundle is written into a new (or empty) folder")
+  files.check_new_folder(out, "a bundle")
   files.check_output(out, folder=True)
   saved = trained.read(path, tasks, step, best)
   extractor, weights = saved.record.get("extractor"), None

@@ -18,7 +18,7 @@ from vqajax.core.errors import ArgumentParser, exit_status
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-  parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+  parser = ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])  # the first paragraph, whole
   parser.add_argument("--questions", help="VQA v2 questions file (official format)")
   parser.add_argument("--annotations", help="VQA v2 annotations file (official format)")
   parser.add_argument("--vizwiz", nargs="+", default=[], metavar="FILE", help="VizWiz-VQA split files")

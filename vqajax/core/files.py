@@ -70,6 +70,12 @@ def _inside_protected(real: str) -> str | None:
   return next((f for f in _PROTECTED_FOLDERS if real == f or real.startswith(f + os.sep)), None)
 
 
+def check_new_folder(path: str, what: str) -> None:
+  """InputError unless `--out` `path` is absent or an empty folder (`what` is written there)."""
+  if fs.exists(path) and (not fs.isdir(path) or fs.listdir(path)):
+    raise InputError(f"--out {path}: already exists; {what} is written into a new (or empty) folder")
+
+
 def check_output(path: str, folder: bool = False) -> str:
   """The real path to write `path` to (a folder's links followed); InputError when the
   output rule (module docstring) refuses it."""

@@ -42,7 +42,7 @@ def load_sweep(spec: str) -> tuple[list[Point], str | None]:
   module = config_lib.load_module(path, "sweep")
   get_sweep = getattr(module, "get_sweep", None)
   sweep = config_lib.run_user_code(lambda: get_sweep(arg), spec) if callable(get_sweep) else None
-  if not (isinstance(sweep, dict) and isinstance(sweep.get("points"), list) and all(
+  if not (isinstance(sweep, dict) and isinstance(sweep.get("points"), list) and sweep["points"] and all(
       isinstance(p, dict) and isinstance(p.get("name"), str) and isinstance(p.get("config"), str)
       for p in sweep["points"])):
     raise InputError(f"{path}: expected get_sweep(arg) returning {{'points': [{{'name': str, 'config': "
