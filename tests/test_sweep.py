@@ -210,6 +210,13 @@ def test_sweep_errors_are_one_line(tmp_path, capsys, argv, message):
   assert not os.listdir(tmp_path)
 
 
+def test_a_sweep_named_by_a_folder_is_one_line(tmp_path, capsys):
+  assert cli.main(["sweep", str(tmp_path), "--workdir", str(tmp_path / "w")]) == 2
+  assert capsys.readouterr().err == (f"vqajax sweep: error: {tmp_path}: a folder; a sweep file is a Python file "
+                                     "(FILE.py)\n")
+  assert not os.path.exists(tmp_path / "w")
+
+
 def test_a_sweep_of_no_points_is_one_line(tmp_path, capsys):
   sweep_file = tmp_path / "s.py"
   sweep_file.write_text("def get_sweep(arg):\n  return {'points': []}\n")

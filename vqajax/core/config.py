@@ -54,7 +54,8 @@ def load_module(path: str, what: str):
     path = next(iter(_shipped(path)), path)
   import_shipped("experiments")
   if not os.path.isfile(path):
-    raise InputError(f"{path}: {what} file not found")
+    raise InputError(f"{path}: " + (f"a folder; a {what} file is a Python file (FILE.py)" if os.path.isdir(path)
+                                     else f"{what} file not found"))
   spec = importlib.util.spec_from_file_location(f"_vqajax_{what}", path)
   if spec is None or not path.endswith(".py"):
     raise InputError(f"{path}: a {what} file is a Python file (FILE.py)")
