@@ -51,18 +51,19 @@ def load_sweep(spec: str) -> tuple[list[Point], str | None]:
   points = []
   for p in sweep["points"]:
     config_path, _, config_arg = p["config"].partition(":")
-    if p.get("command", "train") not in ("train", "baselines"):
+    command, slurm = p.get("command", "train"), p.get("slurm", {})
+    overrides, baselines = p.get("overrides", {}), p.get("baselines", ())
+    if command not in ("train", "baselines"):
       raise InputError(f"{path}: point {p['name']}: command must be 'train' or 'baselines'")
-    if not isinstance(p.get("slurm", {}), dict):
+    if not isinstance(slurm, dict):
       raise InputError(f"{path}: point {p['name']}: slurm must be a dict of --slurm.* requests, e.g. {{'nodes': 2}}")
-    if not (isinstance(p.get("overrides", {}), dict) and all(isinstance(k, str) for k in p.get("overrides", {}))):
+    if not (isinstance(overrides, dict) and all(isinstance(k, str) for k in overrides)):
       raise InputError(f"{path}: point {p['name']}: overrides must be a dict of config fields, e.g. "
                        "{'optimizer.learning_rate': 0.01}")
-    if not (isinstance(p.get("baselines", ()), (list, tuple)) and all(isinstance(b, str) for b in p.get("baselines", ()))):
+    if not (isinstance(baselines, (list, tuple)) and all(isinstance(b, str) for b in baselines)):
       raise InputError(f"{path}: point {p['name']}: baselines must be a list of names, e.g. ['prior', 'random']")
     points.append(Point(p["name"], f"{os.path.normpath(os.path.join(here, config_path))}:{config_arg}",
-                        dict(p.get("overrides", {})), p.get("command", "train"),
-                        tuple(p.get("baselines", ())), dict(p.get("slurm", {}))))
+                        dict(overrides), command, tuple(baselines), dict(slurm)))
   names = [files.check_name(p.name, f"{path}: point name") for p in points]
   if len(set(names)) != len(names):
     raise InputError(f"{path}: point names repeat: {names}")
