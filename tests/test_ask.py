@@ -259,6 +259,13 @@ def test_a_drawn_picture_is_answered_on_the_embedded_run_with_no_download(embedd
   questions.write_text('{"image": "drawn/dog_1.png", "question": "what?"}\n{"image": "gone.png", "question": "a?"}\n')
   _one_line_error(["--workdir", embedded_run, "--questions", str(questions)], capsys,
                   f'{questions}: records[1]: "image" {tmp_path / "gone.png"}: not found')
+  questions.write_text('{"image": "drawn", "question": "what?"}\n')
+  _one_line_error(["--workdir", embedded_run, "--questions", str(questions)], capsys,
+                  f'{questions}: records[0]: "image" {folder}: a folder, expected an image file')
+  # colour_cells is defined by its code alone: a weights file given is not silently left unread
+  _one_line_error(["--workdir", embedded_run, "--image", str(folder), "--question", question, "--weights",
+                   str(questions)], capsys, f"--weights {questions}: {embedded_run}'s extractor, colour_cells, takes no "
+                  "weights file")
 
 
 def test_bad_input_is_one_line(embedded_run, mask_run, tmp_path, capsys):
@@ -274,6 +281,14 @@ def test_bad_input_is_one_line(embedded_run, mask_run, tmp_path, capsys):
                   f'{bad}: records[1]: "image_id" expected an integer')
   _one_line_error(["--workdir", str(tmp_path / "nothing"), "--image-id", "1", "--question", "a?"], capsys,
                   "nothing: no such run")
+  # a flag of the other task's is refused, not ignored (nothing written into --out)
+  for flag, value in [("--out", str(tmp_path / "masks")), ("--answers", "red"), ("--class-workdir", mask_run)]:
+    _one_line_error(ask + ["--image-id", "1", flag, value], capsys,
+                    f"{flag}: for grounding_mask runs; {embedded_run} is a vqa run")
+  _one_line_error(["--workdir", mask_run, "--image-id", "1", "--question", "a?", "--answers", "red", "--choices",
+                   "red,blue", "--out", str(tmp_path / "masks")], capsys, f"--choices: for vqa runs; {mask_run} is a "
+                  "grounding_mask run")
+  assert not os.path.exists(tmp_path / "masks")
   other = tmp_path / "class_run"  # a run of another task: its record is all that is read
   other.mkdir()
   record = _read(os.path.join(mask_run, "run.json"))

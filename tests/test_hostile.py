@@ -144,6 +144,8 @@ CASES = [
      "vqajax features", "truncated.npz: not a readable .npz of weights (BadZipFile"),
     ("a text file as .pth weights", lambda d, b, w: _features(b, "text.pth", str(b / "out.h5")),
      "vqajax features", "text.pth: not a readable torch state dict"),
+    ("features --log-every 0", lambda d, b, w: _features(b, "weights.npz", str(b / "out.h5")) + ["--log-every", "0"],
+     "vqajax features", "--log-every: expected a positive integer, got 0"),
     ("features --out ram://", lambda d, b, w: _features(b, "weights.npz", "ram://store.h5"), "vqajax features",
      "ram://store.h5: stores are written on a local disk"),
     ("data synth --out ram://", lambda d, b, w: ["data", "synth", "--out", "ram://synth"], "vqajax data",

@@ -94,6 +94,21 @@ def test_a_reader_names_the_damaged_file_of_the_run_itself(tmp_path):
       f": its sha256 is not the one saved in {checkpoint.MANIFEST} (damaged after saving)")
 
 
+@pytest.mark.parametrize("manifest", [[], {}, {"state/x": 3}, {"../../outside": "0" * 64}, {"/etc/hostname": "0" * 64}])
+def test_a_manifest_that_parses_but_is_not_one_is_named_as_damaged(tmp_path, manifest):
+  """A manifest of another shape, or naming files outside its step, is itself the damage (not
+  its own sha256; no file outside the step is read)."""
+  ckpt = checkpoint.Checkpointer(str(tmp_path / "checkpoints"))
+  ckpt.save(3, {"w": jax.numpy.arange(6.0)}, {"input_step": 3})
+  ckpt.close()
+  path = tmp_path / "checkpoints" / "3" / checkpoint.MANIFEST
+  path.write_text(json.dumps(manifest))
+  with pytest.raises(checkpoint.DamagedCheckpointError) as refused:
+    checkpoint.verify(str(path.parent))
+  assert str(refused.value) == (f"{path}: not a manifest, expected an object of the step's files (relative paths "
+                                "inside it) and their sha256 (damaged after saving)")
+
+
 @pytest.mark.slow
 def test_flipped_bytes_in_the_newest_checkpoint_fail_its_checksum(tiny_data, twenty_step_run, tmp_path, caplog):
   config = _config(tiny_data, num_train_steps=20, log_every_steps=5, eval_every_steps=10)

@@ -111,7 +111,8 @@ def read_questions(path: str) -> list[dict]:
         raise InputError(f'{where}: "image" expected a path')
       item["image"] = os.path.join(base, record["image"])
       if not os.path.isfile(item["image"]):
-        raise InputError(f'{where}: "image" {item["image"]}: not found')
+        found = "a folder, expected an image file" if os.path.isdir(item["image"]) else "not found"
+        raise InputError(f'{where}: "image" {item["image"]}: {found}')
     else:
       if type(record["image_id"]) is not int:
         raise InputError(f'{where}: "image_id" expected an integer')
@@ -326,6 +327,10 @@ def run(args) -> None:
   if args.top_k < 1:
     raise InputError(f"--top-k {args.top_k}: expected a positive integer")
   config = trained.read_config(args.workdir, commands.tasks(answering=True), args.data_dir)
+  other = ("answers", "class_workdir", "out") if config.task == "vqa" else ("choices",)  # the other task's flags
+  for flag in (f for f in other if getattr(args, f)):
+    raise InputError(f"--{flag.replace('_', '-')}: for {'grounding_mask' if config.task == 'vqa' else 'vqa'} runs; "
+                     f"{args.workdir} is a {config.task} run")
   files.protect(args.workdir, *(p for p in (args.questions, args.weights, args.class_workdir) if p), *args.image)
   items = asked(args)
   files.protect(*(item["image"] for item in items if "image" in item))

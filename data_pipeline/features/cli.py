@@ -53,8 +53,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
   if args.layer not in models.LAYERS[args.model]:
     raise InputError(f"--layer {args.layer}: {args.model} has layers {', '.join(models.LAYERS[args.model])}")
-  if args.batch < 1 or args.chunk < 1:
-    raise InputError("--batch and --chunk must be positive")
+  for flag in ("batch", "chunk", "log_every"):
+    if getattr(args, flag) < 1:
+      raise InputError(f"--{flag.replace('_', '-')}: expected a positive integer, got {getattr(args, flag)}")
   store.check_local(args.out)  # before any work
   if (args.weights is None) != (args.model in models.NO_WEIGHTS):
     raise InputError(f"--weights: {args.model} " + ("takes none" if args.weights else "needs its weights file"))

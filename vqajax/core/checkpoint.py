@@ -100,11 +100,21 @@ def _await_manifest(step_dir: str, wait: float) -> None:
     time.sleep(0.05)
 
 
+def _inside(rel: str) -> bool:
+  """Whether `rel` is a relative path that stays inside its folder."""
+  return bool(rel) and not os.path.isabs(rel) and ".." not in rel.split(os.sep)
+
+
 def verify(step_dir: str) -> None:
   """DamagedCheckpointError unless every file `MANIFEST` lists is there with its sha256."""
   _await_manifest(step_dir, 0.0)
-  listed = load_json(os.path.join(step_dir, MANIFEST))
-  for rel, digest in (listed.items() if isinstance(listed, dict) else [(MANIFEST, None)]):
+  manifest = os.path.join(step_dir, MANIFEST)
+  listed = load_json(manifest)
+  if not (isinstance(listed, dict) and listed and all(
+      isinstance(rel, str) and isinstance(digest, str) and _inside(rel) for rel, digest in listed.items())):
+    raise DamagedCheckpointError(f"{manifest}: not a manifest, expected an object of the step's files (relative "
+                                 "paths inside it) and their sha256 (damaged after saving)")
+  for rel, digest in listed.items():
     path = os.path.join(step_dir, rel)
     if not fs.exists(path):
       raise DamagedCheckpointError(f"{path}: missing (damaged after saving)")

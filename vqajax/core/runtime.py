@@ -1,9 +1,9 @@
 """Process setup, called once by every entry point (nothing happens at import time).
 
 `init()` quiets the libraries' notices: TFDS's warnings about its own use of a deprecated field
-and orbax's per-checkpoint INFO lines (shown with `--verbosity=debug`). vqajax uses TensorFlow (TFDS,
-bucket paths) through `tensorflow()`, which keeps it off the accelerators (they belong
-to JAX) and sets its quiet environment first. Training on the feature stores and the commands
+and about the configs joined with a feature store, and orbax's per-checkpoint INFO lines (shown
+with `--verbosity=debug`). vqajax uses TensorFlow (TFDS, bucket paths) through `tensorflow()`,
+which keeps it off the accelerators (they belong to JAX) and sets its quiet environment first. Training on the feature stores and the commands
 that need none of it (ask, submit, demo, export) never load it.
 """
 
@@ -14,8 +14,10 @@ import gc
 import logging
 import os
 
-# the function that logs them: TFDS 4.9 warns, on every build / read, of its own use of `.dtype`
-_TFDS_DEPRECATION = "log_tf_warning"  # in tensorflow_datasets.core.features.feature
+# the functions that log them: TFDS 4.9 warns, on every build / read, of its own use of `.dtype`
+# (features.feature), and of a config not among its builder's own (dataset_builder), as every
+# config with a feature store joined is (`vqajax tfds build --features`)
+_KNOWN_NOTICES = ("log_tf_warning", "_create_builder_config")
 # jax: "Unable to initialize backend 'tpu'".
 _NOISY_LIBRARIES = ("orbax", "etils", "tensorflow_datasets", "jax")
 
@@ -28,7 +30,7 @@ class _Quiet(logging.Filter):
     self.verbose = verbose
 
   def filter(self, record: logging.LogRecord) -> bool:
-    if record.funcName == _TFDS_DEPRECATION:
+    if record.funcName in _KNOWN_NOTICES:
       return False
     if self.verbose or record.levelno > logging.INFO:
       return True

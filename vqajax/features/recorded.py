@@ -71,6 +71,8 @@ class Extractor:
                        f"model (expected fields {', '.join(KEYS)})")
     self.settings, self.shape, self.source = recorded, tuple(shape), source
     if recorded["model"] in models.NO_WEIGHTS:  # defined by its code alone (the embedded datasets')
+      if weights_file:
+        raise InputError(f"--weights {weights_file}: {source}'s extractor, {recorded['model']}, takes no weights file")
       self._forward = _weightless(recorded["model"], recorded["layer"], batch)
       return
     if not (weights_file or recorded["weights"]):
