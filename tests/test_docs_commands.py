@@ -510,10 +510,12 @@ def test_the_site_shows_the_demo_picture_in_a_browser(site):
     options.add_argument(flag)
   driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
   try:
+    from selenium.webdriver.support.ui import WebDriverWait
     driver.get((site / "index.html").as_uri())
-    width, height = driver.execute_script(
+    # decoded, not merely requested: a loaded machine may return from `get` before the picture
+    width, height = WebDriverWait(driver, 60).until(lambda d: d.execute_script(
         "const img = document.querySelector('img[src=\"images/demo.png\"]');"
-        "return img && img.complete ? [img.naturalWidth, img.naturalHeight] : [0, 0];")
+        "return img && img.complete && img.naturalWidth ? [img.naturalWidth, img.naturalHeight] : null;"))
     from PIL import Image
     with Image.open(os.path.join(ROOT, "docs", "pages", "images", "demo.png")) as picture:
       assert (width, height) == picture.size
