@@ -31,7 +31,7 @@ done
 
 if [ "$TINY" = 1 ]; then  # seconds per script, then its arguments
   TRAIN=(1500 --batch 32 --rounds 1 --steps 1 --batches 1 --vocab 200 --answers 20 --lstm-impls chunked,scan --config-arg runlocal)
-  PIPELINE=(1500 --rows 3000 --grid-rows 300 --min-batches 4 --batch 256 --store-gb 0.03 --train-steps 1
+  PIPELINE=(1500 --rows 3000 --grid-rows 300 --min-batches 4 --batch 64 --store-gb 0.03 --train-steps 1
             --grid-steps 1 --config-arg runlocal --buckets 1)
   IOU=(1500 --rounds 1 --scale 0.05)
   EXTRACT=(1500 --size 32 --batch 4 --images 12 --rounds 1)
