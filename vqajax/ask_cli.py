@@ -327,10 +327,10 @@ def run(args) -> None:
   if args.top_k < 1:
     raise InputError(f"--top-k {args.top_k}: expected a positive integer")
   config = trained.read_config(args.workdir, commands.tasks(answering=True), args.data_dir)
-  other = ("answers", "class_workdir", "out") if config.task == "vqa" else ("choices",)  # the other task's flags
-  for flag in (f for f in other if getattr(args, f)):
-    raise InputError(f"--{flag.replace('_', '-')}: for {'grounding_mask' if config.task == 'vqa' else 'vqa'} runs; "
-                     f"{args.workdir} is a {config.task} run")
+  other, flags = ("grounding_mask", ("answers", "class_workdir", "out")) if config.task == "vqa" else ("vqa", ("choices",))
+  given = [f for f in flags if getattr(args, f)]  # the other task's flags: refused, never left unread
+  if given:
+    raise InputError(f"--{given[0].replace('_', '-')}: for {other} runs; {args.workdir} is a {config.task} run")
   files.protect(args.workdir, *(p for p in (args.questions, args.weights, args.class_workdir) if p), *args.image)
   items = asked(args)
   files.protect(*(item["image"] for item in items if "image" in item))

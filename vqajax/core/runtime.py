@@ -3,8 +3,9 @@
 `init()` quiets the libraries' notices: TFDS's warnings about its own use of a deprecated field
 and about the configs joined with a feature store, and orbax's per-checkpoint INFO lines (shown
 with `--verbosity=debug`). vqajax uses TensorFlow (TFDS, bucket paths) through `tensorflow()`,
-which keeps it off the accelerators (they belong to JAX) and sets its quiet environment first. Training on the feature stores and the commands
-that need none of it (ask, submit, demo, export) never load it.
+which keeps it off the accelerators (they belong to JAX) and sets its quiet environment first.
+Training on the feature stores and the commands that need none of it (ask, submit, demo,
+export) never load it.
 """
 
 from __future__ import annotations

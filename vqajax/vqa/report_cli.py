@@ -23,6 +23,7 @@ from vqajax.core.errors import ArgumentParser, InputError, exit_status
 from vqajax.core.files import check_name
 from vqajax.vqa import answers, humans, reports
 from vqajax.vqa import task as vqa_task
+from vqajax.vqa.accuracy import inputs
 
 
 def _evaluate_if_needed(path: str) -> None:
@@ -75,7 +76,6 @@ def _annotations(given: str | None, workdirs: Sequence[str]) -> list[dict]:
 
 
 def _results(results_dir: str) -> dict[int, str]:
-  from vqajax.vqa.accuracy import inputs
   path = reports.official_file(results_dir, "OpenEnded", "results")
   return inputs.checked_results(path, official_files.read_bytes(path))
 
