@@ -205,16 +205,20 @@ def test_score_never_writes_over_its_inputs(tiny_data, tmp_path, results_file, c
 
 def test_score_replaces_only_what_it_wrote_and_refuses_special_files(tiny_data, tmp_path, results_file, capsys):
   """Issue 22.2: an existing output is replaced only when it is a plain file of its own:
-  a symlink (its target is someone else's) and a hard-linked file are refused, unchanged."""
+  a symlink (its target is someone else's, also when that does not exist yet) and a
+  hard-linked file are refused, unchanged."""
   args = _score_args(tiny_data, results_file)
   target, link, hard = tmp_path / "target.json", tmp_path / "out.json", tmp_path / "hard.json"
+  dangling = tmp_path / "dangling.json"
   target.write_text("old")
   os.symlink(target, link)
   os.link(target, hard)
-  for out, what in ((link, "is a link"), (hard, "is a file with other hard links")):
+  os.symlink(tmp_path / "elsewhere" / "planted.json", dangling)
+  os.mkdir(tmp_path / "elsewhere")
+  for out, what in ((link, "is a link"), (hard, "is a file with other hard links"), (dangling, "is a link")):
     assert cli.main([*args, "--out", str(out)]) == 2
     assert what in _error_line(capsys, "vqajax score")
-  assert os.path.islink(link) and target.read_text() == "old"
+  assert os.path.islink(link) and target.read_text() == "old" and not os.listdir(tmp_path / "elsewhere")
   mine = tmp_path / "mine.json"
   for _ in range(2):  # written, then replaced by the rerun
     assert cli.main([*args, "--out", str(mine)]) == 0
@@ -522,6 +526,18 @@ def test_readers_of_runs_write_neither_into_a_run_nor_into_its_data(verb, tiny_d
   assert {"data": digests(data), "run": digests(run)} == before
   assert cli.main([*verb.split(), str(run), "--out", str(tmp_path / "rep")]) == 0
   assert os.listdir(tmp_path / "rep")
+
+
+def test_report_humans_writes_beside_its_annotations_never_over_them(tiny_data, tmp_path, capsys):
+  """An annotations file is an input, not its folder: a new folder beside it is written
+  (it had been refused as lying in an input); the file itself is refused, unchanged."""
+  annotations = tmp_path / "annotations.json"
+  shutil.copy(os.path.join(tiny_data, "v2_mscoco_val2014_annotations.json"), annotations)
+  before = annotations.read_bytes()
+  assert cli.main(["report", "humans", "--annotations", str(annotations), "--out", str(annotations)]) == 2
+  assert "is an input of this command" in _error_line(capsys, "vqajax report")
+  assert cli.main(["report", "humans", "--annotations", str(annotations), "--out", str(tmp_path / "humans")]) == 0
+  assert os.listdir(tmp_path / "humans") and annotations.read_bytes() == before
 
 
 @pytest.mark.parametrize("verb", ["features", "tfds", "therapy construct"])

@@ -175,7 +175,21 @@ def test_bad_input_is_one_line_and_writes_nothing(run, tiny_data, tiny_therapy, 
     shutil.copy(os.path.join(run, name), empty_run)
   bogus = tmp_path / "v2_OpenEnded_mscoco_bogus2099_questions.json"
   bogus.write_text(json.dumps({**content, "data_subtype": "bogus2099"}))
+  multiple_choice = _json(os.path.join(tiny_data, "MultipleChoice_mscoco_test2015_questions.json"))
+  mixed = {}  # a multiple-choice file with one question's choices missing or null, the first or another
+  for i, choices in ((5, None), (0, "missing")):
+    questions = [dict(q) for q in multiple_choice["questions"]]
+    questions[i]["multiple_choices"] = choices
+    if choices == "missing":
+      del questions[i]["multiple_choices"]
+    mixed[i] = tmp_path / f"mixed{i}" / "MultipleChoice_mscoco_test2015_questions.json"
+    mixed[i].parent.mkdir()
+    mixed[i].write_text(json.dumps({**multiple_choice, "questions": questions}))
+  ids = [q["question_id"] for q in multiple_choice["questions"]]
   cases = [
+      ((mixed[5], "--workdir", run), f'question_id {ids[5]} has no "multiple_choices" where question_id {ids[0]} '
+                                     "has them: a multiple-choice file gives every question its choices"),
+      ((mixed[0], "--workdir", run), f'question_id {ids[0]} has no "multiple_choices" where question_id {ids[1]}'),
       ((bogus, "--workdir", run), "\"data_subtype\" 'bogus2099': expected a split of the evaluation server"),
       ((os.path.join(tiny_therapy, "VQA_test.json"), "--workdir", run),
        'a VQA-AnswerTherapy file (records with "image_id" and answers), while this run is a vqa run on vqa data'),
@@ -194,6 +208,7 @@ def test_bad_input_is_one_line_and_writes_nothing(run, tiny_data, tiny_therapy, 
     assert err.count("\n") == 1 and message in err and "Traceback" not in err, err
   assert digests(tiny_data) == before and digests(run) == run_before  # no submissions/bogus2099 either
   assert sorted(os.listdir(empty_run)) == ["encoders.json", "run.json"]
+  assert all(os.listdir(m.parent) == [m.name] for m in mixed.values())
 
 
 THERAPY = f"{ROOT}/experiments/therapy"

@@ -180,13 +180,19 @@ def test_report_of_damaged_official_files_is_one_line(table2_sweep, tmp_path, ca
   run = shutil.copytree(os.path.join(table2_sweep[0], "lstm_q"), tmp_path / "lstm_q")
   results_dir = reports.find_results(str(run))["lstm_q"]
   accuracy = reports.official_file(results_dir, "OpenEnded", "accuracy")
-  for damaged in ([], {"overall": "high", "perAnswerType": 5}):
+  official = reports.read_accuracy(accuracy)
+  for damaged in ("[]", '{"overall": "high", "perAnswerType": 5}', json.dumps(official).replace(
+      f'"overall": {official["overall"]}', '"overall": NaN'), json.dumps(official).replace(
+      f'"overall": {official["overall"]}', '"overall": 150'), json.dumps(
+      {**official, "perAnswerType": {**official["perAnswerType"], "yes/no": "Infinity"}}).replace('"Infinity"', "Infinity"),
+      json.dumps({**official, "perQuestionType": {"what color": -5}})):
     with open(accuracy, "w") as f:
-      json.dump(damaged, f)
-    assert report_cli.main(["table2", str(run), "--out", str(tmp_path / "o")]) == 2
+      f.write(damaged)
+    assert report_cli.main(["table2", str(run), "--out", str(tmp_path / "o")]) == 2, damaged
     assert capsys.readouterr().err == (f'vqajax report: error: {accuracy}: expected the official accuracy object '
-                                       '({"overall": number, "perAnswerType": {type: number}, "perQuestionType": '
-                                       '{type: number}, ...})\n')
+                                       '({"overall": 0-100, "perAnswerType": {type: 0-100}, "perQuestionType": '
+                                       '{type: 0-100}, ...})\n')
+    assert not os.path.exists(tmp_path / "o")
   results = reports.official_file(results_dir, "OpenEnded", "results")
   with open(results, "w") as f:
     json.dump([{"question_id": "x", "answer": 3}], f)

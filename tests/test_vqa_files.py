@@ -169,3 +169,13 @@ def test_decode_as_fits_or_says_none():
   assert official_files.decode_as(b'[{"question_id": 1, "answer": "x"}]', list[dict[str, int | str]]) is not None
   for content in (b'[{"question_id": true}]', b'[{"question_id": 1.0}]', b"[NaN]", b"[", b"[" * 5000 + b"]" * 5000):
     assert official_files.decode_as(content, list[dict[str, int]]) is None
+
+
+@pytest.mark.parametrize("mc", [{"question_id": 12}, {"question_id": 12, "multiple_choices": None}])
+def test_a_question_without_choices_in_the_multiple_choice_file_is_named(mc):
+  """A multiple-choice file's question with no choices, or null ones (as absent), is one error."""
+  questions = [{"question_id": 11}, {"question_id": 12}]
+  mc_questions = {"questions": [{"question_id": 11, "multiple_choices": ["yes", "no"]}, mc]}
+  with pytest.raises(DataFileError, match=r"^mc\.json: question_id 12 has no multiple_choices$"):
+    vqa_files.attach_choices(questions, mc_questions, "mc.json")
+  assert questions[0]["multiple_choices"] == ["yes", "no"]

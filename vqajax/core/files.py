@@ -90,6 +90,8 @@ def check_output(path: str, folder: bool = False) -> str:
   try:
     st = os.stat(real)
   except FileNotFoundError:
+    if not folder and os.path.islink(path):  # dangling: writing would make its target, wherever it points
+      _refuse_replacing(path, "link")
     return real
   except OSError as e:
     raise InputError(f"{path}: cannot write: {e.strerror}") from None
@@ -107,8 +109,11 @@ def _check_replaceable(path: str, st: os.stat_result) -> None:
   if not stat.S_ISREG(st.st_mode):
     raise InputError(f"{path}: exists and is not a regular file; refusing to replace it")
   if os.path.islink(path) or st.st_nlink > 1:
-    raise InputError(f"{path}: is a {'link' if os.path.islink(path) else 'file with other hard links'}; "
-                     "refusing to replace what this command did not write (name another output)")
+    _refuse_replacing(path, "link" if os.path.islink(path) else "file with other hard links")
+
+
+def _refuse_replacing(path: str, what: str) -> None:
+  raise InputError(f"{path}: is a {what}; refusing to replace what this command did not write (name another output)")
 
 
 def _check_url_output(url: str, folder: bool) -> str:

@@ -230,7 +230,13 @@ def _question_arrays(questions, source, enc: Encoders, store, words=None) -> dic
       "image_row": store.rows(list(map(operator.itemgetter("image_id"), questions)), source).astype(np.int32),
       **enc.questions(list(map(operator.itemgetter("question"), questions)), words),
   }
-  if "multiple_choices" in questions[0]:
+  with_choices = [q.get("multiple_choices") is not None for q in questions]  # null reads as absent
+  if any(with_choices):
+    if not all(with_choices):
+      lacking, having = with_choices.index(False), with_choices.index(True)
+      raise official_files.DataFileError(
+          f'{source}: question_id {questions[lacking]["question_id"]} has no "multiple_choices" where question_id '
+          f"{questions[having]['question_id']} has them: a multiple-choice file gives every question its choices")
     width = max(len(q["multiple_choices"]) for q in questions)
     choice_index = np.full((len(questions), width), -1, np.int32)
     choice_raw = np.full((len(questions), width), -1, np.int32)

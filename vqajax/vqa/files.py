@@ -17,7 +17,7 @@ def attach_choices(questions: list[dict], mc_questions: dict, mc_path: str) -> N
   choices = {q["question_id"]: q for q in mc_questions["questions"]}
   for q in questions:
     mc = choices.get(q["question_id"])
-    if mc is None or "multiple_choices" not in mc:
+    if mc is None or mc.get("multiple_choices") is None:  # null reads as absent
       raise DataFileError(f"{mc_path}: question_id {q['question_id']} has no multiple_choices")
     q["multiple_choices"] = mc["multiple_choices"]
 

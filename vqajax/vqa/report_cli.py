@@ -134,8 +134,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
       command.add_argument("runs", nargs="+", metavar="RUN", help="[NAME=]PATH")
     command.add_argument("--out", type=files.path_arg, required=True, help="output directory")
     if name != "table2":
-      command.add_argument("--annotations", required=name == "humans",
-                           help="val annotations JSON (default: from the first run's run.json)")
+      command.add_argument("--annotations", required=not runs, help="val annotations JSON" + (
+          " (default: from the first run's run.json)" if runs else ""))
     if name == "answers":
       command.add_argument("--top", type=int, default=50, help="answers per figure")
   return parser
@@ -147,8 +147,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "vqajax report") -> int:
   def run() -> None:
     if args.command == "answers":
       config_lib.check_value("--top", args.top, config_lib.integer())
-    annotations = getattr(args, "annotations", None)
-    files.protect(annotations, os.path.dirname(os.path.abspath(annotations)) if annotations else None)
+    files.protect(getattr(args, "annotations", None))  # the file: a new folder beside it is the user's to ask for
     files.check_output(args.out, folder=True)
     args.fn(args)
 

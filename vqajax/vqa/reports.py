@@ -64,12 +64,12 @@ def official_file(results_dir: str, task: str, kind: str) -> str:
 def read_accuracy(path: str) -> dict:
   """An official `*_accuracy.json` (the evaluation's object); InputError for another shape."""
   accuracy = load_json(path)
-  number = lambda v: type(v) in (int, float)
+  number = lambda v: type(v) in (int, float) and 0 <= v <= 100  # a percentage; not NaN, not infinite
   if not (isinstance(accuracy, dict) and number(accuracy.get("overall")) and all(
       isinstance(accuracy.get(part), dict) and all(isinstance(k, str) and number(v) for k, v in accuracy[part].items())
       for part in ("perAnswerType", "perQuestionType"))):
-    raise InputError(f'{path}: expected the official accuracy object ({{"overall": number, "perAnswerType": '
-                     '{type: number}, "perQuestionType": {type: number}, ...})')
+    raise InputError(f'{path}: expected the official accuracy object ({{"overall": 0-100, "perAnswerType": '
+                     '{type: 0-100}, "perQuestionType": {type: 0-100}, ...})')
   return accuracy
 
 
