@@ -181,11 +181,11 @@ def test_report_of_damaged_official_files_is_one_line(table2_sweep, tmp_path, ca
   results_dir = reports.find_results(str(run))["lstm_q"]
   accuracy = reports.official_file(results_dir, "OpenEnded", "accuracy")
   official = reports.read_accuracy(accuracy)
-  for damaged in ("[]", '{"overall": "high", "perAnswerType": 5}', json.dumps(official).replace(
-      f'"overall": {official["overall"]}', '"overall": NaN'), json.dumps(official).replace(
-      f'"overall": {official["overall"]}', '"overall": 150'), json.dumps(
-      {**official, "perAnswerType": {**official["perAnswerType"], "yes/no": "Infinity"}}).replace('"Infinity"', "Infinity"),
-      json.dumps({**official, "perQuestionType": {"what color": -5}})):
+  text, overall = json.dumps(official), f'"overall": {official["overall"]}'
+  infinite = {**official, "perAnswerType": {**official["perAnswerType"], "yes/no": "Infinity"}}
+  for damaged in ("[]", '{"overall": "high", "perAnswerType": 5}', text.replace(overall, '"overall": NaN'),
+                  text.replace(overall, '"overall": 150'), json.dumps(infinite).replace('"Infinity"', "Infinity"),
+                  json.dumps({**official, "perQuestionType": {"what color": -5}})):
     with open(accuracy, "w") as f:
       f.write(damaged)
     assert report_cli.main(["table2", str(run), "--out", str(tmp_path / "o")]) == 2, damaged

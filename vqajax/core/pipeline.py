@@ -63,14 +63,16 @@ AHEAD_PER_READER = 2  # batches loaded ahead per reader thread
 
 class Batches(Iterator[dict[str, np.ndarray]]):
   """`load(step)` for each of `steps`, in order, `readers` threads loading up to
-  `AHEAD_PER_READER` times as many batches ahead; `close()` (or the end) drops what is ahead. At a program's exit the threads
-  finish the batches they hold and end, so a batches left open never holds the exit."""
+  `AHEAD_PER_READER` times as many batches ahead; `close()` (or the end) drops what is ahead.
+  At a program's exit the threads finish the batches they hold and end, so a batches left
+  open never holds the exit."""
 
   def __init__(self, load: Callable[[int], dict], steps: Iterable[int], readers: int | None = None):
     readers = readers or min(8, os.cpu_count() or 1)
     self._load, self._steps = load, iter(steps)
     self._pool = concurrent.futures.ThreadPoolExecutor(readers, thread_name_prefix="vqajax-input")
-    self._ahead = collections.deque(self._pool.submit(load, s) for s in itertools.islice(self._steps, AHEAD_PER_READER * readers))
+    first = itertools.islice(self._steps, AHEAD_PER_READER * readers)
+    self._ahead = collections.deque(self._pool.submit(load, s) for s in first)
 
   def __next__(self) -> dict[str, np.ndarray]:
     if not self._ahead:
