@@ -169,6 +169,19 @@ def test_open_ended_and_annotation_formats(data):
   assert len(image_ids["train"]) == 120 and len(image_ids["val"]) == 60
 
 
+def test_each_file_names_its_release_as_the_real_ones(data):
+  # VQA v2's files say version 2.0 of 2017, VQA v1's (no `v2_` prefix: multiple choice, the v1 test
+  # files) 1.0 of 2015, COCO's captions its 2014 release 1.0 at mscoco.org
+  for role, path in data["paths"].items():
+    if not path.endswith(".json") or role == "manifest" or "grid" in role:
+      continue
+    name, info = os.path.basename(path), data["json"][role]["info"]
+    release = ("1.0", 2014, "http://mscoco.org") if name.startswith("captions_") else \
+        ("2.0", 2017, "http://visualqa.org") if name.startswith("v2_") else ("1.0", 2015, "http://visualqa.org")
+    assert (info["version"], info["year"], info["url"]) == release, name
+  assert data["json"]["test2015_v1_OpenEnded"]["questions"] == data["json"]["test2015_v2_OpenEnded"]["questions"]
+
+
 def test_multiple_choice_format(data):
   js = data["json"]
   train_mc = collections.Counter(a["multiple_choice_answer"] for a in js["train_annotations"]["annotations"])

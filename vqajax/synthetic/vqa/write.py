@@ -136,14 +136,22 @@ def test_questions(world: World, subtype: str) -> list[SA.Question]:
 
 # --- file contents -----------------------------------------------------------------
 
-def _info(world: World, what: str) -> dict:
+# The release a file's `info` names, as the real files do: VQA v2's (`v2_*`), VQA v1's (the files
+# without the prefix) and COCO 2014's captions: (url, version, year, date_created).
+_RELEASES = {"vqa2": ("http://visualqa.org", "2.0", 2017, "2017-04-26 17:00:00"),
+             "vqa1": ("http://visualqa.org", "1.0", 2015, "2015-10-02 00:00:00"),
+             "coco": ("http://mscoco.org", "1.0", 2014, "2015-01-27 09:11:52.357475")}
+
+
+def _info(world: World, what: str, release: str) -> dict:
+  url, version, year, date = _RELEASES[release]
   return {"description": f"vqajax synthetic {what} (seed {world.seed}, scale {world.scale}); "
                          "not real data, for tests and CPU runs",
-          "url": "http://visualqa.org", "version": "2.0", "year": 2017,
-          "contributor": "vqajax synthetic generator", "date_created": "2017-04-26 17:00:00"}
+          "url": url, "version": version, "year": year,
+          "contributor": "vqajax synthetic generator", "date_created": date}
 
 
-def _questions_json(world, questions, subtype: str, mc_choices=None) -> dict:
+def _questions_json(world, questions, subtype: str, release: str, mc_choices=None) -> dict:
   qs = []
   for q in questions:
     entry = {"image_id": q.image_id, "question": q.question}
@@ -151,7 +159,7 @@ def _questions_json(world, questions, subtype: str, mc_choices=None) -> dict:
       entry["multiple_choices"] = mc_choices[q.question_id]
     entry["question_id"] = q.question_id
     qs.append(entry)
-  return {"info": _info(world, "questions"),
+  return {"info": _info(world, "questions", release),
           "task_type": "Open-Ended" if mc_choices is None else "Multiple-Choice",
           "data_type": "mscoco", "license": _LICENSE, "data_subtype": subtype, "questions": qs}
 
@@ -160,7 +168,7 @@ def _annotations_json(world, split) -> dict:
   anns = [{"question_type": q.question_type, "multiple_choice_answer": q.multiple_choice_answer,
            "answers": q.answers, "image_id": q.image_id, "answer_type": q.answer_type,
            "question_id": q.question_id} for q in world.questions[split]]
-  return {"info": _info(world, "annotations"), "license": _LICENSE, "data_subtype": f"{split}2014",
+  return {"info": _info(world, "annotations", "vqa2"), "license": _LICENSE, "data_subtype": f"{split}2014",
           "annotations": anns}
 
 
@@ -271,7 +279,7 @@ def _captions_json(world, split, first_id: int) -> dict:
     for _ in range(5):
       anns.append({"image_id": img.image_id, "id": next_id, "caption": _caption(img, r)})
       next_id += 1
-  return {"info": _info(world, "captions"), "images": images,
+  return {"info": _info(world, "captions", "coco"), "images": images,
           "licenses": [{"url": _LICENSE["url"], "id": 1, "name": _LICENSE["name"]}], "annotations": anns}
 
 
@@ -306,17 +314,19 @@ def _write(out_dir: str, seed: int, scale: str) -> dict[str, str]:
   choices = multiple_choices(world)
   caption_id = 1
   for split in SPLITS:
-    _write_json(paths[f"{split}_questions"], _questions_json(world, world.questions[split], f"{split}2014"))
+    _write_json(paths[f"{split}_questions"],
+                _questions_json(world, world.questions[split], f"{split}2014", "vqa2"))
     _write_json(paths[f"{split}_annotations"], _annotations_json(world, split))
     _write_json(paths[f"{split}_mc_questions"],
-                _questions_json(world, world.questions[split], f"{split}2014", choices))
+                _questions_json(world, world.questions[split], f"{split}2014", "vqa1", choices))
     _write_json(paths[f"{split}_captions"], _captions_json(world, split, caption_id))
     caption_id += 5 * len(world.images[split])
   for subtype in TEST_SUBTYPES:
     questions = test_questions(world, subtype)
-    _write_json(paths[f"{subtype}_v2_OpenEnded"], _questions_json(world, questions, subtype))
-    _write_json(paths[f"{subtype}_v1_OpenEnded"], _questions_json(world, questions, subtype))
-    _write_json(paths[f"{subtype}_v1_MultipleChoice"], _questions_json(world, questions, subtype, choices))
+    _write_json(paths[f"{subtype}_v2_OpenEnded"], _questions_json(world, questions, subtype, "vqa2"))
+    _write_json(paths[f"{subtype}_v1_OpenEnded"], _questions_json(world, questions, subtype, "vqa1"))
+    _write_json(paths[f"{subtype}_v1_MultipleChoice"],
+                _questions_json(world, questions, subtype, "vqa1", choices))
   images = world.images["train"] + world.images["val"] + world.images["test"]
   ids = np.array([img.image_id for img in images], np.int64)
   files = [os.path.join(out_dir, picture_path(img)) for img in images]
