@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from data_pipeline.features import cli, extract
+from data_pipeline.features import cli, extract, partial_store
 from experiments.vqa import i as image_only
 from tests import devices
+from tests.digests import digests
 from vqajax import ask_cli
 from vqajax import cli as front_door
 from vqajax.core import train
@@ -267,6 +268,59 @@ def test_a_merge_killed_between_its_moves_is_completed_by_the_next_run(photos, t
   summary = extract.extract(images.list_images(photos), model, params, out, SETTINGS, image_size=SIZE)
   assert (summary.already, summary.extracted, summary.rows) == (9, 0, 9)
   assert sorted(_rows(out)) == READABLE and not os.path.exists(out + ".partial")
+
+
+@pytest.mark.parametrize("kill_at", ["removing the chunks", "removing the folder"])
+def test_a_merge_killed_after_its_store_is_complete_gives_each_row_once(photos, tmp_path, monkeypatch, kill_at):
+  model, params = _tiny()
+  out = str(tmp_path / "f.h5")
+  extract.extract(images.list_images(str(photos)), model, params, str(tmp_path / "one.h5"), SETTINGS, image_size=SIZE,
+                  chunk=4)
+  remove, rmtree = os.remove, shutil.rmtree
+
+  def die(real, path, *args, **kwargs):
+    if path.startswith(out + ".partial"):
+      raise KeyboardInterrupt
+    real(path, *args, **kwargs)
+
+  if kill_at == "removing the chunks":
+    monkeypatch.setattr(os, "remove", functools.partial(die, remove))
+  else:
+    monkeypatch.setattr(shutil, "rmtree", functools.partial(die, rmtree))
+  with pytest.raises(KeyboardInterrupt):
+    extract.extract(images.list_images(photos), model, params, out, SETTINGS, image_size=SIZE, chunk=4)
+  monkeypatch.undo()
+  summary = extract.extract(images.list_images(photos), model, params, out, SETTINGS, image_size=SIZE, chunk=4)
+  assert (summary.already, summary.extracted, summary.rows) == (9, 0, 9) and not os.path.exists(out + ".partial")
+  _assert_same_rows(out, str(tmp_path / "one.h5"))
+
+
+def test_chunks_that_the_store_already_holds_are_refused_not_merged_twice(photos, tmp_path):
+  model, params = _tiny()
+  out = str(tmp_path / "f.h5")
+  extract.extract(images.list_images(photos), model, params, out, SETTINGS, image_size=SIZE)
+  os.makedirs(out + ".partial")  # an extraction's leftovers put back beside its finished store
+  with open(os.path.join(out + ".partial", "meta.json"), "w") as f:
+    json.dump(SETTINGS, f)
+  store = FeatureStore(out)
+  np.savez(os.path.join(out + ".partial", "chunk_000000.npz"), image_ids=store.image_ids[:2],
+           features=store.read(np.arange(2)), paths=np.array(["", ""]))
+  before = digests(tmp_path)
+  with pytest.raises(InputError, match=rf"chunk_000000\.npz: holds rows \(image id {min(store.image_ids[:2])}\) that "
+                                       r".*f\.h5 or an earlier chunk already has: not this extraction's chunk; move "):
+    extract.extract(images.list_images(photos), model, params, out, SETTINGS, image_size=SIZE)
+  assert digests(tmp_path) == before
+
+
+def test_a_second_extraction_into_a_store_being_written_is_refused(photos, tmp_path):
+  model, params = _tiny()
+  out = str(tmp_path / "f.h5")
+  with partial_store.ChunkedStore(out, SETTINGS, (HIDDEN,), "float16"):  # another run's, still extracting
+    with pytest.raises(InputError, match=r"f\.h5: another extraction is writing this store \(.*f\.h5\.partial is locked\): "
+                                         r"wait for it to end, or extract into another store"):
+      extract.extract(images.list_images(photos), model, params, out, SETTINGS, image_size=SIZE)
+  summary = extract.extract(images.list_images(photos), model, params, out, SETTINGS, image_size=SIZE)
+  assert summary.rows == 9 and not os.path.exists(out + ".partial")
 
 
 def test_other_settings_or_shapes_are_refused(photos, tmp_path):
