@@ -271,6 +271,15 @@ def test_a_bundle_reads_its_data_from_the_home_folder_or_data_dir(tiny_lstm_run,
                   ) == 0  # image files need no data folder
   assert cli.main([*ask, f"--workdir={tiny_lstm_run[0]}", f"--data_dir={tiny_data}"]) == 2
   assert "a workdir, which reads the data it recorded" in _last_error(capsys, "vqajax ask")
+  empty, missing = tmp_path / "empty", tmp_path / "typo"  # a folder to read: never made, never written into
+  empty.mkdir()
+  assert cli.main([*ask, f"--workdir={out}", f"--data_dir={empty}"]) == 2
+  assert "empty: holds no embedded synthetic dataset (MANIFEST.json), which this bundle's run was trained on" in \
+      _last_error(capsys, "vqajax ask") and not os.listdir(empty)
+  assert cli.main([*ask, f"--workdir={real}", f"--data_dir={missing}"]) == 2
+  assert "typo: no such folder" in _last_error(capsys, "vqajax ask") and not os.path.exists(missing)
+  assert cli.main([*ask, f"--workdir={out}", f"--data_dir={tiny_data}"]) == 0
+  assert json.loads(capsys.readouterr().out) == expected
   monkeypatch.setenv("HOME", os.path.dirname(tiny_data))  # the data under the home folder: recorded as ~/...
   home_bundle = tmp_path / "home_bundle"
   assert cli.main(["export", f"--workdir={tiny_lstm_run[0]}", f"--out={home_bundle}"]) == 0

@@ -45,6 +45,11 @@ def _manifest_format(data_dir: str) -> str | None:
     return None
 
 
+def holds_dataset(data_dir: str) -> bool:
+  """Whether `data_dir` holds an embedded synthetic dataset (its MANIFEST.json, of any format)."""
+  return _manifest_format(data_dir) is not None
+
+
 def resolve(config) -> None:
   """An empty `data.dir` of an embedded-data config set to its dataset's cache folder (nothing written)."""
   data = config.data
