@@ -477,6 +477,13 @@ def test_therapy_analyze_writes_beside_its_inputs_never_over_them(tiny_therapy, 
   val = str(files_dir / "VQA_val.json")
   assert cli.main(["therapy", "analyze", val, "--out", val]) == 2
   assert "is an input of this command" in _error_line(capsys, "vqajax therapy")
+  out = tmp_path / "o"  # one of its tables (of seven, the fifth) would be an input: no table is written
+  out.mkdir()
+  shutil.copy(val, out / "table1.json")
+  before_out = digests(out)
+  assert cli.main(["therapy", "analyze", str(out / "table1.json"), "--out", str(out)]) == 2
+  assert "table1.json: is an input of this command" in _error_line(capsys, "vqajax therapy")
+  assert digests(out) == before_out and os.listdir(out) == ["table1.json"]
   assert cli.main(["therapy", "analyze", val, "--out", str(files_dir / "analysis")]) == 0
   assert os.listdir(files_dir / "analysis")
   assert {k: v for k, v in digests(files_dir).items() if not k.startswith("analysis")} == before

@@ -70,7 +70,6 @@ from vqajax.answertherapy.files import VIZWIZ, VQA, Sample
 from vqajax.answertherapy.iou import iou_from_counts
 from vqajax.core import tables
 from vqajax.core.errors import InputError
-from vqajax.core.files import write_atomic_many
 
 UNUSABLE = ("unanswerable", "unsuitable")
 MIN_ANNOTATORS = 2
@@ -258,10 +257,10 @@ def build(out_dir: str, groundings_path: str, questions_path: str | None = None,
   for source, split in names:
     files[f"{FILE_PREFIX[source]}_{split}.json"] = [
         to_record(q) for q in kept if (q.source, q.split) == (source, split)]
-  write_atomic_many({os.path.join(out_dir, name): records for name, records in files.items()}, make_dirs=True)
   split_rows = [{"file": name, "questions": len(records),
                  "single": sum(r["binary_label"] == therapy.SINGLE for r in records),
                  "multiple": sum(r["binary_label"] == therapy.MULTIPLE for r in records)}
                 for name, records in files.items()]
-  return (tables.write_table(out_dir, "construction", REPORT_COLUMNS, rows) + "\n"
-          + tables.write_table(out_dir, "splits", ["file", "questions", "single", "multiple"], split_rows))
+  return "\n".join(tables.write_tables(
+      out_dir, {"construction": (REPORT_COLUMNS, rows), "splits": (["file", "questions", "single", "multiple"], split_rows)},
+      beside={os.path.join(out_dir, name): records for name, records in files.items()}).values())

@@ -182,12 +182,11 @@ TABLES = {"agreement": agreement, "disagreements": disagreements,
 def write_report(grounded: Sequence[Grounded], out_dir: str) -> str:
   """Writes every table of `TABLES` as out_dir/NAME.{md,csv,json}; returns a summary:
   the Markdown of each table (the degenerate polygons as a count)."""
+  made = {name: table(grounded) for name, table in TABLES.items()}
   parts = []
-  for name, table in TABLES.items():
-    columns, rows = table(grounded)
-    text = tables.write_table(out_dir, name, columns, rows)
+  for name, text in tables.write_tables(out_dir, made).items():
     if name == "degenerate":
-      counts = collections.Counter(r["problem"] for r in rows)
+      counts = collections.Counter(r["problem"] for r in made[name][1])
       text = ", ".join(f"{c} {p}" for p, c in sorted(counts.items())) or "none"
       parts.append(f"degenerate polygons: {text}\n")
     else:

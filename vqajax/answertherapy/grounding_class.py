@@ -28,7 +28,6 @@ from vqajax.answertherapy import models as grounding
 from vqajax.answertherapy import precision_recall as pr
 from vqajax.answertherapy.groups import LABELS
 from vqajax.core import tables
-from vqajax.core.files import write_atomic_many
 
 PIPELINE_TAG = "visual-question-answering"  # the Hub's pipeline tag of its runs (an exported bundle's model card)
 TABLE4 = ("", "")  # Table 4 across runs (`report.py`): its metrics' prefix, its row name's suffix
@@ -122,9 +121,9 @@ def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) 
       ids["question_id"] = sample.question_id
     records.append({**ids, "source": sample.source, "question": sample.question, "answers": list(sample.answers),
                     "label": sample.label, "predicted": PREDICTED[int(predicted)], "p_multiple": float(p)})
-  write_atomic_many({os.path.join(out_dir, "predictions.json"): records,
-                     os.path.join(out_dir, "metrics.json"): metrics}, make_dirs=True)
-  tables.write_table(out_dir, "table4", *table4_rows(config.name, metrics))
+  tables.write_tables(out_dir, {"table4": table4_rows(config.name, metrics)},
+                      beside={os.path.join(out_dir, "predictions.json"): records,
+                              os.path.join(out_dir, "metrics.json"): metrics})
 
 
 read_test = therapy_dataset.read_test

@@ -47,7 +47,6 @@ from vqajax.answertherapy import models as grounding
 from vqajax.answertherapy import precision_recall as pr
 from vqajax.answertherapy.groups import BY_SOURCE, BY_SOURCE_AND_LABEL, LABELS, key
 from vqajax.core import tables
-from vqajax.core.files import write_atomic_many
 from vqajax.nn import paligemma_ground
 
 PIPELINE_TAG = "image-segmentation"  # the Hub's pipeline tag of its runs (an exported bundle's model card)
@@ -256,10 +255,10 @@ def write_results(out_dir: str, config, data, predictions: dict, metrics: dict) 
     rles = predicted_rles(data.val_samples, predictions["mask"])
   pixel = {**host, **pixel_metrics(data, rles, config.data.max_answers)}
   metrics = {**metrics, **pixel}
-  write_atomic_many({os.path.join(out_dir, "results.json"): result_records(data.val_samples, rles),
-                     os.path.join(out_dir, "metrics.json"): metrics}, make_dirs=True)
-  for name, rows in (("table4", table4_rows), ("table5", table5), ("table6", table6)):
-    tables.write_table(out_dir, name, *rows(config.name, metrics))
+  tables.write_tables(out_dir, {name: rows(config.name, metrics) for name, rows in
+                                (("table4", table4_rows), ("table5", table5), ("table6", table6))},
+                      beside={os.path.join(out_dir, "results.json"): result_records(data.val_samples, rles),
+                              os.path.join(out_dir, "metrics.json"): metrics})
   return pixel
 
 

@@ -174,8 +174,8 @@ def collect(points: Sequence[Point], base: str | None, workdir: str, finished: s
       runs[point.name] = reports.read_scores(found[point.name])
     if point.command == "train":
       info[point.name] = official_files.load_json(os.path.join(point_dir(workdir, point), run_record.RUN_FILE))["data"]
-  text = tables.write_table(workdir, "table2", *reports.table_ii(runs))
+  made = {"table2": reports.table_ii(runs)}
   if base is not None and base in finished:
     ablations = {p.name: runs[p.name] for p in points if p.name in finished and p.command == "train"}
-    text += "\n" + tables.write_table(workdir, "table4", *reports.table_iv(ablations, info, base))
-  return text
+    made["table4"] = reports.table_iv(ablations, info, base)
+  return "\n".join(tables.write_tables(workdir, made).values())
