@@ -219,6 +219,29 @@ def test_the_grounding_table_refuses_other_runs_and_other_questions(tmp_path, ca
   assert not (tmp_path / "t").exists()
 
 
+@pytest.mark.parametrize("damaged, message", [
+    ([1, 2], "expected an object of metrics (name: number), got list"),
+    ("iou", "expected an object of metrics (name: number), got str"),
+    ({"step": 3, "iou_pq": "abc"}, "metric 'iou_pq': expected a number, got 'abc'"),
+    ({"step": 3, "iou_pq": {}}, "metric 'iou_pq': expected a number, got '{}'"),
+    ({"step": 3, "iou_pq": True}, "metric 'iou_pq': expected a number, got 'True'")])
+def test_an_edited_metrics_file_is_refused_never_evaluated_over_or_shown(tmp_path, capsys, damaged, message):
+  mask = _mask_run(tmp_path / "mask", grid_mask.get_config("runlocal"), iou_pq=1.0)
+  metrics = tmp_path / "mask" / "results" / "step_3" / "metrics.json"
+  metrics.write_text(json.dumps(damaged))
+  assert cli.main(["therapy", "grounding", mask, "--out", str(tmp_path / "t")]) == 2
+  assert capsys.readouterr().err == f"vqajax therapy: error: {metrics}: {message}\n"
+  assert json.loads(metrics.read_text()) == damaged and not (tmp_path / "t").exists()
+
+
+def test_an_output_inside_a_run_is_refused_before_the_run_is_evaluated(tmp_path, capsys):
+  mask = tmp_path / "mask"
+  run_record.write_run_file(str(mask), grid_mask.get_config("runlocal"), {"val_questions": 0})  # no results yet
+  assert cli.main(["therapy", "grounding", str(mask), "--out", str(mask / "table")]) == 2
+  assert capsys.readouterr().err.startswith(f"vqajax therapy: error: {mask}/table: lies in {mask}, an input")
+  assert os.listdir(mask) == ["run.json"]
+
+
 def test_the_grounding_sweep_has_a_valid_row_per_line():
   """experiments/sweeps/therapy_grounding.py: each ROWS line one point, whose config its checks pass."""
   points, base = sweep.load_sweep(f"{os.path.dirname(therapy_grounding.__file__)}/therapy_grounding.py:runlocal")

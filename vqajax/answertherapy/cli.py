@@ -63,7 +63,9 @@ def across(args) -> None:
   """Table 4 or the grounding table (the sub-command, `report.KINDS`) of the runs."""
   from vqajax.answertherapy import report  # jax, the models
   kind = report.KINDS[args.command]
-  files.check_output(args.out, folder=True)  # refused before any run is evaluated
+  with files.protection_scope():  # refused before any run is evaluated (which writes into the run)
+    report.protect(args.runs)
+    files.check_output(args.out, folder=True)
   for path in report.evaluate_missing(args.runs, args.tasks(), kind):
     print(f"{path}: no {kind.title} results yet, evaluating the newest checkpoint")
   print(report.write(args.runs, args.out, args.tasks(), kind))

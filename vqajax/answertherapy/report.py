@@ -25,7 +25,6 @@ from vqajax.answertherapy import models as therapy_models
 from vqajax.answertherapy import table4
 from vqajax.core import files, fs, run_record, tables, trained
 from vqajax.core.errors import InputError
-from vqajax.core.official_files import load_json
 
 
 class Kind(NamedTuple):
@@ -61,7 +60,7 @@ def _results(workdir: str, needed: tuple[str, ...]) -> tuple[str, dict] | None:
   for _, folder in run_record.result_steps(workdir):
     path = os.path.join(folder, "metrics.json")
     if fs.isfile(path):
-      metrics = load_json(path)
+      metrics = run_record.read_metrics(path)
       return (folder, metrics) if any(m in metrics for m in needed) else None
   return None
 
@@ -118,12 +117,17 @@ def collect(arguments: Sequence[str], tasks: Mapping, kind: Kind = TABLE4
   return runs, first
 
 
+def protect(arguments: Sequence[str]) -> None:
+  """The runs are read from here on: no output goes into a run or its data."""
+  for argument in arguments:
+    run_record.protect(run_record.run_argument(argument)[1])
+
+
 def write(arguments: Sequence[str], out_dir: str, tasks: Mapping, kind: Kind = TABLE4) -> str:
   """Writes out_dir/NAME.{md,csv,json} of `kind`'s table of the runs (evaluated: `evaluate_missing`);
   returns its Markdown."""
   runs, task = collect(arguments, tasks, kind)
-  for argument in arguments:  # read from here on: no table goes into a run or its data
-    run_record.protect(_run(argument, tasks, kind)[1])
+  protect(arguments)
   files.check_output(out_dir, folder=True)
   rows = [(name, metrics, prefix) for name, metrics, prefix, _ in runs]
   return tables.write_table(out_dir, kind.name, *kind.table(rows, runs[0][1], task))

@@ -59,6 +59,18 @@ def protect(*paths: str) -> None:
       _PROTECTED_FILES.add((st.st_dev, st.st_ino))
 
 
+@contextlib.contextmanager
+def protection_scope():
+  """The inputs registered inside the block are forgotten at its end: inputs for a check made
+  before the command writes into them (a run a report evaluates first)."""
+  saved = set(_PROTECTED_FILES), set(_PROTECTED_FOLDERS), set(_PROTECTED_URLS)
+  try:
+    yield
+  finally:
+    for registered, before in zip((_PROTECTED_FILES, _PROTECTED_FOLDERS, _PROTECTED_URLS), saved):
+      registered.intersection_update(before)
+
+
 def unprotect_all() -> None:
   """Forgets the registered inputs (a new command in the same process)."""
   _PROTECTED_FILES.clear()

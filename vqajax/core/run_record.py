@@ -170,11 +170,23 @@ def finished_step(workdir: str) -> int | None:
   return None if record is None else record.get("finished_step")
 
 
+def read_metrics(path: str) -> dict:
+  """The metrics.json at `path` an evaluation wrote: {name: number or null}; InputError for
+  anything else (an edited or damaged file is never read as no metrics, nor shown)."""
+  metrics = load_json(path)
+  if not isinstance(metrics, dict):
+    raise InputError(f"{path}: expected an object of metrics (name: number), got {type(metrics).__name__}")
+  for name, value in metrics.items():
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+      raise InputError(f"{path}: metric {name!r}: expected a number, got {str(value)[:40]!r}")
+  return metrics
+
+
 def step_metrics(workdir: str, step: int) -> dict:
   """The val metrics the evaluation of `step` wrote with its results, if it wrote them."""
   path = os.path.join(workdir, "results", f"step_{step}", "metrics.json")
-  metrics = load_json(path) if fs.exists(path) else {}
-  return {k: v for k, v in metrics.items() if k != "step"} if isinstance(metrics, dict) else {}
+  metrics = read_metrics(path) if fs.exists(path) else {}
+  return {k: v for k, v in metrics.items() if k != "step"}
 
 
 def result_steps(workdir: str) -> list[tuple[int, str]]:
