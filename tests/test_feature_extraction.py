@@ -378,6 +378,11 @@ def test_image_ids_from_file_names():
   assert images.image_id("frame_0099.png") == 99 and images.image_id("7.jpg") == 7
   with pytest.raises(InputError, match=r"cat\.jpg: no image id in the file name"):
     images.image_id("/x/cat.jpg")
+  assert images.image_id("img_9223372036854775807.jpg") == 2**63 - 1  # a store's ids are int64
+  for name in ("img_9223372036854775808.jpg", "COCO_val2014_99999999999999999999999.jpg"):
+    with pytest.raises(InputError, match=rf"^{name}: image_id \d+: expected at most 2\*\*63 - 1 \(a feature store's "
+                                         r"ids are int64\)$"):
+      extract.checked_ids(["a/1.jpg", name])  # had wrapped to a negative id, or been an OverflowError
   with pytest.raises(InputError, match=r"b/COCO_val2014_000000000001\.png: image id 1 is also the id of a/1\.jpg"):
     extract.checked_ids(["a/1.jpg", "b/COCO_val2014_000000000001.png"])
   with pytest.raises(InputError, match=r"^2 files have no image id in their name .*: a/cat\.jpg, b/dog\.png$"):

@@ -88,6 +88,17 @@ def test_malformed_files_name_the_record_and_the_expectation(tmp_path, records, 
   assert "\n" not in str(error.value)
 
 
+def test_an_image_id_without_a_store_key_names_its_record(tmp_path):
+  samples = therapy_files.read_therapy(_write(tmp_path, [_record(image_id="VizWiz_val_00000007.jpg"),
+                                                         _record(image_id=2**63 - 1), _record(image_id=2**63)]))
+  assert therapy_files.feature_keys(samples[:2]) == [2_000_000_007, 2**63 - 1]
+  with pytest.raises(DataFileError, match=r"^.*t\.json: records\[2\]: image_id 9223372036854775808: expected at most "
+                                          r"2\*\*63 - 1 \(a feature store's ids are int64\)$"):
+    therapy_files.feature_keys(samples)
+  with pytest.raises(DataFileError, match=r"t\.json: records\[0\]: image_id 'img' has no feature key: expected a "):
+    therapy_files.feature_keys(therapy_files.read_therapy(_write(tmp_path, [_record()])))
+
+
 def test_the_largest_images_and_distinct_questions_are_accepted(tmp_path):
   # 10000 x 10000 is the bound; one image with two VQA questions of the same text (distinct
   # question_ids) is two questions, and so is a VizWiz record with the same text.

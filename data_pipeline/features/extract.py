@@ -54,9 +54,8 @@ def checked_ids(paths: list[str]) -> list[int]:
   seen: dict[int, str] = {}
   nameless: list[str] = []
   for path in paths:
-    try:
-      key = images.image_id(path)
-    except InputError:
+    key = images.named_id(path)
+    if key is None:
       nameless.append(path)
       continue
     if key in seen:

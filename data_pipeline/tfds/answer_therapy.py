@@ -8,7 +8,6 @@ from data_pipeline.tfds import base
 from vqajax.answertherapy import files as therapy_files
 from vqajax.answertherapy import tfds_records
 from vqajax.core import official_files
-from vqajax.features.keys import feature_key
 
 
 class AnswerTherapy(base.ManualBuilder):
@@ -32,15 +31,9 @@ class AnswerTherapy(base.ManualBuilder):
 
   def _records(self, split: str, path: str):
     """Reads and checks a file (`therapy_files.read_therapy`); the feature-store key of an
-    image is `therapy_files.feature_key`."""
+    image is `therapy_files.feature_keys`."""
     data = official_files.load_json(path)
     samples = therapy_files.read_therapy(path, data)
     examples = [tfds_records.therapy_example(r, s.source, s.polygons) for r, s in zip(data, samples)]
-    keys = []
-    if self.builder_config.features:
-      for s in samples:
-        try:
-          keys.append(feature_key(s.image_id))
-        except ValueError as e:
-          raise official_files.DataFileError(f"{path}: records[{s.index}]: {e}") from None
+    keys = therapy_files.feature_keys(samples) if self.builder_config.features else []
     return examples, keys, path

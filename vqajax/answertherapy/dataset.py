@@ -44,7 +44,6 @@ from vqajax.core.errors import InputError
 from vqajax.core.files import check_name
 from vqajax.core.official_files import DATA_SOURCES
 from vqajax.core.task import TestFile
-from vqajax.features.keys import feature_key
 from vqajax.features.store import FeatureStore
 
 _RASTER = 8  # raster pixels per grid cell side for the grid masks
@@ -171,7 +170,7 @@ def _arrays(samples, enc: Encoders, config, store, grid: int | None) -> dict[str
       **text_arrays([s.question for s in samples], [s.answers for s in samples], enc, config),
   }
   if store is not None:
-    keys = [feature_key(s.image_id) for s in samples]
+    keys = therapy_files.feature_keys(samples)
     out["image_row"] = store.rows(keys, samples[0].path).astype(np.int32)
   if grid is not None:
     out["grid_mask"] = np.stack([grid_masks(s, grid, width) for s in samples])

@@ -36,6 +36,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from vqajax.core.official_files import DataFileError, column, load_json
+from vqajax.features.keys import feature_key
 
 BINARY_LABELS = {"same": "single", "single": "single", "diff": "multiple", "multiple": "multiple"}
 VQA, VIZWIZ = "VQAv2", "VizWiz"
@@ -197,3 +198,15 @@ def check_unique(samples: Sequence[Sample]) -> None:
       earlier = f"records[{first.index}]" if first.path == s.path else f"{first.path}: records[{first.index}]"
       raise DataFileError(f"{s.path}: records[{s.index}]: repeats {earlier} (the same image_id, "
                           "question_id, question and answers)")
+
+
+def feature_keys(samples: Sequence[Sample]) -> list[int]:
+  """The feature-store key of each sample's image (`features/keys.py`); DataFileError naming the
+  record of an image_id that has none (a name of no VizWiz split, beyond a store's int64)."""
+  keys = []
+  for s in samples:
+    try:
+      keys.append(feature_key(s.image_id))
+    except ValueError as e:
+      raise DataFileError(f"{s.path}: records[{s.index}]: {e}") from None
+  return keys

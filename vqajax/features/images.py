@@ -54,21 +54,25 @@ def list_images(source: str) -> list[str]:
 
 def image_id(path: str) -> int:
   """The feature-store key of an image file (module docstring)."""
-  name = os.path.basename(path)
-  stem = os.path.splitext(name)[0]
-  coco = _COCO_NAME.fullmatch(stem)
-  if coco:
-    return int(coco[1])
-  if name.startswith("VizWiz_"):
-    try:
-      return feature_key(name)
-    except ValueError as e:
-      raise InputError(f"{path}: {e}") from None
-  digits = _TRAILING_DIGITS.fullmatch(stem)
-  if digits is None:
+  key = named_id(path)
+  if key is None:
     raise InputError(f"{path}: no image id in the file name (expected COCO_<split>_<id>.jpg, "
                      "VizWiz_<split>_<n>.jpg or a name ending in digits)")
-  return int(digits[1])
+  return key
+
+
+def named_id(path: str) -> int | None:
+  """`image_id`, None for a name that gives none; InputError for one a store cannot hold."""
+  name = os.path.basename(path)
+  stem = os.path.splitext(name)[0]
+  vizwiz = name.startswith("VizWiz_")
+  digits = _COCO_NAME.fullmatch(stem) or (None if vizwiz else _TRAILING_DIGITS.fullmatch(stem))
+  if digits is None and not vizwiz:
+    return None
+  try:
+    return feature_key(digits[1] if digits else name)
+  except ValueError as e:
+    raise InputError(f"{path}: {e}") from None
 
 
 def decode(path: str) -> Image.Image:
