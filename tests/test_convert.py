@@ -125,6 +125,9 @@ def test_a_vqa_config_loads_the_converted_files_as_the_vizwiz_files(tiny_data, t
     ([VAL[0], {k: v for k, v in VAL[1].items() if k != "answers"}], r"val.json: records\[1\]: expected .*\"answers\""),
     ([dict(VAL[0], answer_type="colour")], r"val.json: records\[0\] answer_type 'colour' is not one of"),
     ({"questions": []}, r"val.json: expected a non-empty JSON list of VizWiz-VQA records"),
+    ([{k: v for k, v in VAL[0].items() if k != "question"}], r'val.json: records\[0\]: expected a string "question", '
+     r"got none"),  # had been a KeyError traceback, with answers and without
+    ([{"image": VAL[0]["image"]}], r'val.json: records\[0\]: expected a string "question", got none'),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, records, message):
   path = _write(tmp_path / "in", "val.json", records)

@@ -80,14 +80,17 @@ def convert(path: str) -> tuple[str, dict[str, dict]]:
   docstring)."""
   data = load_json(path)
   split, keys = _keys(path, data)
+  answered = any(isinstance(record, dict) and "answers" in record for record in data)
+  if answered:  # the records checked before any is converted
+    _, annotations = vqa_files.read_vizwiz(path, data, answer_fields=ANSWER_FIELDS, subtype=split)
+  else:
+    vqa_files.read_vizwiz_questions(path, data, split)
   ids = [QUESTION_IDS[split] + i for i in range(len(data))]
   questions = [{"image_id": key, "question": record["question"], "question_id": qid}
                for key, qid, record in zip(keys, ids, data)]
   out = {"questions": {**_header(path, split), "task_type": "Open-Ended", "questions": questions}}
-  if not any(isinstance(record, dict) and "answers" in record for record in data):
-    vqa_files.read_vizwiz_questions(path, data, split)  # checks the questions
+  if not answered:
     return split, out
-  _, annotations = vqa_files.read_vizwiz(path, data, answer_fields=ANSWER_FIELDS, subtype=split)
   out["annotations"] = {**_header(path, split), "annotations": [
       {"question_id": qid, "image_id": key, "question_type": a["question_type"], "answer_type": a["answer_type"],
        "multiple_choice_answer": a["multiple_choice_answer"],
