@@ -69,6 +69,7 @@ def bad(tiny_data, tmp_path_factory):
   np.savez(root / "weights.npz", w=np.zeros(10_000, np.float32))
   _write(root / "truncated.npz", open(root / "weights.npz", "rb").read()[:3000].decode("latin-1"))
   _write(root / "text.pth", "these are not weights\n")
+  os.mkfifo(root / "fifo.pth")  # opened, it would block the read forever
   ids = FeatureStore(os.path.join(tiny_data, "features", "fc7.h5")).image_ids
   write_store_blocks(str(root / "pixels.h5"), ids, (32, 32, 4), np.uint8, [np.zeros((len(ids), 32, 32, 4), np.uint8)])
   write_store_blocks(str(root / "float_pixels.h5"), ids, (32, 32, 4), np.float32,
@@ -144,6 +145,8 @@ CASES = [
      "vqajax features", "truncated.npz: not a readable .npz of weights (BadZipFile"),
     ("a text file as .pth weights", lambda d, b, w: _features(b, "text.pth", str(b / "out.h5")),
      "vqajax features", "text.pth: not a readable torch state dict"),
+    ("a fifo as weights", lambda d, b, w: _features(b, "fifo.pth", str(b / "out.h5")),
+     "vqajax features", "fifo.pth: not a regular file (a fifo, device or folder); expected a file"),
     ("features --log-every 0", lambda d, b, w: _features(b, "weights.npz", str(b / "out.h5")) + ["--log-every", "0"],
      "vqajax features", "--log-every: expected a positive integer, got 0"),
     ("features --out ram://", lambda d, b, w: _features(b, "weights.npz", "ram://store.h5"), "vqajax features",

@@ -18,6 +18,7 @@ import numpy as np
 
 from vqajax.core.errors import InputError
 from vqajax.core.files import write_atomic
+from vqajax.core.official_files import check_file
 from vqajax.features.models import POOLED, VGG, ViT
 
 CLASSES = 1000  # ImageNet logits (classifier.6 / heads.head)
@@ -97,6 +98,7 @@ def torch_layout(model: VGG | ViT) -> Layout:
 
 def read_state(path: str) -> dict[str, np.ndarray]:
   """name -> float32 array from a `.pth` (torch.load, weights only) or `.npz` file."""
+  check_file(path, max_bytes=None)  # a fifo would block the read forever
   if path.endswith(".npz"):
     try:
       with np.load(path, allow_pickle=False) as arrays:
