@@ -279,6 +279,10 @@ def test_bad_input_is_one_line(embedded_run, mask_run, tmp_path, capsys):
   bad.write_text('{"image_id": 1, "question": "a?"}\n{"image_id": "x", "question": "b?"}\n')
   _one_line_error(["--workdir", embedded_run, "--questions", str(bad)], capsys,
                   f'{bad}: records[1]: "image_id" expected an integer')
+  bad.write_bytes(b'{"image_id": 1, "question": "a?"}\n{"image_id": 1, "question": "\xff\xfe?"}\n')
+  _one_line_error(["--workdir", embedded_run, "--questions", str(bad)], capsys,  # had been read as U+FFFD
+                  f"{bad}: line 2: not valid JSON ('utf-8' codec can't decode byte 0xff")
+  _one_line_error(ask + ["--image", "/dev/zero"], capsys, "/dev/zero: not an image file or folder (a fifo or device)")
   _one_line_error(["--workdir", str(tmp_path / "nothing"), "--image-id", "1", "--question", "a?"], capsys,
                   "nothing: no such run")
   # a flag of the other task's is refused, not ignored (nothing written into --out)
@@ -304,6 +308,10 @@ def test_a_non_image_file_is_one_line(photo_run, tmp_path, capsys):
   text.write_text("not an image")
   _one_line_error(["--workdir", photo_run["workdir"], "--image", str(text), "--question", "what?"], capsys,
                   f"{text}: not a readable image (")
+  huge = tmp_path / "huge_2.png"  # 490 KB of PNG, 1.7 GB decoded: refused before it is decoded
+  Image.new("L", (13000, 13000)).save(huge)
+  _one_line_error(["--workdir", photo_run["workdir"], "--image", str(huge), "--question", "what?"], capsys,
+                  f"{huge}: not a readable image (13000 x 13000 pixels, more than the 40 million a picture may have)")
 
 
 def test_stores_record_the_extractor_settings(tmp_path):

@@ -207,7 +207,8 @@ def test_a_bundle_answers_as_its_workdir_anywhere(run, capsys, tmp_path):
   status, out, err = _main(["export", "--workdir", copy, "--out", bundle], capsys)
   assert status == 0 and out.startswith(f"bundle of {copy} in {bundle}"), err
   status, _, err = _main(["export", "--workdir", copy, "--out", str(tmp_path / "b2"), "--with-weights"], capsys)
-  assert status == 2 and "(colour_cells) has no weights file" in err and not os.path.exists(tmp_path / "b2")
+  assert status == 2 and f"{copy}: its extractor (colour_cells) has no weights file" in err
+  assert not os.path.exists(tmp_path / "b2")
   shutil.rmtree(copy)  # the bundle stands alone
   moved = shutil.move(bundle, tmp_path / "elsewhere")
   assert _asked(str(moved), run, capsys, "--data_dir", run["data"]) == before  # it names no data folder

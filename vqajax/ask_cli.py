@@ -69,11 +69,11 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 def _records_of_file(path: str) -> list:
   if path.endswith(".jsonl"):
     out = []
-    for n, line in enumerate(official_files.read_bytes(path).decode("utf-8", "replace").splitlines(), 1):
+    for n, line in enumerate(official_files.read_bytes(path).splitlines(), 1):
       if line.strip():
         try:
-          out.append(json.loads(line))
-        except ValueError as e:
+          out.append(json.loads(line.decode("utf-8")))
+        except ValueError as e:  # UnicodeDecodeError is one
           raise InputError(f"{path}: line {n}: not valid JSON ({e})") from None
     return out
   data = official_files.load_json(path)
@@ -139,6 +139,8 @@ def _image_files(sources: list[str]) -> list[str]:
       out.extend(readable)
     elif os.path.isfile(source):
       out.append(source)
+    elif os.path.exists(source):
+      raise InputError(f"{source}: not an image file or folder (a fifo or device)")
     else:
       raise InputError(f"{source}: no such image file or folder")
   return out

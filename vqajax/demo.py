@@ -36,12 +36,13 @@ import numpy as np
 
 from vqajax.core import files, runtime
 from vqajax.core.errors import ArgumentParser, InputError, exit_status
+from vqajax.features import images
 
 TOP_K = 5
 GROUNDED = 3  # the top answers grounded when the page names none
 CANVAS = 224  # the side of the blank image masks are drawn on when a store image has no file
 MAX_UPLOAD = "8mb"
-MAX_PIXELS = 40_000_000  # a picture larger than this is refused before it is decoded
+MAX_PIXELS = images.MAX_PIXELS  # a picture larger than this is refused before it is decoded
 MASK_COLOURS = ((230, 25, 75), (0, 130, 200), (60, 180, 75), (245, 130, 48), (145, 30, 180))
 MASK_OPACITY = 0.55
 CSS = """

@@ -111,7 +111,7 @@ def export(path: str, tasks: Mapping[str, Any], out: str, step: int | None = Non
     if not extractor:
       raise InputError(f"{path}: its features were not extracted by vqajax features (no extractor settings): "
                        "there are no weights to ship; export without --with-weights")
-    extractor, weights = _weights(extractor)
+    extractor, weights = _weights(extractor, path)
   name = os.path.basename(os.path.normpath(path)) or saved.config.name
   card = model_card(saved, f"{saved.config.name} ({name})", with_weights)
   if extractor and not weights and extractor.get("weights"):  # not shipped: given with --weights where it is used
@@ -157,11 +157,12 @@ def _home_relative(path: str) -> str:
   return os.path.join("~", os.path.relpath(path, home))
 
 
-def _weights(extractor: dict) -> tuple[dict, tuple[str, bytes]]:
+def _weights(extractor: dict, run: str) -> tuple[dict, tuple[str, bytes]]:
   """The extractor's weights as `.npz` bytes, and its settings with their tensors' digest."""
   path = extractor.get("weights")
   if not path:
-    raise InputError(f"its extractor ({extractor.get('model')}) has no weights file: export without --with-weights")
+    raise InputError(f"{run}: its extractor ({extractor.get('model')}) has no weights file: export without "
+                     "--with-weights")
   if not os.path.isfile(path):
     raise InputError(f"{path}: the extractor's weights are not there; export without --with-weights")
   if weights.sha256(path) != extractor["weights_sha256"]:

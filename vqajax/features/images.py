@@ -32,6 +32,9 @@ _COCO_NAME = re.compile(r"COCO_[\w-]+?_(\d+)")
 _TRAILING_DIGITS = re.compile(r".*?(\d+)")
 
 
+MAX_PIXELS = 40_000_000  # a larger picture is refused before it is decoded (a 13000 x 13000 PNG: 1.7 GB)
+
+
 class UnreadableImage(Exception):
   """An image file that cannot be decoded; the message is the reason."""
 
@@ -82,6 +85,9 @@ def decode(path: str) -> Image.Image:
     if not stat.S_ISREG(os.stat(path).st_mode):
       raise UnreadableImage("not a regular file")
     with Image.open(path) as image:
+      if image.width * image.height > MAX_PIXELS:
+        raise UnreadableImage(f"{image.width} x {image.height} pixels, more than the {MAX_PIXELS // 10**6} million "
+                              "a picture may have")
       image.load()
       image = ImageOps.exif_transpose(image)
   except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
