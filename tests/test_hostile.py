@@ -228,7 +228,8 @@ CONFIG_CASES = [
     (CONFIG, "profile_steps=(5,2)", "config.profile_steps: expected () or a pair of steps (first, last), 1 <= first <= last, got (5, 2)"),
     (CONFIG, "optimizer.name=sgd", "config.optimizer.name: expected one of ('rmsprop', 'adam', 'adamw'), got 'sgd'"),
     (CONFIG, "optimizer.learning_rate=-1", "config.optimizer.learning_rate: expected a number > 0, got -1"),
-    (CONFIG, "optimizer.eps=-1", "config.optimizer.eps: expected a number >= 0, got -1"),
+    (CONFIG, "optimizer.eps=-1", "config.optimizer.eps: expected a number > 0, got -1"),
+    (CONFIG, "optimizer.eps=0", "config.optimizer.eps: expected a number > 0, got 0"),  # had failed the run (NaN)
     (CONFIG, "optimizer.lr_decay_per_step=0", "config.optimizer.lr_decay_per_step: expected a number in (0, 1], got 0"),
     (CONFIG, "optimizer.rmsprop_decay=1", "config.optimizer.rmsprop_decay: expected a number in [0, 1), got 1"),
     (CONFIG, "optimizer.grad_clip=-1", "config.optimizer.grad_clip: expected a number >= 0, got -1"),

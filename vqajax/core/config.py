@@ -247,7 +247,7 @@ TRAINING = {
     "optimizer.learning_rate": number(0, lo_open=True),
     "optimizer.lr_decay_per_step": number(0, 1, lo_open=True),
     "optimizer.rmsprop_decay": number(0, 1, hi_open=True),
-    "optimizer.eps": number(0),
+    "optimizer.eps": number(0, lo_open=True),  # 0: a parameter of no gradient divides 0 by 0
     "optimizer.grad_clip": number(0),
     "mesh.fsdp": integer(1, 4096), "mesh.min_shard_bytes": integer(0, 2**40),  # and dividing the devices: core/sharding
 }
