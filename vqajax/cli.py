@@ -269,7 +269,8 @@ def _submit(argv: Sequence[str]) -> int:
 
   def run() -> None:
     from vqajax.core import submission, trained
-    data_dir = prepare_run_data(trained.read_config(args.workdir, tasks(), args.data_dir), args.workdir)
+    config = trained.read_config(args.workdir, tasks(), args.data_dir)
+    data_dir = prepare_run_data(config, args.workdir, args.data_dir)
     _initialise(args)
     step, paths = submission.write(args.workdir, tasks(), args.questions, args.out, args.step, args.best, data_dir)
     print(f"step {step} of {args.workdir} on {args.questions}:")

@@ -68,10 +68,17 @@ def add_data_dir_flag(parser: argparse.ArgumentParser) -> None:
                       help="a bundle's data folder on this machine (its feature store); a workdir reads its own")
 
 
-def prepare_run_data(config, path: str) -> str | None:
+def prepare_run_data(config, path: str, data_dir: str | None) -> str | None:
   """`prepare_data` for a trained run's config where it names data (a bundle may name none);
-  a bundle's data folder as resolved here (None for a workdir, which records its own)."""
+  a bundle's data folder as resolved here (None for a workdir, which records its own).
+  `data_dir`: the folder `--data_dir` gave, which is only read (never given the embedded set)."""
   from vqajax.core import bundle
+  from vqajax.core.errors import InputError
+  from vqajax.synthetic import embedded
+  if data_dir and config.data.get("synthetic") and not embedded.holds_dataset(data_dir):
+    raise InputError(f"--data_dir {data_dir}: holds no embedded synthetic dataset (MANIFEST.json), which this "
+                     "bundle's run was trained on: name the folder that holds it, or leave --data_dir out to read "
+                     "the embedded set's own cache folder (written there if missing)")
   if config.data.get("synthetic") or config.data.dir:
     prepare_data(config)
   return (config.data.dir or None) if bundle.is_bundle(path) else None

@@ -293,7 +293,7 @@ def page_of(args) -> Page:
   if args.therapy_class_workdir and not args.therapy_workdir:
     raise InputError("--therapy-class-workdir decides single / multiple beside --therapy-workdir: give both")
   config = trained.read_config(args.workdir, {"vqa": vqa_task}, args.data_dir)
-  data_dir = commands.prepare_run_data(config, args.workdir)
+  data_dir = commands.prepare_run_data(config, args.workdir, args.data_dir)
   answerer = Answerer.from_workdir(args.workdir, step=args.step, data_dir=data_dir)
   grounder = None
   if args.therapy_workdir:

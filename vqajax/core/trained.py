@@ -38,11 +38,6 @@ def read_config(path: str, tasks: Mapping[str, Any], data_dir: str | None = None
                        "--data_dir names a bundle's data folder")
     if not fs.isdir(data_dir):
       raise InputError(f"--data_dir {data_dir}: no such folder (it names the folder of the bundle's data)")
-    from vqajax.synthetic import embedded
-    if config.data.get("synthetic") and not embedded.holds_dataset(data_dir):
-      raise InputError(f"--data_dir {data_dir}: holds no embedded synthetic dataset (MANIFEST.json), which this "
-                       "bundle's run was trained on: name the folder that holds it, or leave --data_dir out to read "
-                       "the embedded set's own cache folder (written there if missing)")
     config.data.dir = data_dir
   if config.get("task") not in tasks:
     raise InputError(f"{path}: a {config.get('task')} run; expected a {' or '.join(tasks)} run")
