@@ -100,7 +100,7 @@ class ChunkedStore:
       raise InputError(f"{self.partial}: holds files but no meta.json, so no extraction began it; this store's "
                        "chunks go into a folder of that name: move it away")
 
-  def _locked(self) -> int | None:
+  def _locked(self) -> int:
     """A descriptor of the `OUT.partial` folder, locked; InputError while another extraction holds
     it. The lock is the folder's that lies there once locked (one that a finishing run removed is
     not), and is released when this run ends, killed too."""
