@@ -228,6 +228,8 @@ TEXT = Rule("a string", lambda v: isinstance(v, str))
 FLAG = Rule("true or false", lambda v: isinstance(v, bool))
 PLAIN_NAME = Rule("a plain name (letters, digits, '.', '-', '_', '+')",
                   lambda v: isinstance(v, str) and SAFE_NAME.fullmatch(v) is not None and v not in (".", ".."))
+NAME_PREFIX = Rule("\"\" or the start of a plain name (letters, digits, '.', '-', '_', '+')",
+                   lambda v: isinstance(v, str) and (v == "" or SAFE_NAME.fullmatch(v) is not None))
 
 # The fields the core reads (train, experiment); each paper's configs add their own.
 TRAINING = {

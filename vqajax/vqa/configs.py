@@ -37,7 +37,8 @@ FIELDS = {
     "data.features_on_device": one_of("auto", "true", "false", "sharded"),
     "data.num_answers": integer(), "data.vocab_min_count": integer(), "data.max_question_len": integer(),
     "data.bow_words": integer(), "data.bow_lead_words": integer(0), "data.caption_words": integer(),
-    "data.drop_unknown_answers": FLAG, "data.confident_only": FLAG, "data.results_prefix": TEXT,
+    "data.drop_unknown_answers": FLAG, "data.confident_only": FLAG,
+    "data.results_prefix": config_lib.NAME_PREFIX,  # it begins the results files' names
     **question.FIELDS,
 }
 
