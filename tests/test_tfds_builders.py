@@ -17,6 +17,7 @@ import pytest
 from experiments.therapy import grounding_mask
 from experiments.vqa import deeper_lstm_norm_i
 from tests import lazy
+from tests.digests import digests
 from vqajax import cli
 from vqajax.answertherapy import configs as therapy_configs
 from vqajax.answertherapy import dataset as therapy_dataset
@@ -257,6 +258,16 @@ def test_a_manual_dir_without_files_is_one_line_and_writes_nothing(tmp_path, cap
   assert capsys.readouterr().err == (f"vqajax tfds: error: {tmp_path / manual}: {message} (the manual_dir with the "
                                      "official files)\n")
   assert not out.exists()
+
+
+def test_a_data_dir_whose_dataset_folder_lies_in_the_manual_files_is_refused(tiny_data, tmp_path, capsys):
+  manual = tmp_path / "vqa"  # data_dir tmp_path prepares into tmp_path/vqa/v2/1.0.0: inside the official files
+  shutil.copytree(tiny_data, manual)
+  before = digests(manual)
+  assert cli.main(["tfds", "build", "vqa/v2", "--manual_dir", str(manual), "--data_dir", str(tmp_path)]) == 2
+  assert capsys.readouterr().err == (f"vqajax tfds: error: {manual}/v2/1.0.0: lies in {manual}, an input of this "
+                                     "command; write the output elsewhere\n")
+  assert digests(manual) == before
 
 
 def test_tfds_never_looks_at_gcs(tiny_data, tmp_path, monkeypatch):

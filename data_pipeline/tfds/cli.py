@@ -25,6 +25,7 @@ def build(name: str, manual_dir: str, data_dir: str, features: str = "") -> str:
   builder_name, _, config_name = name.partition("/")
   builder = builders.make(builder_name, config_name, data_dir, features)
   target = os.path.abspath(str(builder.data_dir))
+  files.check_output(target, folder=True)  # data_dir outside the manual files may still name a folder in them
   created, new = not os.path.exists(target), target  # new: the outermost folder this build creates
   while not os.path.exists(os.path.dirname(new)) and os.path.dirname(new) != new:
     new = os.path.dirname(new)
