@@ -168,6 +168,23 @@ def test_a_workdir_inside_the_data_is_refused(tiny_data, tmp_path, capsys):
   assert digests(data) == before
 
 
+def test_a_compilation_cache_in_the_data_or_over_a_file_is_refused(tiny_data, tmp_path, capsys):
+  import jax
+  data = str(tmp_path / "d")
+  shutil.copytree(tiny_data, data)
+  (tmp_path / "a_file").write_text("mine")
+  before, cache = digests(tmp_path), jax.config.jax_compilation_cache_dir  # the session's, set back below
+  try:
+    for where, error in ((f"{data}/xla", f"{data}/xla: lies in {data}, an input of this command"),
+                         (str(tmp_path / "a_file"), "a_file: exists and is not a folder")):
+      assert cli.main(["train", f"--config={CONFIG}", f"--workdir={tmp_path}/run", f"--config.data.dir={data}",
+                       f"--compilation_cache_dir={where}", *STEPS]) == 2
+      assert error in _error_line(capsys, "vqajax train")  # had written the compiled programs there
+  finally:
+    jax.config.update("jax_compilation_cache_dir", cache)
+  assert digests(tmp_path) == before and not os.path.exists(tmp_path / "run")
+
+
 def _score_args(tiny_data, results):
   return ["score", "--questions", os.path.join(tiny_data, "v2_OpenEnded_mscoco_val2014_questions.json"),
           "--annotations", os.path.join(tiny_data, "v2_mscoco_val2014_annotations.json"), "--results", results]

@@ -61,6 +61,9 @@ def prepare_data(config) -> None:
   given = [name for value in settings if isinstance(value, (str, tuple, list))
            for name in file_names(value) if fs.isabs(name)]
   files.protect(config.data.dir, *given)  # no output goes into the data or over its files
+  import jax
+  if jax.config.jax_compilation_cache_dir:  # --compilation_cache_dir: an output too
+    files.check_output(jax.config.jax_compilation_cache_dir, folder=True)
 
 
 def add_data_dir_flag(parser: argparse.ArgumentParser) -> None:
