@@ -238,10 +238,30 @@ def test_a_sweep_of_no_points_is_one_line(tmp_path, capsys):
     ({"command": "baselines", "baselines": 5}, "baselines must be a list of names, e.g. ['prior', 'random']"),
     ({"command": "eval"}, "command must be 'train' or 'baselines'"),
     ({"slurm": 2}, "slurm must be a dict of --slurm.* requests, e.g. {'nodes': 2}"),
+    ({"overides": {"seed": 1}}, "unknown key 'overides' (expected name, config, overrides, command, baselines, "
+     "slurm)"),  # a typo had been ignored: the point ran unchanged
 ])
 def test_a_sweep_files_bad_point_is_one_line(tmp_path, capsys, point, message):
   sweep_file = tmp_path / "s.py"
   sweep_file.write_text(f"def get_sweep(arg):\n  return {{'points': [dict(name='a', config='c.py', **{point!r})]}}\n")
   assert cli.main(["sweep", str(sweep_file), "--workdir", str(tmp_path / "w")]) == 2
   assert capsys.readouterr().err == f"vqajax sweep: error: {sweep_file}: point a: {message}\n"
+  assert not os.path.exists(tmp_path / "w")
+
+
+@pytest.mark.parametrize("sweep, message", [
+    ("{'points': [dict(name='jobs.json', config='c.py')]}",
+     "point name 'jobs.json': the sweep's own file in its folder; name the point otherwise"),
+    ("{'points': [dict(name='table2.md', config='c.py')]}",
+     "point name 'table2.md': the sweep's own file in its folder; name the point otherwise"),
+    ("{'points': [dict(name='a', config='c.py')], 'bse': 'a'}",
+     "get_sweep: unknown key 'bse' (expected points, base)"),
+])
+def test_a_point_named_as_the_sweeps_own_file_or_a_misspelt_key_is_refused(tmp_path, capsys, sweep, message):
+  """A point folder `jobs.json` had taken the job record's place (a Slurm sweep submitted, then failed), one
+  named `table2.md` trained and then failed every collection; a misspelt key had been ignored."""
+  sweep_file = tmp_path / "s.py"
+  sweep_file.write_text(f"def get_sweep(arg):\n  return {sweep}\n")
+  assert cli.main(["sweep", str(sweep_file), "--workdir", str(tmp_path / "w")]) == 2
+  assert capsys.readouterr().err == f"vqajax sweep: error: {sweep_file}: {message}\n"
   assert not os.path.exists(tmp_path / "w")

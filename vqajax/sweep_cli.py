@@ -36,8 +36,6 @@ from vqajax.core import files, fs, official_files, tables
 from vqajax.core.errors import ArgumentParser, InputError, RunFailed, exit_status
 from vqajax.vqa import sweep
 
-JOBS_FILE = "jobs.json"  # in the sweep's folder: {"points": {name: [job key, ...]}}, the last one current
-
 
 def _run_point(point: sweep.Point, config, workdir: str) -> None:
   if point.command == "baselines":
@@ -113,7 +111,7 @@ def _collect(points, base: str | None, workdir: str, finished: set[str], configs
 
 
 def _jobs(workdir: str) -> dict[str, list[str]]:
-  path = os.path.join(workdir, JOBS_FILE)
+  path = os.path.join(workdir, sweep.JOBS_FILE)
   record = official_files.load_json(path) if fs.exists(path) else {"points": {}}
   points = record.get("points") if isinstance(record, dict) else None
   if not (isinstance(points, dict) and all(isinstance(v, list) and v for v in points.values())):
@@ -180,7 +178,7 @@ def _on_slurm(args, points, base, sets, configs, failed) -> int:
       record.setdefault(point.name, []).append(key)
       jobs[point.name] = key
       print(f"{point.name}: submitted as job {key}; log: {launch.log_path(sweep.point_dir(workdir, point), key)}")
-    files.write_json_atomic(os.path.join(workdir, JOBS_FILE), {"points": record}, make_dirs=True)
+    files.write_json_atomic(os.path.join(workdir, sweep.JOBS_FILE), {"points": record}, make_dirs=True)
   waiting += todo
   names = {} if args.detach else {jobs[p.name]: p for p in waiting}
   if args.detach and waiting:
@@ -237,7 +235,7 @@ def _job_failed(point: sweep.Point, key: str, state: str, workdir: str) -> str:
 
 def _status(points: Sequence[sweep.Point], configs: dict, workdir: str) -> str:
   """A table of every point: state, job, last step, best metric."""
-  jobs = _job_states(workdir, points) if fs.exists(os.path.join(workdir, JOBS_FILE)) else {}
+  jobs = _job_states(workdir, points) if fs.exists(os.path.join(workdir, sweep.JOBS_FILE)) else {}
   rows = []
   for point in points:
     key, state = jobs.get(point.name, ("", ""))

@@ -25,6 +25,12 @@ from vqajax.core import files, fs, official_files, run_record, tables
 from vqajax.core.errors import InputError
 from vqajax.vqa import reports
 
+JOBS_FILE = "jobs.json"  # in the sweep's folder: {"points": {name: [job key, ...]}}, the last one current
+# What a sweep writes into its folder beside its points' folders (the job record, the tables): no
+# point takes those names.
+OWN_FILES = frozenset({JOBS_FILE} | {f"{table}.{kind}" for table in ("table2", "table4", "grounding")
+                                     for kind in ("md", "csv", "json")})
+
 
 @dataclasses.dataclass
 class Point:
@@ -48,8 +54,10 @@ def load_sweep(spec: str) -> tuple[list[Point], str | None]:
     raise InputError(f"{path}: expected get_sweep(arg) returning {{'points': [{{'name': str, 'config': "
                      "'file.py[:arg]', ...}], 'base': name or None}")
   here = os.path.dirname(path)  # relative stays relative (to the current folder)
+  _known_keys(f"{path}: get_sweep", sweep, ("points", "base"))
   points = []
   for p in sweep["points"]:
+    _known_keys(f"{path}: point {p['name']}", p, ("name", "config", "overrides", "command", "baselines", "slurm"))
     config_path, _, config_arg = p["config"].partition(":")
     command, slurm = p.get("command", "train"), p.get("slurm", {})
     overrides, baselines = p.get("overrides", {}), p.get("baselines", ())
@@ -65,12 +73,22 @@ def load_sweep(spec: str) -> tuple[list[Point], str | None]:
     points.append(Point(p["name"], f"{os.path.normpath(os.path.join(here, config_path))}:{config_arg}",
                         dict(overrides), command, tuple(baselines), dict(slurm)))
   names = [files.check_name(p.name, f"{path}: point name") for p in points]
+  taken = sorted(OWN_FILES.intersection(names))
+  if taken:
+    raise InputError(f"{path}: point name {taken[0]!r}: the sweep's own file in its folder; name the point otherwise")
   if len(set(names)) != len(names):
     raise InputError(f"{path}: point names repeat: {names}")
   base = sweep.get("base")
   if base is not None and base not in names:
     raise InputError(f"{path}: base point '{base}' is not one of {names}")
   return points, base
+
+
+def _known_keys(where: str, entry: dict, known: tuple[str, ...]) -> None:
+  """InputError naming a key of `entry` not in `known` (a typo would be ignored: a point run unchanged)."""
+  unknown = sorted(set(entry) - set(known), key=str)
+  if unknown:
+    raise InputError(f"{where}: unknown key {unknown[0]!r} (expected {', '.join(known)})")
 
 
 def parse_sets(sets: Sequence[str]) -> dict[str, Any]:
