@@ -168,6 +168,16 @@ def test_a_workdir_inside_the_data_is_refused(tiny_data, tmp_path, capsys):
   assert digests(data) == before
 
 
+def test_a_folder_output_that_is_a_link_to_nothing_is_refused(tiny_data, tmp_path, capsys):
+  link = tmp_path / "run"
+  os.symlink(tmp_path / "elsewhere" / "planted", link)
+  for argv, verb in ((["train", f"--config={CONFIG}", f"--workdir={link}", f"--config.data.dir={tiny_data}", *STEPS],
+                      "vqajax train"), (["data", "synth", "--out", str(link)], "vqajax data")):
+    assert cli.main(argv) == 2  # train had died of a FileExistsError traceback
+    assert f"run: a link to nothing ({tmp_path}/elsewhere/planted); make the folder it names" in _error_line(capsys, verb)
+  assert os.listdir(tmp_path) == ["run"] and os.path.islink(link)
+
+
 def test_a_compilation_cache_in_the_data_or_over_a_file_is_refused(tiny_data, tmp_path, capsys):
   import jax
   data = str(tmp_path / "d")

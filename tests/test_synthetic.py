@@ -439,6 +439,9 @@ def test_cli_synth(tmp_path, capsys):
     assert re.search(rf"{phase}: {pictures} / {pictures} images, [\d.]+ images/s, ETA 00:00:00", printed.err)
   assert "yes/no" in text and out in text
   assert synthetic.read_manifest(out)["seed"] == 2
+  umask = os.umask(0o022)
+  os.umask(umask)
+  assert os.stat(out).st_mode & 0o777 == 0o777 & ~umask  # had been 0700: unreadable to the user's group
   with pytest.raises(SystemExit):
     cli.main(["synth", "--out", out, "--scale", "huge"])
 

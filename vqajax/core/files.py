@@ -102,7 +102,10 @@ def check_output(path: str, folder: bool = False) -> str:
   try:
     st = os.stat(real)
   except FileNotFoundError:
-    if not folder and os.path.islink(path):  # dangling: writing would make its target, wherever it points
+    if os.path.islink(path):  # dangling: writing would make its target, wherever it points
+      if folder:
+        raise InputError(f"{path}: a link to nothing ({os.readlink(path)}); make the folder it names or name "
+                         "another output") from None
       _refuse_replacing(path, "link")
     return real
   except OSError as e:

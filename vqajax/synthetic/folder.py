@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import shutil
-import tempfile
 from typing import Callable
 
+from vqajax.core import files
 from vqajax.core.errors import InputError, RunFailed
 
 
@@ -29,13 +30,15 @@ def check_new(out_dir: str) -> None:
 
 def write_new(out_dir: str, fill: Callable[[str], dict[str, str]]) -> dict[str, str]:
   """Runs `fill(tmp)` (returns {role: path under tmp}) in a temporary sibling of `out_dir`,
-  then renames it to `out_dir`; returns the paths under `out_dir`."""
-  out_dir = os.path.abspath(out_dir)
+  then renames it to `out_dir` (a link to a folder is followed, as every output folder's is);
+  returns the paths under `out_dir`. The folder gets the permissions the umask gives."""
+  out_dir = files.check_output(out_dir, folder=True)
   check_new(out_dir)
   parent = os.path.dirname(out_dir)
   try:
     os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.partial-", dir=parent)
+    tmp = os.path.join(parent, f".{os.path.basename(out_dir)}.partial-{secrets.token_hex(4)}")
+    os.mkdir(tmp)  # not mkdtemp's 0700: the folder renamed into place keeps them
   except OSError as e:
     raise InputError(f"{out_dir}: cannot create it ({e.strerror})") from None
   try:
