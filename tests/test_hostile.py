@@ -61,7 +61,11 @@ def bad(tiny_data, tmp_path_factory):
   questions["questions"][0]["image_id"] = annotations["annotations"][0]["image_id"] = 10**20
   _write(data / TRAIN_Q, questions)
   _write(data / TRAIN_A, annotations)
-  for name, record in (("run_list", []), ("run_without_config", {"data": {}}), ("user_folder", {"title": "notes"})):
+  edited = lambda **changes: {"format": 2, "config": {"data": {}, "model": {}, "optimizer": {}, "mesh": {}},
+                               **changes}
+  for name, record in (("run_list", []), ("run_without_config", {"data": {}}), ("user_folder", {"title": "notes"}),
+                       ("run_model_null", edited(config={"data": {}, "model": None, "optimizer": {}, "mesh": {}})),
+                       ("run_encoders_5", edited(encoders=5))):
     os.makedirs(root / name)
     _write(root / name / "run.json", record)
   (root / "images").mkdir()
@@ -135,6 +139,10 @@ CASES = [
      'run_list/run.json: not a vqajax run record (expected an object with a "config" object)'),
     ("run.json without config", lambda d, b, w: ["eval", f"--workdir={b / 'run_without_config'}"], "vqajax eval",
      "run_without_config/run.json: not a vqajax run record"),
+    ("run.json's model null", lambda d, b, w: ["eval", f"--workdir={b / 'run_model_null'}"], "vqajax eval",
+     'run_model_null/run.json: "config"."model": expected an object, got None (an edited run record?)'),
+    ("run.json's encoders 5", lambda d, b, w: ["eval", f"--workdir={b / 'run_encoders_5'}"], "vqajax eval",
+     'run_encoders_5/run.json: "encoders": expected a string, got 5 (an edited run record?)'),
     ("a user folder with its own run.json", lambda d, b, w: _train(d, str(b / "user_folder")), "vqajax train",
      "user_folder/run.json: not a vqajax run record"),
     ("data.dir of an unknown scheme", lambda d, b, w: _train("foo://bar", w), "vqajax train",

@@ -60,7 +60,16 @@ def read_record(workdir: str) -> dict | None:
   if record.get("format") != FORMAT:
     raise InputError(f'{path}: expected "format": {FORMAT}, got {record.get("format")!r:.20} (a run recorded by '
                      "another version of vqajax: train it again, or use that version)")
+  for where, value, kind in ([(f'"config"."{group}"', record["config"].get(group), dict) for group in _GROUPS]
+                             + [(f'"{key}"', record[key], kind) for key, kind in _TYPES.items() if key in record]):
+    if not isinstance(value, kind) or isinstance(value, bool):
+      raise InputError(f"{path}: {where}: expected {_WORDS[kind]}, got {value!r:.40} (an edited run record?)")
   return record
+
+
+_GROUPS = ("data", "model", "optimizer", "mesh")  # every task's config has these groups of fields
+_TYPES = {"data": dict, "encoders": str, "extractor": dict, "finished_step": int}  # what the record adds
+_WORDS = {dict: "an object", str: "a string", int: "an integer"}
 
 
 def check_workdir(workdir: str) -> None:
