@@ -365,6 +365,9 @@ PARSER_CASES = [  # (argv, prog, what the line says)
     (["submit", "--workdir=w", "q.json", "--data_dir="], "vqajax submit", "argument --data_dir: expected a path"),
     (["train", "--config=x.py", "--workdir=w", "--slurm.nodes=-1"], "vqajax train",
      "argument --slurm.nodes: expected a positive whole number, got '-1'"),
+    *[(["sweep", "s.py", "--workdir=w", f"--slurm.poll={poll}"], "vqajax sweep",
+       f"argument --slurm.poll: expected a number of seconds from 0.1 to 86400, got '{poll}'")
+      for poll in ("inf", "1e300", "1e-300", "0", "nan")],  # inf had submitted, then died of an OverflowError
     (["train", "--config=x.py", "--workdir=w", "--launcher", "pbs"], "vqajax train",
      "argument --launcher: invalid choice: 'pbs' (choose from 'local', 'slurm')"),
     (["features", "--images=i", "--model=pixels", "--layer=pixels", "--out=o.h5", "--size", "big"], "vqajax features",

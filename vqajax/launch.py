@@ -122,12 +122,13 @@ def _positive(text: str) -> int:
 
 
 def _seconds(text: str) -> float:
+  """A polling interval: from a tenth of a second (a tighter loop only loads squeue) to a day."""
   try:
     value = float(text)
   except ValueError:
     value = -1
-  if not value > 0:
-    raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+  if not 0.1 <= value <= 86400:
+    raise argparse.ArgumentTypeError(f"expected a number of seconds from 0.1 to 86400, got {text!r}")
   return value
 
 
