@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 import time
 from typing import Sequence
 
@@ -114,7 +115,8 @@ def _jobs(workdir: str) -> dict[str, list[str]]:
   path = os.path.join(workdir, sweep.JOBS_FILE)
   record = official_files.load_json(path) if fs.exists(path) else {"points": {}}
   points = record.get("points") if isinstance(record, dict) else None
-  if not (isinstance(points, dict) and all(isinstance(v, list) and v for v in points.values())):
+  if not (isinstance(points, dict) and all(isinstance(v, list) and v and all(
+      isinstance(key, str) and re.fullmatch(r"\d+(_\d+)?", key) for key in v) for v in points.values())):
     raise InputError(f"{path}: expected {{'points': {{name: [job id, ...]}}}} (written by vqajax sweep)")
   return points
 
