@@ -373,6 +373,8 @@ PARSER_CASES = [  # (argv, prog, what the line says)
     (["features", "--images=i", "--model=pixels", "--layer=pixels", "--out=o.h5", "--size", "big"], "vqajax features",
      "argument --size: expected an integer, got 'big'"),
     (["eval", "--workdir=w", "--step", "last"], "vqajax eval", "argument --step: expected an integer, got 'last'"),
+    (["eval", "--workdir=w", "--step", "20", "--all"], "vqajax eval",
+     "argument --all: not allowed with argument --step"),  # had evaluated every step
     (["ask", "--workdir=w", "--step=1", "--best"], "vqajax ask", "argument --best: not allowed with argument --step"),
     (["export", "--workdir=w"], "vqajax export", "the following arguments are required: --out"),
     (["data", "synth", "--seed", "x"], "vqajax data synth", "argument --seed: expected an integer, got 'x'"),

@@ -64,8 +64,9 @@ def _run_parser(verb: str) -> argparse.ArgumentParser:
     parser.add_argument("--allow-changed-run", action="store_true",
                         help="continue a workdir whose recorded run has other settings (default: refused)")
   if verb == "eval":
-    parser.add_argument("--step", type=int, help="the checkpoint step to evaluate (default: latest)")
-    parser.add_argument("--all", action="store_true", help="evaluate every saved checkpoint")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--step", type=int, help="the checkpoint step to evaluate (default: latest)")
+    which.add_argument("--all", action="store_true", help="evaluate every saved checkpoint")
   if verb == "baselines":
     parser.add_argument("--baselines", default=",".join(_BASELINES),
                         help="comma-separated, of " + ", ".join(_BASELINES) + " (default: all)")
