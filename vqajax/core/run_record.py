@@ -47,6 +47,11 @@ BUDGET_FIELDS = ("num_train_steps", "num_epochs", "log_every_steps", "eval_every
 BUDGET_GROUPS = ("evals.", "mesh.")
 
 
+_GROUPS = ("data", "model", "optimizer", "mesh")  # every task's config has these groups of fields
+_TYPES = {"data": dict, "encoders": str, "extractor": dict, "finished_step": int}  # what the record adds
+_WORDS = {dict: "an object", str: "a string", int: "an integer"}
+
+
 def read_record(workdir: str) -> dict | None:
   """`workdir`'s run.json, None without one; InputError for a file that is not a run record
   (edited, or a user's own run.json in a folder given as a workdir)."""
@@ -66,10 +71,6 @@ def read_record(workdir: str) -> dict | None:
       raise InputError(f"{path}: {where}: expected {_WORDS[kind]}, got {value!r:.40} (an edited run record?)")
   return record
 
-
-_GROUPS = ("data", "model", "optimizer", "mesh")  # every task's config has these groups of fields
-_TYPES = {"data": dict, "encoders": str, "extractor": dict, "finished_step": int}  # what the record adds
-_WORDS = {dict: "an object", str: "a string", int: "an integer"}
 
 
 def check_workdir(workdir: str) -> None:
