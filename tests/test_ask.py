@@ -303,6 +303,7 @@ def test_bad_input_is_one_line(embedded_run, mask_run, tmp_path, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("error::PIL.Image.DecompressionBombWarning")  # the huge picture's one line, no more
 def test_a_non_image_file_is_one_line(photo_run, tmp_path, capsys):
   text = tmp_path / "notes_1.jpg"
   text.write_text("not an image")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import warnings
 
 import numpy as np
 from PIL import Image, ImageOps
@@ -84,12 +85,14 @@ def decode(path: str) -> Image.Image:
   try:
     if not stat.S_ISREG(os.stat(path).st_mode):
       raise UnreadableImage("not a regular file")
-    with Image.open(path) as image:
-      if image.width * image.height > MAX_PIXELS:
-        raise UnreadableImage(f"{image.width} x {image.height} pixels, more than the {MAX_PIXELS // 10**6} million "
-                              "a picture may have")
-      image.load()
-      image = ImageOps.exif_transpose(image)
+    with warnings.catch_warnings():  # PIL's bomb warning: the size is checked here
+      warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+      with Image.open(path) as image:
+        if image.width * image.height > MAX_PIXELS:
+          raise UnreadableImage(f"{image.width} x {image.height} pixels, more than the {MAX_PIXELS // 10**6} "
+                                "million a picture may have")
+        image.load()
+        image = ImageOps.exif_transpose(image)
   except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
     raise UnreadableImage(f"{type(e).__name__}: {e}") from None
   if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
