@@ -84,6 +84,15 @@ def test_print_config_shows_every_field_and_the_data_sizes(tiny_data, tmp_path, 
   assert not os.path.exists(workdir)  # nothing written
 
 
+def test_a_config_file_with_a_colon_in_its_name_is_read(tmp_path):
+  from vqajax.core import config as config_lib
+  colon = tmp_path / "a:b.py"  # had been read as `a` with the argument `b.py`: "config file not found"
+  colon.write_text(open(f"{ROOT}/experiments/vqa/bow_q.py").read())
+  assert config_lib.split_spec(f"{colon}:runlocal") == (str(colon), "runlocal")
+  assert config_lib.split_spec("x.py:a:b") == ("x.py", "a:b") and config_lib.split_spec("a:b") == ("a", "b")
+  assert [config_lib.load_config(spec).num_train_steps for spec in (str(colon), f"{colon}:runlocal")] == [6000, 40]
+
+
 def test_bad_config_values_are_one_line_naming_the_field(tiny_data, tmp_path, capsys):
   argv = ["train", f"--config={CONFIG}", f"--workdir={tmp_path / 'w'}", f"--config.data.dir={tiny_data}"]
   assert cli.main([*argv, "--config.batch_size=many"]) == 2

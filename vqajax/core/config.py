@@ -14,6 +14,7 @@ import difflib
 import importlib.util
 import math
 import os
+import re
 import sys
 from typing import Any, Callable, NamedTuple
 
@@ -75,9 +76,22 @@ def run_user_code(fn: Callable[[], Any], where: str) -> Any:
     raise InputError(f"{where} ({type(e).__name__}: {e})") from None
 
 
+_SPEC = re.compile(r"(.*?\.py)(?::(.*))?", re.S)
+
+
+def split_spec(spec: str) -> tuple[str, str]:
+  """(FILE.py, ARG) of `FILE.py[:ARG]`, split after the `.py` that ends the file's name (a ':' before
+  it is the name's: `a:b.py`), else at the first ':'."""
+  match = _SPEC.fullmatch(spec)
+  if match:
+    return match[1], match[2] or ""
+  path, _, arg = spec.partition(":")
+  return path, arg
+
+
 def load_config(spec: str) -> ml_collections.ConfigDict:
   """The config of `FILE.py[:ARG]`."""
-  path, _, arg = spec.partition(":")
+  path, arg = split_spec(spec)
   if not path:
     raise InputError("--config: expected FILE.py[:ARG], got an empty name")
   module = load_module(path, "config")

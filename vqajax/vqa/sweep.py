@@ -44,7 +44,7 @@ class Point:
 
 def load_sweep(spec: str) -> tuple[list[Point], str | None]:
   """The points and the base point name of `file.py[:arg]`."""
-  path, _, arg = spec.partition(":")
+  path, arg = config_lib.split_spec(spec)
   module = config_lib.load_module(path, "sweep")
   get_sweep = getattr(module, "get_sweep", None)
   sweep = config_lib.run_user_code(lambda: get_sweep(arg), spec) if callable(get_sweep) else None
@@ -58,7 +58,7 @@ def load_sweep(spec: str) -> tuple[list[Point], str | None]:
   points = []
   for p in sweep["points"]:
     _known_keys(f"{path}: point {p['name']}", p, ("name", "config", "overrides", "command", "baselines", "slurm"))
-    config_path, _, config_arg = p["config"].partition(":")
+    config_path, config_arg = config_lib.split_spec(p["config"])
     command, slurm = p.get("command", "train"), p.get("slurm", {})
     overrides, baselines = p.get("overrides", {}), p.get("baselines", ())
     if command not in ("train", "baselines"):
@@ -166,7 +166,7 @@ def progress(point: Point, workdir: str, metric: str, mode: str) -> tuple[int | 
 
 def command_argv(point: Point, workdir: str, sets: dict[str, Any]) -> list[str]:
   """The point's `vqajax` arguments (after the program): what runs it anywhere."""
-  path, _, arg = point.config.partition(":")
+  path, arg = config_lib.split_spec(point.config)
   argv = [point.command, f"--config={path}" + (f":{arg}" if arg else ""),
           f"--workdir={point_dir(workdir, point)}", f"--config.name={point.name}"]
   argv += [f"--config.{k}={v}" for k, v in {**point.overrides, **sets}.items()]
