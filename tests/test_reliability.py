@@ -81,6 +81,17 @@ def _flip_unnoticed_by_orbax(checkpoints, step, config):
   pytest.fail(f"no flip in {largest} that orbax restores silently")
 
 
+def test_a_checkpoint_step_that_is_a_link_is_refused_not_deleted_through(tmp_path):
+  checkpoints, precious = tmp_path / "run" / "checkpoints", tmp_path / "precious"
+  precious.mkdir()
+  (precious / "mine.txt").write_text("keep")
+  (checkpoints / "10").mkdir(parents=True)
+  os.symlink(precious, checkpoints / "20")  # planted: a save past keep_checkpoints had failed on it every time
+  with pytest.raises(InputError, match=rf"^{checkpoints}/20: a link; a run's checkpoints are the folders it saved: "):
+    checkpoint.complete_steps(str(checkpoints))
+  assert (precious / "mine.txt").read_text() == "keep"
+
+
 def test_a_reader_names_the_damaged_file_of_the_run_itself(tmp_path):
   """ask, submit and export read a step through private hard links (`checkpoint._pinned`): a
   damaged file is the reader's bad input, named by its place in the run."""

@@ -301,7 +301,12 @@ def complete_steps(directory: str) -> list[int]:
   """The steps saved in `directory`, in order; a step still being written (orbax's temporary
   folder, renamed when complete) is not one. Nothing is changed."""
   names = fs.listdir(directory) if fs.isdir(directory) else []
-  return sorted(int(n.rstrip("/")) for n in names if re.fullmatch(r"\d+/?", n))
+  steps = sorted(int(n.rstrip("/")) for n in names if re.fullmatch(r"\d+/?", n))
+  linked = [s for s in steps if os.path.islink(os.path.join(directory, str(s)))]
+  if linked:  # training would delete it past keep_checkpoints: orbax refuses, the run fails every save
+    raise InputError(f"{os.path.join(directory, str(linked[0]))}: a link; a run's checkpoints are the folders "
+                     "it saved: move the link away")
+  return steps
 
 
 def step_metric(directory: str, step: int, name: str) -> float | None:
