@@ -316,8 +316,8 @@ def test_a_second_extraction_into_a_store_being_written_is_refused(photos, tmp_p
   model, params = _tiny()
   out = str(tmp_path / "f.h5")
   with partial_store.ChunkedStore(out, SETTINGS, (HIDDEN,), "float16"):  # another run's, still extracting
-    with pytest.raises(InputError, match=r"f\.h5: another extraction is writing this store \(.*f\.h5\.partial is locked\): "
-                                         r"wait for it to end, or extract into another store"):
+    with pytest.raises(InputError, match=r"f\.h5: another extraction is writing this store \(.*f\.h5\.partial is "
+                                         r"locked\): wait for it to end, or extract into another store"):
       extract.extract(images.list_images(photos), model, params, out, SETTINGS, image_size=SIZE)
   summary = extract.extract(images.list_images(photos), model, params, out, SETTINGS, image_size=SIZE)
   assert summary.rows == 9 and not os.path.exists(out + ".partial")

@@ -183,7 +183,8 @@ def test_a_folder_output_that_is_a_link_to_nothing_is_refused(tiny_data, tmp_pat
   for argv, verb in ((["train", f"--config={CONFIG}", f"--workdir={link}", f"--config.data.dir={tiny_data}", *STEPS],
                       "vqajax train"), (["data", "synth", "--out", str(link)], "vqajax data")):
     assert cli.main(argv) == 2  # train had died of a FileExistsError traceback
-    assert f"run: a link to nothing ({tmp_path}/elsewhere/planted); make the folder it names" in _error_line(capsys, verb)
+    expected = f"run: a link to nothing ({tmp_path}/elsewhere/planted); make the folder it names"
+    assert expected in _error_line(capsys, verb)
   assert os.listdir(tmp_path) == ["run"] and os.path.islink(link)
 
 

@@ -243,7 +243,7 @@ CONFIG_CASES = [
     (CONFIG, "optimizer.grad_clip=-1", "config.optimizer.grad_clip: expected a number >= 0, got -1"),
     (CONFIG, "data.format=bogus", "config.data.format: expected one of ('vqa', 'vizwiz'), got 'bogus'"),
     (CONFIG, "data.results_prefix=/home/u/z", 'config.data.results_prefix: expected "" or the start of a plain name '
-     "(letters, digits, '.', '-', '_', '+'), got '/home/u/z'"),  # had written the results over /home/u/z..._results.json
+     "(letters, digits, '.', '-', '_', '+'), got '/home/u/z'"),  # had written over /home/u/z..._results.json
     (CONFIG, "data.results_prefix=../x", 'config.data.results_prefix: expected "" or the start of a plain name'),
     (CONFIG, "data.source=web", "config.data.source: expected one of ('raw', 'tfds'), got 'web'"),
     (CONFIG, "data.dir=foo://bar", "config.data.dir: expected a local path or a URL (gs://, s3://, ram://, file://)"),

@@ -267,7 +267,8 @@ def test_a_point_named_as_the_sweeps_own_file_or_a_misspelt_key_is_refused(tmp_p
   assert not os.path.exists(tmp_path / "w")
 
 
-@pytest.mark.parametrize("jobs", ['{"points": {"a": [5]}}', '{"points": {"a": ["../../etc/passwd"]}}', '{"points": []}'])
+@pytest.mark.parametrize("jobs", ['{"points": {"a": [5]}}', '{"points": {"a": ["../../etc/passwd"]}}',
+                                  '{"points": []}'])
 def test_a_damaged_job_record_is_one_line(tmp_path, capsys, jobs):
   sweep_file, workdir = tmp_path / "s.py", tmp_path / "w"
   sweep_file.write_text("def get_sweep(arg):\n  return {'points': [dict(name='a', config='c.py')]}\n")

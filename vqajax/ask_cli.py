@@ -337,7 +337,8 @@ def run(args) -> None:
   items = asked(args)
   files.protect(*(item["image"] for item in items if "image" in item))
   # the store (the embedded dataset's, written if absent) only where an image id is asked about
-  data_dir = commands.prepare_run_data(config, args.workdir, args.data_dir) if any("image" not in i for i in items) else None
+  by_id = any("image" not in i for i in items)  # the run's store is read
+  data_dir = commands.prepare_run_data(config, args.workdir, args.data_dir) if by_id else None
   runtime.use_compilation_cache(args.compilation_cache_dir)
   answering = commands.registry()[config.task].answering  # vqa.ask.Answerer | answertherapy.ask.Grounder
   runtime.freeze_imported()

@@ -261,6 +261,6 @@ def build(out_dir: str, groundings_path: str, questions_path: str | None = None,
                  "single": sum(r["binary_label"] == therapy.SINGLE for r in records),
                  "multiple": sum(r["binary_label"] == therapy.MULTIPLE for r in records)}
                 for name, records in files.items()]
-  return "\n".join(tables.write_tables(
-      out_dir, {"construction": (REPORT_COLUMNS, rows), "splits": (["file", "questions", "single", "multiple"], split_rows)},
-      beside={os.path.join(out_dir, name): records for name, records in files.items()}).values())
+  made = {"construction": (REPORT_COLUMNS, rows), "splits": (["file", "questions", "single", "multiple"], split_rows)}
+  beside = {os.path.join(out_dir, name): records for name, records in files.items()}
+  return "\n".join(tables.write_tables(out_dir, made, beside).values())
